@@ -1,0 +1,1 @@
+//! quirl.lua-worker@1 protocol (skeleton; filled by the protocol issue).
