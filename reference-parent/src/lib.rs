@@ -1,1 +1,3 @@
 //! Reference parent (skeleton).
+
+pub mod process_host;

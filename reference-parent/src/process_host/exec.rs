@@ -1,0 +1,651 @@
+//! Run one parsed, authorized command: spawn, capture, wait, kill, reap.
+//!
+//! Everything happens on the calling thread: one `poll()` over the two output
+//! pipes, a pidfd for the leader's exit and the cancellation wake pipe, with
+//! the deadline as its timeout. No thread is started, and every descriptor
+//! and process is owned by a value that closes, kills or reaps it on drop.
+
+use std::ffi::{CString, OsStr};
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use super::cancel::Cancel;
+use super::command::parse_command;
+use super::error::{HostError, HostErrorCode};
+use super::grants::ProcessHostConfig;
+use super::tree::OwnedTree;
+
+/// Host maximum for retained bytes per output stream (the v1 host-call
+/// bound on `max_output_bytes`).
+pub const OUTPUT_BYTES_MAX: usize = 1_048_576;
+
+/// Largest JSON-encoded size of `stdout` plus `stderr` in one outcome, so the
+/// host response always fits a v1 frame (5,242,880 bytes) with room for the
+/// envelope.
+pub const OUTCOME_ENCODED_BYTES_MAX: usize = 5_242_880 - 4_096;
+
+/// Fallback tick when the kernel has no pidfds (Linux before 5.3).
+const EXIT_POLL_TICK: Duration = Duration::from_millis(10);
+
+/// One command to run on behalf of the guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessRequest {
+    /// Command source in the command language of [`super::parse_command`].
+    pub command: String,
+    /// Absolute deadline: when it passes, the tree is killed and the call
+    /// fails with `resource_limit`.
+    pub deadline: Instant,
+    /// Bytes retained per stream; values above [`OUTPUT_BYTES_MAX`] are
+    /// lowered to it.
+    pub max_output_bytes: usize,
+}
+
+/// What a command that ran to completion produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOutcomeData {
+    /// Exit code, or 128 + N when the program was ended by signal N.
+    pub status: i32,
+    /// The signal that ended the program, when it did not exit.
+    pub signal: Option<i32>,
+    /// Standard output, decoded as UTF-8 with invalid sequences replaced by
+    /// U+FFFD.
+    pub stdout: String,
+    /// Standard error, decoded like `stdout`.
+    pub stderr: String,
+    /// Whether `stdout` contained invalid UTF-8 that was replaced.
+    pub stdout_lossy: bool,
+    /// Whether `stderr` contained invalid UTF-8 that was replaced.
+    pub stderr_lossy: bool,
+}
+
+impl CommandOutcomeData {
+    /// The conventional name of [`Self::signal`] (`SIGKILL`, …).
+    pub fn signal_name(&self) -> Option<&'static str> {
+        self.signal.map(signal_name)
+    }
+}
+
+/// Check, parse, authorize and run `request`.
+///
+/// Order: access (`validation`), command language (`invalid_argument`),
+/// program grant (`validation`), program lookup (`process_spawn`), deadline
+/// and cancellation (`resource_limit`), then the run itself.
+pub fn run_command(
+    config: &ProcessHostConfig,
+    request: &ProcessRequest,
+    cancel: &Cancel,
+) -> Result<CommandOutcomeData, HostError> {
+    config.check_access()?;
+    let argv = parse_command(&request.command)?;
+    let program = argv.first().map(String::as_str).unwrap_or_default();
+    let path = config.authorize(program)?;
+    let limit = request.max_output_bytes.min(OUTPUT_BYTES_MAX);
+    let started = Instant::now();
+    if cancel.is_cancelled() {
+        return Err(cancelled_error(started, false));
+    }
+    if started >= request.deadline {
+        return Err(deadline_error(started, false)
+            .with_context("the deadline had passed before the command started"));
+    }
+    ensure_children_are_not_auto_reaped()?;
+    let waiter = cancel
+        .register()
+        .map_err(|error| HostError::io("could not create the cancellation wake pipe", &error))?;
+    if cancel.is_cancelled() {
+        return Err(cancelled_error(started, false));
+    }
+    let image = ExecImage::new(&path, &argv, config)?;
+    let mut command = Command::new(&path);
+    command
+        .current_dir(config.cwd())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: the closure runs in the forked child before exec and only
+    // makes async-signal-safe system calls on data prepared before the fork
+    // (see `ExecImage::exec`).
+    unsafe {
+        command.pre_exec(move || image.exec());
+    }
+    let child = command
+        .spawn()
+        .map_err(|error| spawn_error(program, &error))?;
+    let mut tree = OwnedTree::new(child)
+        .map_err(|error| HostError::io("could not take ownership of the child", &error))?;
+    let mut stdout = Capture::new(
+        tree.child_mut()
+            .stdout
+            .take()
+            .map(|pipe| std::fs::File::from(OwnedFd::from(pipe))),
+        limit,
+    )?;
+    let mut stderr = Capture::new(
+        tree.child_mut()
+            .stderr
+            .take()
+            .map(|pipe| std::fs::File::from(OwnedFd::from(pipe))),
+        limit,
+    )?;
+
+    let mut leader_exited = false;
+    loop {
+        if cancel.is_cancelled() {
+            let _ = tree.kill_and_reap();
+            let overflow = stdout.overflowed() || stderr.overflowed();
+            return Err(cancelled_error(started, true)
+                .with_context_if(overflow, overflow_note(&stdout, &stderr, limit)));
+        }
+        let now = Instant::now();
+        if now >= request.deadline {
+            let _ = tree.kill_and_reap();
+            let overflow = stdout.overflowed() || stderr.overflowed();
+            return Err(deadline_error(started, true)
+                .with_context_if(overflow, overflow_note(&stdout, &stderr, limit)));
+        }
+        if !leader_exited && tree.exit_fd().is_none() {
+            leader_exited = tree
+                .leader_exited()
+                .map_err(|error| HostError::io("could not observe the child", &error))?;
+            if leader_exited {
+                tree.kill();
+            }
+        }
+        if leader_exited && stdout.is_closed() && stderr.is_closed() {
+            break;
+        }
+
+        let mut fds = Vec::with_capacity(4);
+        let mut slots = Slots::default();
+        if let Some(fd) = stdout.fd() {
+            slots.stdout = Some(push(&mut fds, fd));
+        }
+        if let Some(fd) = stderr.fd() {
+            slots.stderr = Some(push(&mut fds, fd));
+        }
+        if !leader_exited && let Some(fd) = tree.exit_fd() {
+            slots.exit = Some(push(&mut fds, fd));
+        }
+        slots.cancel = Some(push(&mut fds, waiter.as_fd().as_raw_fd()));
+        let mut timeout = request.deadline.saturating_duration_since(now);
+        if !leader_exited && tree.exit_fd().is_none() {
+            timeout = timeout.min(EXIT_POLL_TICK);
+        }
+        poll(&mut fds, timeout)
+            .map_err(|error| HostError::io("could not wait for the child", &error))?;
+
+        if let Some(index) = slots.stdout
+            && fds[index].revents != 0
+        {
+            stdout.drain().map_err(|error| {
+                HostError::io("could not read the child's standard output", &error)
+            })?;
+        }
+        if let Some(index) = slots.stderr
+            && fds[index].revents != 0
+        {
+            stderr.drain().map_err(|error| {
+                HostError::io("could not read the child's standard error", &error)
+            })?;
+        }
+        if let Some(index) = slots.exit
+            && fds[index].revents != 0
+        {
+            leader_exited = true;
+            // The leader is a zombie now: its PID still pins the group and
+            // session, so the rest of the tree is killed before the reap.
+            tree.kill();
+        }
+    }
+
+    let status = tree
+        .kill_and_reap()
+        .map_err(|error| HostError::io("could not reap the child", &error))?;
+    let (status, signal) = encode_status(status);
+    if stdout.overflowed() || stderr.overflowed() {
+        return Err(HostError::new(
+            HostErrorCode::ResourceLimit,
+            format!("command output exceeded its limit of {limit} bytes per stream"),
+        )
+        .with_context(overflow_note(&stdout, &stderr, limit))
+        .with_context(status_note(status, signal))
+        .with_help(
+            "Reduce the output, write it to a file, or raise max_output_bytes (at most 1048576)",
+        )
+        .with_exit_status(Some(status)));
+    }
+    let (stdout, stdout_lossy) = stdout.into_text();
+    let (stderr, stderr_lossy) = stderr.into_text();
+    let encoded = json_string_len(&stdout).saturating_add(json_string_len(&stderr));
+    if encoded > OUTCOME_ENCODED_BYTES_MAX {
+        return Err(HostError::new(
+            HostErrorCode::ResourceLimit,
+            "command output does not fit in one host response frame",
+        )
+        .with_context(format!(
+            "encoded output {encoded} bytes; limit {OUTCOME_ENCODED_BYTES_MAX} bytes"
+        ))
+        .with_context(status_note(status, signal))
+        .with_help("Control characters and invalid UTF-8 grow when encoded; reduce the output or lower max_output_bytes")
+        .with_exit_status(Some(status)));
+    }
+    Ok(CommandOutcomeData {
+        status,
+        signal,
+        stdout,
+        stderr,
+        stdout_lossy,
+        stderr_lossy,
+    })
+}
+
+impl HostError {
+    fn with_context_if(self, condition: bool, context: String) -> Self {
+        if condition {
+            self.with_context(context)
+        } else {
+            self
+        }
+    }
+}
+
+#[derive(Default)]
+struct Slots {
+    stdout: Option<usize>,
+    stderr: Option<usize>,
+    exit: Option<usize>,
+    cancel: Option<usize>,
+}
+
+fn push(fds: &mut Vec<libc::pollfd>, fd: libc::c_int) -> usize {
+    fds.push(libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    fds.len() - 1
+}
+
+fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<()> {
+    // Round up so the wake-up is never before the deadline.
+    let millis = timeout.as_nanos().div_ceil(1_000_000);
+    let timeout = libc::c_int::try_from(millis).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `fds` is a valid, exclusively borrowed pollfd slice of the given length.
+    let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+    if ready < 0 {
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// One captured stream: keeps up to `limit` bytes and counts the rest.
+struct Capture {
+    file: Option<std::fs::File>,
+    retained: Vec<u8>,
+    discarded: u64,
+    limit: usize,
+}
+
+impl Capture {
+    fn new(file: Option<std::fs::File>, limit: usize) -> Result<Self, HostError> {
+        if let Some(file) = &file {
+            set_nonblocking(file.as_raw_fd())
+                .map_err(|error| HostError::io("could not configure an output pipe", &error))?;
+        }
+        Ok(Self {
+            file,
+            retained: Vec::new(),
+            discarded: 0,
+            limit,
+        })
+    }
+
+    fn fd(&self) -> Option<libc::c_int> {
+        self.file.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    fn is_closed(&self) -> bool {
+        self.file.is_none()
+    }
+
+    fn overflowed(&self) -> bool {
+        self.discarded > 0
+    }
+
+    /// Read until the pipe is empty or closed; excess bytes are discarded
+    /// so the child never blocks on a full pipe.
+    fn drain(&mut self) -> io::Result<()> {
+        let Some(file) = self.file.as_mut() else {
+            return Ok(());
+        };
+        let mut chunk = [0_u8; 64 * 1024];
+        loop {
+            match file.read(&mut chunk) {
+                Ok(0) => {
+                    self.file = None;
+                    return Ok(());
+                }
+                Ok(count) => {
+                    let room = self.limit - self.retained.len();
+                    let kept = count.min(room);
+                    self.retained.extend_from_slice(&chunk[..kept]);
+                    self.discarded = self.discarded.saturating_add((count - kept) as u64);
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    fn into_text(self) -> (String, bool) {
+        match String::from_utf8(self.retained) {
+            Ok(text) => (text, false),
+            Err(error) => (String::from_utf8_lossy(error.as_bytes()).into_owned(), true),
+        }
+    }
+}
+
+fn overflow_note(stdout: &Capture, stderr: &Capture, limit: usize) -> String {
+    format!(
+        "limit {limit} bytes per stream; stdout retained {} and discarded {} bytes; \
+         stderr retained {} and discarded {} bytes",
+        stdout.retained.len(),
+        stdout.discarded,
+        stderr.retained.len(),
+        stderr.discarded
+    )
+}
+
+fn set_nonblocking(fd: libc::c_int) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own, reading then setting file status flags.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The exact `execve` arguments, built before the fork so the child
+/// allocates nothing.
+struct ExecImage {
+    path: CString,
+    _argv: Vec<CString>,
+    _envp: Vec<CString>,
+    argv_ptrs: Vec<*const libc::c_char>,
+    envp_ptrs: Vec<*const libc::c_char>,
+    empty_mask: libc::sigset_t,
+}
+
+// SAFETY: the raw pointers point into the CStrings owned by the same value,
+// whose heap buffers never move or change; the value is only read (in the
+// forked child).
+unsafe impl Send for ExecImage {}
+// SAFETY: as above; shared access is read-only.
+unsafe impl Sync for ExecImage {}
+
+impl ExecImage {
+    fn new(path: &Path, argv: &[String], config: &ProcessHostConfig) -> Result<Self, HostError> {
+        let nul = || {
+            HostError::new(
+                HostErrorCode::InvalidArgument,
+                "argument contains a NUL byte",
+            )
+        };
+        let path = CString::new(path.as_os_str().as_bytes()).map_err(|_| nul())?;
+        let argv: Vec<CString> = argv
+            .iter()
+            .map(|arg| CString::new(arg.as_bytes()))
+            .collect::<Result<_, _>>()
+            .map_err(|_| nul())?;
+        let envp: Vec<CString> = config
+            .environment()
+            .iter()
+            .map(|(name, value)| {
+                let mut entry = Vec::with_capacity(name.len() + 1 + value.len());
+                entry.extend_from_slice(name.as_bytes());
+                entry.push(b'=');
+                entry.extend_from_slice(OsStr::as_bytes(value));
+                CString::new(entry)
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|_| nul())?;
+        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|arg| arg.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        let mut envp_ptrs: Vec<*const libc::c_char> =
+            envp.iter().map(|entry| entry.as_ptr()).collect();
+        envp_ptrs.push(std::ptr::null());
+        // SAFETY: zeroed sigset_t is valid storage for sigemptyset to initialise.
+        let mut empty_mask: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `empty_mask` is valid sigset_t storage.
+        unsafe { libc::sigemptyset(&mut empty_mask) };
+        Ok(Self {
+            path,
+            _argv: argv,
+            _envp: envp,
+            argv_ptrs,
+            envp_ptrs,
+            empty_mask,
+        })
+    }
+
+    /// Runs in the forked child. Only async-signal-safe system calls.
+    fn exec(&self) -> io::Result<()> {
+        // SAFETY: every call below is an async-signal-safe system call on
+        // arguments prepared before the fork; none allocates.
+        unsafe {
+            // New session and group, no controlling terminal.
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // Set-user-ID bits and file capabilities are not honoured, so
+            // every process of the tree stays killable by the parent.
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // Ignored signals survive exec; start from the defaults.
+            for signal in 1..=64 {
+                if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+                    libc::signal(signal, libc::SIG_DFL);
+                }
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.empty_mask, std::ptr::null_mut());
+            // Descriptors the parent leaked without close-on-exec do not
+            // reach the program. Best effort: kernels before 5.11 lack it.
+            libc::syscall(
+                libc::SYS_close_range,
+                3_u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            );
+            // execve, not execvp: no PATH search and no /bin/sh fallback
+            // for files without a recognised format.
+            libc::execve(
+                self.path.as_ptr(),
+                self.argv_ptrs.as_ptr(),
+                self.envp_ptrs.as_ptr(),
+            );
+        }
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Refuse to run when SIGCHLD is ignored: the kernel would then reap the
+/// leader itself, releasing its PID while the group may still be signalled.
+fn ensure_children_are_not_auto_reaped() -> Result<(), HostError> {
+    // SAFETY: zeroed sigaction is valid storage for the query below.
+    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: querying (not changing) the SIGCHLD disposition.
+    let result = unsafe { libc::sigaction(libc::SIGCHLD, std::ptr::null(), &mut current) };
+    if result != 0 {
+        return Err(HostError::io(
+            "could not query the SIGCHLD disposition",
+            &io::Error::last_os_error(),
+        ));
+    }
+    if current.sa_sigaction == libc::SIG_IGN || current.sa_flags & libc::SA_NOCLDWAIT != 0 {
+        return Err(HostError::new(
+            HostErrorCode::Io,
+            "SIGCHLD is ignored in the parent, so children cannot be reaped safely",
+        )
+        .with_help("Do not ignore SIGCHLD or set SA_NOCLDWAIT in a process that hosts commands"));
+    }
+    Ok(())
+}
+
+fn spawn_error(program: &str, error: &io::Error) -> HostError {
+    HostError::new(
+        HostErrorCode::ProcessSpawn,
+        format!(
+            "could not start `{}`",
+            super::grants::truncate_for_display(program)
+        ),
+    )
+    .with_context(format!("operating-system error: {error}"))
+    .with_help(
+        "Check that the program exists, is executable, and that the working directory exists",
+    )
+}
+
+fn cancelled_error(started: Instant, killed: bool) -> HostError {
+    let error = HostError::new(HostErrorCode::ResourceLimit, "command was cancelled");
+    let error = if killed {
+        error.with_context(format!(
+            "process tree killed with SIGKILL after {} ms",
+            started.elapsed().as_millis()
+        ))
+    } else {
+        error.with_context("cancelled before the command started")
+    };
+    error.with_help("Retry only after the cancelling request is cleared")
+}
+
+fn deadline_error(started: Instant, killed: bool) -> HostError {
+    let error = HostError::new(
+        HostErrorCode::ResourceLimit,
+        "command exceeded its deadline",
+    );
+    let error = if killed {
+        error.with_context(format!(
+            "process tree killed with SIGKILL after {} ms",
+            started.elapsed().as_millis()
+        ))
+    } else {
+        error
+    };
+    error.with_help("Use a shorter-running command or raise the host call or request deadline")
+}
+
+fn encode_status(status: ExitStatus) -> (i32, Option<i32>) {
+    if let Some(code) = status.code() {
+        return (code, None);
+    }
+    match status.signal() {
+        Some(signal) => (128 + signal, Some(signal)),
+        // Neither exited nor signalled cannot happen for a reaped child.
+        None => (128, None),
+    }
+}
+
+fn status_note(status: i32, signal: Option<i32>) -> String {
+    match signal {
+        Some(signal) => format!(
+            "terminated by signal {signal} ({}); status {status}",
+            signal_name(signal)
+        ),
+        None => format!("exit status {status}"),
+    }
+}
+
+/// Conventional Linux signal names.
+pub(crate) fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGSTKFLT => "SIGSTKFLT",
+        libc::SIGCHLD => "SIGCHLD",
+        libc::SIGCONT => "SIGCONT",
+        libc::SIGSTOP => "SIGSTOP",
+        libc::SIGTSTP => "SIGTSTP",
+        libc::SIGTTIN => "SIGTTIN",
+        libc::SIGTTOU => "SIGTTOU",
+        libc::SIGURG => "SIGURG",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGVTALRM => "SIGVTALRM",
+        libc::SIGPROF => "SIGPROF",
+        libc::SIGWINCH => "SIGWINCH",
+        libc::SIGIO => "SIGIO",
+        libc::SIGPWR => "SIGPWR",
+        libc::SIGSYS => "SIGSYS",
+        _ => "real-time signal",
+    }
+}
+
+/// Bytes `text` occupies as a JSON string body (without the quotes) in
+/// serde_json's compact encoding.
+fn json_string_len(text: &str) -> usize {
+    text.chars()
+        .map(|c| match c {
+            '"' | '\\' | '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => 2,
+            c if u32::from(c) < 0x20 => 6,
+            c => c.len_utf8(),
+        })
+        .sum()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_string_len_matches_serde_json() {
+        for text in [
+            "",
+            "plain",
+            "tab\tnewline\n",
+            "\u{1}\u{1f}\u{7f}",
+            "quote\" back\\",
+            "héllo ✓ \u{fffd}",
+        ] {
+            let encoded = serde_json::to_string(text).unwrap();
+            assert_eq!(json_string_len(text), encoded.len() - 2, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn statuses_encode_exit_codes_and_signals() {
+        assert_eq!(encode_status(ExitStatus::from_raw(3 << 8)), (3, None));
+        assert_eq!(
+            encode_status(ExitStatus::from_raw(libc::SIGKILL)),
+            (137, Some(9))
+        );
+        assert_eq!(signal_name(libc::SIGTERM), "SIGTERM");
+    }
+}

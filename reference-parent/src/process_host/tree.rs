@@ -1,0 +1,335 @@
+//! Ownership of one child's process tree: kill it all, reap the leader last.
+//!
+//! The child is started with `setsid()`, so it leads a new session and a new
+//! process group whose ids both equal its PID. While the leader is unreaped
+//! (running, or a zombie), that PID cannot be handed to another process, so
+//! no unrelated process can create a group or session with that id: a
+//! `killpg(pid)` or a session match can only reach processes of this tree.
+//! Every path therefore kills first and reaps the leader last, and nothing is
+//! signalled by group or session id after the reap. This is the same
+//! guarantee Quirl's ADR 0020 gets from a separate anchor process; here the
+//! leader itself is the anchor.
+//!
+//! Descendants that left the group (`setpgid`) stay in the session; those
+//! that also left the session (`setsid`) are still found through their
+//! parent chain while that chain is alive. To keep the chain alive, the
+//! tree is frozen before anything is killed: SIGSTOP to the group, then
+//! rounds of `/proc` scans that SIGSTOP every further member, until a round
+//! finds nothing new; only then is everything SIGKILLed. Members outside the
+//! group are signalled through a pidfd opened and re-verified (same start
+//! time, still alive) before the signal, so a PID reused between the scan
+//! and the signal is never hit. The one process the sweep cannot find is a
+//! descendant that started its own session *and* was orphaned before the
+//! sweep (a daemon's double fork); SPEC.md says to contain such programs
+//! with a cgroup or not to grant them.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::{Child, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// Rounds of scan-and-stop before giving up on a tree that keeps forking.
+const SWEEP_ROUNDS_MAX: usize = 16;
+/// How long the sweep waits for its killed processes to exit.
+const SWEEP_EXIT_WAIT: Duration = Duration::from_secs(1);
+
+/// A spawned child whose tree is killed and whose leader is reaped exactly
+/// once, on every path including unwinding.
+pub(crate) struct OwnedTree {
+    child: Child,
+    pid: libc::pid_t,
+    pidfd: Option<OwnedFd>,
+    /// The tree was killed after the leader had exited; nothing can have
+    /// joined it since.
+    killed: bool,
+    reaped: bool,
+}
+
+impl OwnedTree {
+    pub(crate) fn new(child: Child) -> io::Result<Self> {
+        let pid = libc::pid_t::try_from(child.id())
+            .map_err(|_| io::Error::other("child PID does not fit pid_t"))?;
+        Ok(Self {
+            pidfd: pidfd_open(pid).ok(),
+            child,
+            pid,
+            killed: false,
+            reaped: false,
+        })
+    }
+
+    pub(crate) fn child_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// A descriptor that becomes readable when the leader exits, when the
+    /// kernel supports pidfds.
+    pub(crate) fn exit_fd(&self) -> Option<libc::c_int> {
+        self.pidfd.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// Whether the leader has exited, without reaping it.
+    pub(crate) fn leader_exited(&self) -> io::Result<bool> {
+        // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a valid siginfo_t; WNOWAIT leaves the child
+        // unreaped, so its PID stays reserved.
+        let result = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                self.pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if result != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: waitid filled `info` (or left it zeroed when no child changed state).
+        Ok(unsafe { info.si_pid() } != 0)
+    }
+
+    /// SIGKILL the whole tree; the leader stays unreaped.
+    ///
+    /// The tree is frozen first (SIGSTOP to the group, then to every other
+    /// member found), so no member can fork or orphan its children while it
+    /// is being collected; then everything found is killed at once.
+    pub(crate) fn kill(&mut self) {
+        debug_assert!(!self.reaped);
+        // SAFETY: killpg only sends a signal. The leader is unreaped, so the
+        // group id still belongs to this tree.
+        unsafe { libc::killpg(self.pid, libc::SIGSTOP) };
+        let pinned = freeze_members(self.pid);
+        // SAFETY: as above.
+        unsafe { libc::killpg(self.pid, libc::SIGKILL) };
+        for pidfd in &pinned {
+            send_signal(pidfd, libc::SIGKILL);
+        }
+        wait_for_exit(&pinned);
+        self.killed = true;
+    }
+
+    /// Reap the leader, killing the tree first unless [`Self::kill`] already
+    /// did since the leader exited.
+    pub(crate) fn kill_and_reap(&mut self) -> io::Result<ExitStatus> {
+        if !self.killed {
+            self.kill();
+        }
+        let status = self.child.wait();
+        self.reaped = true;
+        status
+    }
+}
+
+impl Drop for OwnedTree {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = self.kill_and_reap();
+        }
+    }
+}
+
+pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a PID and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = libc::c_int::try_from(fd).map_err(|_| io::Error::other("pidfd out of range"))?;
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ProcStat {
+    ppid: libc::pid_t,
+    session: libc::pid_t,
+    start_time: u64,
+    alive: bool,
+}
+
+fn read_stat(pid: libc::pid_t) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is parenthesised and may contain anything, so the
+    // fields are counted from the last `)`.
+    let rest = text.get(text.rfind(')')? + 1..)?;
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // fields[0] = state (3), [1] = ppid (4), [3] = session (6), [19] = starttime (22)
+    let state = fields.first()?;
+    Some(ProcStat {
+        ppid: fields.get(1)?.parse().ok()?,
+        session: fields.get(3)?.parse().ok()?,
+        start_time: fields.get(19)?.parse().ok()?,
+        alive: !matches!(*state, "Z" | "X" | "x"),
+    })
+}
+
+fn scan() -> HashMap<libc::pid_t, ProcStat> {
+    let mut table = HashMap::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return table;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        if let Some(stat) = read_stat(pid) {
+            table.insert(pid, stat);
+        }
+    }
+    table
+}
+
+/// Live members of session `leader` and live descendants of those members
+/// (or of the leader), except the leader itself.
+fn members(leader: libc::pid_t, table: &HashMap<libc::pid_t, ProcStat>) -> Vec<(libc::pid_t, u64)> {
+    let mut found = Vec::new();
+    for (&pid, stat) in table {
+        if pid == leader || !stat.alive {
+            continue;
+        }
+        // Walk the parent chain; bounded by the table size against cycles.
+        let mut current = *stat;
+        let mut member = false;
+        for _ in 0..=table.len() {
+            if current.session == leader || current.ppid == leader {
+                member = true;
+                break;
+            }
+            match table.get(&current.ppid) {
+                Some(parent) if current.ppid > 1 => current = *parent,
+                _ => break,
+            }
+        }
+        if member {
+            found.push((pid, stat.start_time));
+        }
+    }
+    found
+}
+
+/// SIGSTOP every member the scan can find, in rounds, until a round finds
+/// no member that is not already pinned. Returns the pidfds of the stopped
+/// members, each verified to be the scanned process.
+fn freeze_members(leader: libc::pid_t) -> Vec<OwnedFd> {
+    let mut pinned: Vec<OwnedFd> = Vec::new();
+    let mut seen: HashSet<(libc::pid_t, u64)> = HashSet::new();
+    for _ in 0..SWEEP_ROUNDS_MAX {
+        let table = scan();
+        let fresh: Vec<_> = members(leader, &table)
+            .into_iter()
+            .filter(|target| !seen.contains(target))
+            .collect();
+        if fresh.is_empty() {
+            break;
+        }
+        for (pid, start_time) in fresh {
+            let Ok(pidfd) = pidfd_open(pid) else {
+                continue;
+            };
+            // The pidfd pins one process; make sure it is the scanned one.
+            let same =
+                read_stat(pid).is_some_and(|stat| stat.start_time == start_time && stat.alive);
+            if same && send_signal(&pidfd, libc::SIGSTOP) {
+                seen.insert((pid, start_time));
+                pinned.push(pidfd);
+            }
+        }
+    }
+    pinned
+}
+
+fn send_signal(pidfd: &OwnedFd, signal: libc::c_int) -> bool {
+    // SAFETY: pidfd_send_signal with a valid pidfd, a signal number, no
+    // siginfo and no flags.
+    let sent = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    sent == 0
+}
+
+/// Wait (bounded) until every pidfd reports that its process exited.
+fn wait_for_exit(pidfds: &[OwnedFd]) {
+    let deadline = Instant::now() + SWEEP_EXIT_WAIT;
+    let mut pending: Vec<libc::pollfd> = pidfds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    while !pending.is_empty() {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return;
+        }
+        let timeout = libc::c_int::try_from(remaining.as_millis().saturating_add(1))
+            .unwrap_or(libc::c_int::MAX);
+        // SAFETY: `pending` is a valid, exclusively borrowed pollfd array of the given length.
+        let ready =
+            unsafe { libc::poll(pending.as_mut_ptr(), pending.len() as libc::nfds_t, timeout) };
+        if ready < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        pending.retain(|fd| fd.revents == 0);
+        for fd in &mut pending {
+            fd.revents = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_its_own_stat_line() {
+        let pid = libc::pid_t::try_from(std::process::id()).unwrap();
+        let stat = read_stat(pid).unwrap();
+        assert!(stat.alive);
+        // SAFETY: getppid and getsid have no preconditions.
+        assert_eq!(stat.ppid, unsafe { libc::getppid() });
+        assert_eq!(stat.session, unsafe { libc::getsid(0) });
+    }
+
+    #[test]
+    fn membership_follows_session_and_parent_chain() {
+        let stat = |ppid, session| ProcStat {
+            ppid,
+            session,
+            start_time: 7,
+            alive: true,
+        };
+        let table = HashMap::from([
+            (100, stat(1, 50)), // leader
+            (101, stat(100, 100)),
+            (102, stat(1, 100)),   // orphan still in the session
+            (103, stat(101, 103)), // setsid child of a member
+            (104, stat(103, 104)), // grandchild of that
+            (105, stat(1, 105)),   // orphaned setsid escapee: not findable
+            (200, stat(1, 200)),   // unrelated
+        ]);
+        let mut found: Vec<_> = members(100, &table)
+            .into_iter()
+            .map(|(pid, _)| pid)
+            .collect();
+        found.sort_unstable();
+        assert_eq!(found, [101, 102, 103, 104]);
+    }
+}

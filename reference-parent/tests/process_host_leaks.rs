@@ -1,0 +1,68 @@
+//! Nothing outlives a host call: no descriptor, no thread, no child.
+//!
+//! One test in its own binary, so no other test opens descriptors or starts
+//! threads while the counts are compared.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use quirl_lua_reference_parent::process_host::{
+    Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest, run_command,
+};
+
+fn count(directory: &str) -> usize {
+    std::fs::read_dir(directory).unwrap().count()
+}
+
+/// Children of this process, zombies included.
+fn children() -> usize {
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
+        .filter(|stat| {
+            let rest = &stat[stat.rfind(')').unwrap() + 1..];
+            rest.split_whitespace().nth(1) == Some(me.as_str())
+        })
+        .count()
+}
+
+#[test]
+fn host_calls_leak_no_descriptor_thread_or_child() {
+    let config = ProcessHostConfig::new(
+        ProcessAccess {
+            allow_process: true,
+            process_enabled: true,
+        },
+        Grants::parse(["process.spawn"]).unwrap(),
+        Environment::empty().with("PATH", "/usr/bin:/bin").unwrap(),
+        "/",
+    )
+    .unwrap();
+    let run = |command: &str, deadline: Duration, max_output_bytes: usize| {
+        let request = ProcessRequest {
+            command: command.to_owned(),
+            deadline: Instant::now() + deadline,
+            max_output_bytes,
+        };
+        let _ = run_command(&config, &request, &Cancel::new());
+    };
+    // Warm up anything the standard library opens lazily.
+    run("true", Duration::from_secs(5), 16);
+    let (fds, threads, kids) = (count("/proc/self/fd"), count("/proc/self/task"), children());
+    for _ in 0..3 {
+        run("echo hi", Duration::from_secs(5), 16);
+        run("head -c 100000 /dev/zero", Duration::from_secs(5), 16);
+        run(
+            "sh -c 'sleep 100 & sleep 100'",
+            Duration::from_millis(100),
+            16,
+        );
+        run("quirl-no-such-program", Duration::from_secs(5), 16);
+        run("echo a | b", Duration::from_secs(5), 16);
+    }
+    assert_eq!(count("/proc/self/fd"), fds, "descriptors");
+    assert_eq!(count("/proc/self/task"), threads, "threads");
+    assert_eq!(children(), kids, "children");
+}
