@@ -1,0 +1,248 @@
+//! The stable error type of the protocol crate.
+//!
+//! Every failure carries an [`ErrorKind`]: a precise, stable sub-kind that
+//! tests, fixtures and conformance reports name (`unknown_field`,
+//! `oversized_frame`, …). Each kind maps to one v1 wire [`ErrorCode`], the
+//! code a peer would put into an error record. Messages and context are for
+//! people; branch on the kind.
+
+use crate::records::ErrorCode;
+use std::fmt;
+
+macro_rules! error_kinds {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal => $code:ident, )*) => {
+        /// Precise, stable reason of a [`ProtocolError`].
+        ///
+        /// The snake_case name ([`ErrorKind::as_str`]) is part of the
+        /// contract: fixture manifests and conformance reports use it.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum ErrorKind {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl ErrorKind {
+            /// Every kind, in declaration order.
+            pub const ALL: &'static [ErrorKind] = &[$(ErrorKind::$variant),*];
+
+            /// The stable snake_case name of this kind.
+            pub const fn as_str(self) -> &'static str {
+                match self { $( ErrorKind::$variant => $name, )* }
+            }
+
+            /// The v1 wire error code this kind is reported as.
+            pub const fn code(self) -> ErrorCode {
+                match self { $( ErrorKind::$variant => ErrorCode::$code, )* }
+            }
+
+            /// Parse a stable snake_case name.
+            pub fn from_name(name: &str) -> Option<Self> {
+                match name { $( $name => Some(ErrorKind::$variant), )* _ => None }
+            }
+        }
+    };
+}
+
+error_kinds! {
+    /// A frame header declared a length of zero.
+    EmptyFrame = "empty_frame" => Validation,
+    /// A frame header declared more than the maximum payload, or an encoded frame would exceed it.
+    OversizedFrame = "oversized_frame" => ResourceLimit,
+    /// The stream ended inside a 4-byte frame header.
+    TruncatedHeader = "truncated_header" => Io,
+    /// The stream ended inside a frame payload.
+    TruncatedFrame = "truncated_frame" => Io,
+    /// The payload is not valid UTF-8, or a `\u` escape denotes a lone surrogate.
+    InvalidUtf8 = "invalid_utf8" => Validation,
+    /// The payload starts with a UTF-8 byte order mark.
+    ByteOrderMark = "byte_order_mark" => Validation,
+    /// The payload is not one JSON value (syntax error, leading whitespace, raw control character, non-finite number, …).
+    MalformedJson = "malformed_json" => Validation,
+    /// Bytes (whitespace included) follow the JSON value.
+    TrailingBytes = "trailing_bytes" => Validation,
+    /// An object repeats a key, at any level, free-form values and tags included.
+    DuplicateKey = "duplicate_key" => Validation,
+    /// Arrays and objects nest deeper than the JSON depth limit.
+    DepthExceeded = "depth_exceeded" => Validation,
+    /// A record was expected, something other than an object was found.
+    NotAnObject = "not_an_object" => Validation,
+    /// A field holds a JSON value of the wrong type (a string, null or non-integer number for an integer, …).
+    WrongType = "wrong_type" => Validation,
+    /// An integer lies outside its declared width (negative for unsigned, above u32/u64/i32, …).
+    IntegerOutOfRange = "integer_out_of_range" => Validation,
+    /// A record or enum variant holds a field it does not declare.
+    UnknownField = "unknown_field" => Validation,
+    /// A record or enum variant lacks a required field.
+    MissingField = "missing_field" => Validation,
+    /// A tag or enumeration string names no known variant.
+    UnknownVariant = "unknown_variant" => Validation,
+    /// A tagged enum object has no tag field.
+    MissingTag = "missing_tag" => Validation,
+    /// A protocol version other than 1.
+    BadVersion = "bad_version" => Validation,
+    /// An `initialize` descriptor that is not exactly the v1 descriptor.
+    DescriptorMismatch = "descriptor_mismatch" => Validation,
+    /// A policy field outside its range.
+    PolicyOutOfRange = "policy_out_of_range" => Validation,
+    /// An error record over its item or text bounds, or with an invalid label span.
+    ErrorRecordBounds = "error_record_bounds" => Validation,
+    /// Any other domain bound of a record (source size, command size, value depth, registration bounds, …).
+    DomainBounds = "domain_bounds" => Validation,
+    /// A response whose `ok`, `result` and `error` disagree.
+    InconsistentResponse = "inconsistent_response" => Validation,
+    /// A host response without exactly one of `outcome` and `error`.
+    InconsistentHostResponse = "inconsistent_host_response" => Validation,
+    /// An id that does not match the session state (request id not increasing, response or host call for another request, call id out of order).
+    IdentityMismatch = "identity_mismatch" => Validation,
+    /// A frame that the session state does not allow now (request before initialize, second initialize, response with nothing in flight, …).
+    UnexpectedFrame = "unexpected_frame" => Validation,
+    /// More host calls in one request than allowed.
+    HostCallLimit = "host_call_limit" => Validation,
+    /// The session failed earlier; it accepts and sends nothing any more.
+    SessionPoisoned = "session_poisoned" => Validation,
+    /// Reading or writing the underlying stream failed (not a peer violation).
+    IoError = "io_error" => Io,
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A protocol failure: a stable [`ErrorKind`], a message and optional context.
+///
+/// The context names where the failure was found, e.g. the JSON path
+/// `request.operation.policy.memory_limit_bytes`, or the observed value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError {
+    kind: ErrorKind,
+    message: String,
+    context: String,
+}
+
+impl ProtocolError {
+    /// Create an error of `kind` with a human-readable message.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            context: String::new(),
+        }
+    }
+
+    /// The stable sub-kind.
+    pub const fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The v1 wire error code of the kind.
+    pub const fn code(&self) -> ErrorCode {
+        self.kind.code()
+    }
+
+    /// The human-readable message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Where the failure was found (a JSON path), or empty.
+    pub fn context(&self) -> &str {
+        &self.context
+    }
+
+    /// Replace the context.
+    pub fn with_context(mut self, context: impl Into<String>) -> Self {
+        self.context = context.into();
+        self
+    }
+
+    /// Prefix the JSON path in the context with one more outer field name.
+    pub(crate) fn at(mut self, field: &str) -> Self {
+        if self.context.is_empty() {
+            self.context = field.to_owned();
+        } else if self.context.starts_with('[') {
+            self.context.insert_str(0, field);
+        } else {
+            self.context.insert(0, '.');
+            self.context.insert_str(0, field);
+        }
+        self
+    }
+
+    /// Prefix the JSON path in the context with an array index.
+    pub(crate) fn at_index(self, index: usize) -> Self {
+        self.at(&format!("[{index}]"))
+    }
+
+    /// Convert into an error record a peer can send (`code`, `message`, context).
+    pub fn to_shell_error(&self) -> crate::records::ShellError {
+        let mut error = crate::records::ShellError::new(self.code(), self.message.clone())
+            .with_context(format!("protocol error: {}", self.kind.as_str()));
+        if !self.context.is_empty() {
+            error = error.with_context(self.context.clone());
+        }
+        error
+    }
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)?;
+        if !self.context.is_empty() {
+            write!(f, " (at {})", self.context)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+// Constructors used across the crate, one per common failure.
+impl ProtocolError {
+    pub(crate) fn malformed(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::MalformedJson, message)
+    }
+    pub(crate) fn wrong_type(expected: &str, found: &str) -> Self {
+        Self::new(
+            ErrorKind::WrongType,
+            format!("expected {expected}, found {found}"),
+        )
+    }
+    pub(crate) fn out_of_range(expected: &str) -> Self {
+        Self::new(
+            ErrorKind::IntegerOutOfRange,
+            format!("integer outside the range of {expected}"),
+        )
+    }
+    pub(crate) fn duplicate_key(key: &str) -> Self {
+        Self::new(ErrorKind::DuplicateKey, format!("duplicate key `{key}`"))
+    }
+    pub(crate) fn unknown_field(key: &str, record: &str) -> Self {
+        Self::new(
+            ErrorKind::UnknownField,
+            format!("unknown field `{key}` in {record}"),
+        )
+    }
+    pub(crate) fn missing_field(field: &str, record: &str) -> Self {
+        Self::new(
+            ErrorKind::MissingField,
+            format!("missing field `{field}` in {record}"),
+        )
+    }
+    pub(crate) fn unknown_variant(value: &str, what: &str) -> Self {
+        Self::new(
+            ErrorKind::UnknownVariant,
+            format!("unknown {what} `{value}`"),
+        )
+    }
+    pub(crate) fn missing_tag(tag: &str, what: &str) -> Self {
+        Self::new(
+            ErrorKind::MissingTag,
+            format!("{what} lacks its tag field `{tag}`"),
+        )
+    }
+    pub(crate) fn domain(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::DomainBounds, message)
+    }
+}

@@ -1,0 +1,35 @@
+//! Every wire record of `quirl.lua-worker@1`.
+//!
+//! Records serialize (serde) in Quirl's field order and decode through the
+//! strict extraction of [`crate::json`]; decoding also runs each record's
+//! domain checks. Free-form values are [`serde_json::Value`]s.
+
+mod config;
+mod envelope;
+mod execution;
+mod extension;
+mod policy;
+mod results;
+mod shell_error;
+
+pub use config::{
+    CompletionConfig, EditorConfig, PickerConfig, PromptConfig, QuirlConfig, StatuslineConfig,
+    ThemeColors, UiConfig,
+};
+#[allow(unused_imports)]
+pub(crate) use envelope::check_call_id;
+pub use envelope::{
+    HostCall, HostResponse, Operation, OperationKind, ParentFrame, Request, Response, WorkerFrame,
+};
+pub use execution::{
+    CleanupState, CommandOutcome, ExecutionContext, ExecutionEffects, ExecutionInput,
+    ExecutionOutcome, ExecutionOutput, ExecutionStatus, OutputTarget, StructuredValue,
+};
+pub use extension::{
+    CommandRegistration, CompletionRegistration, ContributionKind, ContributionRegistration,
+    EventHandlerReport, EventKind, EventSubscription, ExtensionAction, ExtensionCapability,
+    ExtensionEvent, ExtensionEventData, OutputStream, PluginRegistrations, PromptRegistration,
+};
+pub use policy::Policy;
+pub use results::OperationResult;
+pub use shell_error::{ErrorCode, ErrorLabel, ShellError};

@@ -1,0 +1,102 @@
+//! Free-form JSON values: canonical encoding and bounds.
+//!
+//! Free-form values (`result`, callback `context`, `annotate_result`
+//! values) are [`serde_json::Value`]s. Quirl builds them through
+//! `serde_json::Value`, whose objects iterate in sorted key order, so the
+//! canonical encoding writes object keys sorted by their UTF-8 bytes, at
+//! every level, whatever map implementation `serde_json` was built with.
+
+use crate::error::ProtocolError;
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+/// Serializes a [`Value`] in canonical form (object keys sorted at every level).
+#[derive(Debug, Clone, Copy)]
+pub struct CanonicalValue<'a>(pub &'a Value);
+
+impl Serialize for CanonicalValue<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&CanonicalValue(item))?;
+                }
+                seq.end()
+            }
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                if !entries.windows(2).all(|pair| pair[0].0 < pair[1].0) {
+                    entries.sort_unstable_by(|left, right| left.0.cmp(right.0));
+                }
+                let mut out = serializer.serialize_map(Some(entries.len()))?;
+                for (key, value) in entries {
+                    out.serialize_entry(key, &CanonicalValue(value))?;
+                }
+                out.end()
+            }
+            scalar => scalar.serialize(serializer),
+        }
+    }
+}
+
+/// `serialize_with` helper for free-form fields.
+pub(crate) fn serialize_canonical<S: Serializer>(
+    value: &Value,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    CanonicalValue(value).serialize(serializer)
+}
+
+/// Encode a free-form value in canonical compact form.
+pub fn encode_value(value: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    // Writing into a Vec cannot fail, and a Value holds no non-string keys.
+    if serde_json::to_writer(&mut out, &CanonicalValue(value)).is_err() {
+        out.clear();
+    }
+    out
+}
+
+/// Check nodes, depth (root = 0) and text bytes of a free-form value (`domain_bounds`).
+pub(crate) fn check_bounds(
+    value: &Value,
+    nodes_max: usize,
+    depth_max: usize,
+    text_max: usize,
+) -> Result<(), ProtocolError> {
+    let mut stack = vec![(value, 0_usize)];
+    let mut nodes = 0_usize;
+    let mut text = 0_usize;
+    while let Some((value, depth)) = stack.pop() {
+        nodes += 1;
+        if nodes > nodes_max {
+            return Err(ProtocolError::domain(format!(
+                "value has more than {nodes_max} nodes"
+            )));
+        }
+        if depth > depth_max {
+            return Err(ProtocolError::domain(format!(
+                "value nests deeper than {depth_max}"
+            )));
+        }
+        match value {
+            Value::String(s) => text = text.saturating_add(s.len()),
+            Value::Array(items) => stack.extend(items.iter().map(|item| (item, depth + 1))),
+            Value::Object(map) => {
+                for (key, item) in map {
+                    text = text.saturating_add(key.len());
+                    stack.push((item, depth + 1));
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+        if text > text_max {
+            return Err(ProtocolError::domain(format!(
+                "value holds more than {text_max} bytes of text"
+            )));
+        }
+    }
+    Ok(())
+}

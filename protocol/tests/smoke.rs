@@ -1,0 +1,169 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Quick end-to-end checks of the codec against Quirl's published fixtures.
+
+use quirl_lua_protocol::*;
+use serde_json::json;
+
+const REQUEST: &[u8] = br#"{"kind":"request","request":{"version":1,"id":7,"operation":{"operation":"eval","source":"return 42"}}}"#;
+const RESPONSE: &[u8] =
+    br#"{"kind":"response","response":{"version":1,"id":7,"ok":true,"result":42}}"#;
+
+#[test]
+fn quirl_fixtures_round_trip_byte_for_byte() {
+    let request = decode_parent_frame(REQUEST).unwrap();
+    assert_eq!(encode_parent_frame(&request).unwrap(), REQUEST);
+    let response = decode_worker_frame(RESPONSE).unwrap();
+    assert_eq!(encode_worker_frame(&response).unwrap(), RESPONSE);
+}
+
+#[test]
+fn every_operation_round_trips() {
+    let context = ExecutionContext {
+        arguments: vec!["a".into()],
+        environment: [("HOME".to_owned(), "/root".to_owned())].into(),
+        working_directory: "/tmp".into(),
+        input: ExecutionInput::Value(StructuredValue::Record(vec![
+            ("z".into(), StructuredValue::UInt(1)),
+            (
+                "a".into(),
+                StructuredValue::List(vec![StructuredValue::Nothing]),
+            ),
+        ])),
+        output: OutputTarget::Capture {
+            max_bytes_per_stream: 1024,
+        },
+        declared_effects: ExecutionEffects::default(),
+    };
+    let operations = vec![
+        Operation::initialize(Policy::script(), None, true),
+        Operation::initialize(
+            Policy::config(),
+            Some(vec!["process.spawn:git".into()]),
+            false,
+        ),
+        Operation::Eval {
+            source: "return 1".into(),
+        },
+        Operation::Check {
+            source: "x".into(),
+            source_name: "x.lua".into(),
+        },
+        Operation::LoadConfig {
+            source: "x".into(),
+            source_name: "c.lua".into(),
+        },
+        Operation::LoadPlugin {
+            source: "x".into(),
+            source_name: "p.lua".into(),
+        },
+        Operation::RenderPrompt {
+            name: "git".into(),
+            context: json!({"b": 1, "a": [true, null]}),
+        },
+        Operation::Complete {
+            command: "git".into(),
+            context: json!({}),
+        },
+        Operation::Contribution {
+            kind: ContributionKind::Panel,
+            name: "p".into(),
+            context: json!("x"),
+        },
+        Operation::Run {
+            source: "x".into(),
+            source_name: "r.lua".into(),
+            context: context.clone(),
+        },
+        Operation::PluginCommand {
+            name: "cmd".into(),
+            context,
+            deadline_ms: 5,
+        },
+        Operation::Event {
+            event: ExtensionEvent {
+                protocol_version: 2,
+                sequence: 1,
+                data: ExtensionEventData::Output {
+                    stream: OutputStream::Stderr,
+                    bytes: 3,
+                    text: None,
+                },
+            },
+        },
+        Operation::Test {
+            source: "x".into(),
+            source_name: "t.lua".into(),
+        },
+    ];
+    for (id, operation) in operations.into_iter().enumerate() {
+        let frame = ParentFrame::Request {
+            request: Request {
+                id: id as u64 + 1,
+                operation,
+            },
+        };
+        let bytes = encode_parent_frame(&frame).unwrap();
+        let decoded = decode_parent_frame(&bytes).unwrap();
+        assert_eq!(decoded, frame);
+        assert_eq!(encode_parent_frame(&decoded).unwrap(), bytes);
+    }
+}
+
+#[test]
+fn rejects_with_precise_kinds() {
+    let cases: &[(&[u8], ErrorKind)] = &[
+        (br#"{"kind":"request","request":{"version":2,"id":1,"operation":{"operation":"eval","source":""}}}"#, ErrorKind::BadVersion),
+        (br#"{"kind":"request","request":{"version":1,"id":1,"operation":{"operation":"eval","source":"","x":1}}}"#, ErrorKind::UnknownField),
+        (br#"{"kind":"request","request":[1,2,3]}"#, ErrorKind::NotAnObject),
+        (br#"{"kind":"request","kind":"request","request":{}}"#, ErrorKind::DuplicateKey),
+        (br#"{"request":{"version":1,"id":1,"operation":{"operation":"eval","source":""}}}"#, ErrorKind::MissingTag),
+        (br#"{"kind":"request","request":{"version":1,"id":-1,"operation":{"operation":"eval","source":""}}}"#, ErrorKind::IntegerOutOfRange),
+        (br#"{"kind":"request","request":{"version":1,"id":1.0,"operation":{"operation":"eval","source":""}}}"#, ErrorKind::WrongType),
+        (br#"{"kind":"request","request":{"version":1,"id":1,"operation":{"operation":"eval","source":""}}} "#, ErrorKind::TrailingBytes),
+        (br#" {"kind":"request"}"#, ErrorKind::MalformedJson),
+        (br#"{"kind":"nope"}"#, ErrorKind::UnknownVariant),
+    ];
+    for (bytes, kind) in cases {
+        let error = decode_parent_frame(bytes).unwrap_err();
+        assert_eq!(
+            error.kind(),
+            *kind,
+            "{}: {error}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+}
+
+#[test]
+fn tag_may_come_last() {
+    let bytes = br#"{"request":{"operation":{"source":"return 42","operation":"eval"},"id":7,"version":1},"kind":"request"}"#;
+    let frame = decode_parent_frame(bytes).unwrap();
+    assert_eq!(encode_parent_frame(&frame).unwrap(), REQUEST);
+}
+
+#[test]
+fn decoder_handles_any_chunking() {
+    let framed = [
+        frame_payload(REQUEST).unwrap(),
+        frame_payload(REQUEST).unwrap(),
+    ]
+    .concat();
+    for chunk in 1..framed.len() {
+        let mut decoder = FrameDecoder::new();
+        let mut frames = Vec::new();
+        for piece in framed.chunks(chunk) {
+            let mut rest = piece;
+            while !rest.is_empty() {
+                match decoder.feed(rest).unwrap() {
+                    Feed::NeedMore => rest = &[],
+                    Feed::Frame { payload, consumed } => {
+                        frames.push(payload);
+                        rest = &rest[consumed..];
+                    }
+                }
+            }
+        }
+        decoder.finish().unwrap();
+        assert_eq!(frames, vec![REQUEST.to_vec(), REQUEST.to_vec()]);
+    }
+}
