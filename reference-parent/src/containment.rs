@@ -1,0 +1,490 @@
+//! Spawning a worker in its own session, and killing its whole tree safely.
+//!
+//! # What a spawned worker gets
+//!
+//! - stdin and stderr are pipes to the parent (the protocol channel), stdout
+//!   is `/dev/null`;
+//! - `setsid()` before `exec`: a new session and process group whose id is
+//!   the worker's pid, and no controlling terminal (opening `/dev/tty` fails
+//!   with `ENXIO`);
+//! - `PR_SET_NO_NEW_PRIVS`, so nothing it executes gains privileges through
+//!   set-user-id files;
+//! - a cleared environment plus the entries its [`WorkerCommand`] declares;
+//! - no descriptors beyond 0–2: every descriptor from 3 up is marked
+//!   close-on-exec (`close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`, or a bounded
+//!   `fcntl` sweep on kernels without it), including any the host process
+//!   opened without `O_CLOEXEC`.
+//!
+//! # Why the process-group kill cannot hit a stranger (PID/PGID reuse)
+//!
+//! The worker is a session leader, so its process-group id equals its pid
+//! and it can never leave that group (`setpgid` on a session leader fails
+//! with `EPERM`). The parent is the worker's parent and does not reap it
+//! until the single group `SIGKILL` has been sent. An unreaped process —
+//! alive or zombie — keeps its pid allocated, and a new process group can
+//! only be created with the pid of its creator, so while the worker is
+//! unreaped no other process group can carry that number: the worker is its
+//! own unreaped anchor, in the sense of Quirl's ADR 0020, without a second
+//! helper process. After the reap this module never signals the group again
+//! (the state is `Reaped` and every signalling path checks it).
+//!
+//! We also hold a pidfd (`pidfd_open`) for the worker. It is not needed for
+//! signalling safety (the anchor argument above is enough) but it gives us
+//! an event for "the worker exited": it becomes readable when the worker
+//! dies even while a descendant keeps the response pipe open, so a worker
+//! that forks a pipe-holding grandchild and exits is noticed at once rather
+//! than at the deadline, and the wait for the kill to land is a `poll`, not a
+//! sleep loop. The pidfd is a kernel-ordered handle on exactly this process,
+//! so waiting on it cannot be confused by pid reuse either.
+//!
+//! # What is not contained
+//!
+//! A descendant that calls `setsid()`/`setpgid()` itself leaves the group and
+//! is out of reach of the group kill; if it also holds the response pipe the
+//! cleanup reports that as context. Containing such escapes needs a PID
+//! namespace or a cgroup; the reference worker instead forbids `fork` in its
+//! own lockdown (see SPEC.md). `PR_SET_PDEATHSIG` is deliberately not used:
+//! it fires when the *spawning thread* exits, which would kill pooled workers
+//! spawned from short-lived threads. If the whole parent dies, the worker
+//! sees EOF on stdin and a conforming worker exits.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::command::WorkerCommand;
+use crate::poll;
+
+/// How long a killed worker may take to be reported dead by the kernel
+/// before the reap is handed to a background thread.
+pub(crate) const REAP_WAIT_MAX: Duration = Duration::from_secs(2);
+
+/// A freshly spawned worker and the parent's ends of its two pipes.
+pub(crate) struct SpawnedWorker {
+    pub(crate) process: WorkerProcess,
+    /// Parent → worker (worker stdin), non-blocking.
+    pub(crate) input: OwnedFd,
+    /// Worker → parent (worker stderr), non-blocking.
+    pub(crate) output: OwnedFd,
+}
+
+/// An owned, unreaped worker process and its process group.
+pub(crate) struct WorkerProcess {
+    child: Option<Child>,
+    pid: libc::pid_t,
+    pidfd: Option<OwnedFd>,
+    state: State,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Unreaped; the group id is pinned and may be signalled.
+    Owned,
+    /// The single group kill was sent; still unreaped.
+    Signalled,
+    /// Reaped (or handed to the background reaper): never signal again.
+    Released,
+}
+
+/// The outcome of [`WorkerProcess::kill_tree_and_reap`].
+#[derive(Debug)]
+pub(crate) struct Termination {
+    /// The worker's wait status, if it was reaped here.
+    pub(crate) status: Option<ExitStatus>,
+    /// Cleanup problems, each a sentence for an error's context.
+    pub(crate) problems: Vec<String>,
+}
+
+/// Spawn `command` as a contained worker.
+///
+/// On any failure after the process exists, it is killed and reaped before
+/// the error is returned.
+pub(crate) fn spawn(command: &WorkerCommand) -> io::Result<SpawnedWorker> {
+    let mut builder = Command::new(command.program());
+    builder
+        .args(command.args())
+        .env_clear()
+        .envs(command.envs())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(dir) = command.dir() {
+        builder.current_dir(dir);
+    }
+    // SAFETY: `prepare_child` runs between fork and exec and only makes
+    // async-signal-safe system calls (setsid, prctl, close_range, getrlimit,
+    // fcntl); it allocates nothing and takes no locks.
+    unsafe {
+        builder.pre_exec(prepare_child);
+    }
+    let mut child = builder.spawn()?;
+    let Ok(pid) = libc::pid_t::try_from(child.id()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(io::Error::other("worker pid is outside the platform range"));
+    };
+    let mut process = WorkerProcess {
+        pid,
+        pidfd: None,
+        state: State::Owned,
+        child: None,
+    };
+    let pipes = take_pipes(&mut child);
+    process.child = Some(child);
+    // From here on, dropping `process` kills and reaps the worker.
+    let (input, output) = pipes?;
+    set_nonblocking(input.as_fd())?;
+    set_nonblocking(output.as_fd())?;
+    process.pidfd = open_pidfd(pid)?;
+    Ok(SpawnedWorker {
+        process,
+        input,
+        output,
+    })
+}
+
+fn take_pipes(child: &mut Child) -> io::Result<(OwnedFd, OwnedFd)> {
+    let input = child
+        .stdin
+        .take()
+        .ok_or_else(|| io::Error::other("worker stdin pipe is missing"))?;
+    let output = child
+        .stderr
+        .take()
+        .ok_or_else(|| io::Error::other("worker stderr pipe is missing"))?;
+    Ok((OwnedFd::from(input), OwnedFd::from(output)))
+}
+
+/// Runs in the child between `fork` and `exec`.
+fn prepare_child() -> io::Result<()> {
+    // SAFETY: setsid takes no arguments. The forked child is not a group
+    // leader, so this succeeds unless the kernel refuses.
+    if unsafe { libc::setsid() } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    mark_inherited_descriptors_cloexec()
+}
+
+fn mark_inherited_descriptors_cloexec() -> io::Result<()> {
+    // SAFETY: close_range with integer arguments; CLOSE_RANGE_CLOEXEC only
+    // sets flags, so std's exec-error pipe keeps working until exec.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3_u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if done == 0 {
+        return Ok(());
+    }
+    // Kernel before 5.11: sweep up to the descriptor limit.
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the rlimit we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let end = libc::c_int::try_from(limit.rlim_cur.min(1 << 20)).unwrap_or(1 << 20);
+    for fd in 3..end {
+        // SAFETY: fcntl on a possibly closed descriptor just fails with EBADF.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+            // SAFETY: as above.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
+        }
+    }
+    Ok(())
+}
+
+fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own; results checked.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `pidfd_open` for our own unreaped child; `None` on kernels without it.
+fn open_pidfd(pid: libc::pid_t) -> io::Result<Option<OwnedFd>> {
+    // SAFETY: pidfd_open with integer arguments. `pid` is our unreaped child,
+    // so it names exactly that process.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if raw < 0 {
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() == Some(libc::ENOSYS) {
+            return Ok(None);
+        }
+        return Err(error);
+    }
+    let raw = libc::c_int::try_from(raw).map_err(|_| io::Error::other("pidfd out of range"))?;
+    // SAFETY: the kernel returned a fresh descriptor (close-on-exec) we own.
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(raw) }))
+}
+
+impl WorkerProcess {
+    /// The worker's pid (also its process-group and session id).
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid.cast_unsigned()
+    }
+
+    /// A descriptor that becomes readable when the worker exits, if the
+    /// kernel supports pidfds.
+    pub(crate) fn exit_fd(&self) -> Option<BorrowedFd<'_>> {
+        match self.state {
+            State::Released => None,
+            State::Owned | State::Signalled => self.pidfd.as_ref().map(AsFd::as_fd),
+        }
+    }
+
+    /// Whether the worker has been reaped (its tree is gone or unreachable).
+    pub(crate) fn is_released(&self) -> bool {
+        self.state == State::Released
+    }
+
+    /// Kill the worker's process group, then reap the worker.
+    ///
+    /// Order matters: exactly one group `SIGKILL` while the worker is
+    /// unreaped (its pid pins the group id), a direct kill of the worker as
+    /// a fallback if the group signal failed, then the reap. After this
+    /// returns the group is never addressed again. Idempotent.
+    pub(crate) fn kill_tree_and_reap(&mut self) -> Termination {
+        let mut problems = Vec::new();
+        if self.state == State::Owned {
+            // SAFETY: kill with integer arguments. The group id is our
+            // unreaped child's pid (see the module docs).
+            let group = unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+            self.state = State::Signalled;
+            if group < 0 {
+                let error = io::Error::last_os_error();
+                problems.push(format!(
+                    "process-group kill of {} failed: {error}",
+                    self.pid
+                ));
+                if let Some(child) = self.child.as_mut()
+                    && let Err(error) = child.kill()
+                {
+                    problems.push(format!(
+                        "direct kill of worker {} failed: {error}",
+                        self.pid
+                    ));
+                }
+            }
+        }
+        if self.state == State::Released {
+            return Termination {
+                status: None,
+                problems,
+            };
+        }
+        let status = self.reap(&mut problems);
+        Termination { status, problems }
+    }
+
+    fn reap(&mut self, problems: &mut Vec<String>) -> Option<ExitStatus> {
+        let Some(mut child) = self.child.take() else {
+            self.state = State::Released;
+            return None;
+        };
+        if let Some(pidfd) = self.pidfd.as_ref() {
+            let mut fds = [poll::interest(pidfd.as_fd(), libc::POLLIN)];
+            let exited = poll::wait_until(&mut fds, Instant::now() + REAP_WAIT_MAX);
+            if !matches!(exited, Ok(true)) {
+                let why = match exited {
+                    Err(error) => format!("waiting for it failed: {error}"),
+                    Ok(_) => format!(
+                        "it was still running {} ms after SIGKILL",
+                        REAP_WAIT_MAX.as_millis()
+                    ),
+                };
+                problems.push(format!(
+                    "worker {} was not reaped in time ({why}); a background thread reaps it",
+                    self.pid
+                ));
+                self.state = State::Released;
+                let _ = std::thread::Builder::new()
+                    .name("quirl-lua-late-reaper".to_owned())
+                    .spawn(move || child.wait());
+                return None;
+            }
+        }
+        self.state = State::Released;
+        match child.wait() {
+            Ok(status) => Some(status),
+            Err(error) => {
+                problems.push(format!("reaping worker {} failed: {error}", self.pid));
+                None
+            }
+        }
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        let _ = self.kill_tree_and_reap();
+    }
+}
+
+/// A sentence describing a wait status, e.g. `exited with status 0`.
+pub(crate) fn describe_status(status: ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        format!("exited with status {code}")
+    } else if let Some(signal) = status.signal() {
+        let core = if status.core_dumped() {
+            " (core dumped)"
+        } else {
+            ""
+        };
+        format!("was killed by signal {signal}{core}")
+    } else {
+        format!("ended with wait status {status}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(output: OwnedFd) -> String {
+        use std::io::Read;
+        // SAFETY: fcntl on a descriptor we own; clears O_NONBLOCK.
+        unsafe { libc::fcntl(output.as_raw_fd(), libc::F_SETFL, 0) };
+        let mut text = String::new();
+        std::fs::File::from(output)
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    }
+
+    fn sh(script: &str) -> WorkerCommand {
+        WorkerCommand::new("/bin/sh").arg("-c").arg(script)
+    }
+
+    #[test]
+    fn worker_leads_its_own_session_and_group() {
+        let spawned = spawn(&sh("exec sleep 30")).unwrap();
+        let pid = spawned.process.pid().cast_signed();
+        // SAFETY: integer arguments.
+        let (pgid, sid) = unsafe { (libc::getpgid(pid), libc::getsid(pid)) };
+        assert_eq!(pgid, pid);
+        assert_eq!(sid, pid);
+        drop(spawned);
+    }
+
+    #[test]
+    fn kill_reaps_the_worker_and_is_idempotent() {
+        let mut spawned = spawn(&sh("exec sleep 30")).unwrap();
+        let first = spawned.process.kill_tree_and_reap();
+        assert!(first.problems.is_empty(), "{:?}", first.problems);
+        assert_eq!(first.status.and_then(|s| s.signal()), Some(libc::SIGKILL));
+        assert!(spawned.process.is_released());
+        let second = spawned.process.kill_tree_and_reap();
+        assert!(second.status.is_none());
+        assert!(second.problems.is_empty());
+    }
+
+    #[test]
+    fn environment_is_cleared_except_declared_entries() {
+        let command = sh("env >&2").env("QUIRL_DECLARED", "yes");
+        let spawned = spawn(&command).unwrap();
+        let SpawnedWorker {
+            mut process,
+            input,
+            output,
+        } = spawned;
+        drop(input);
+        let termination_wait = process.exit_fd().map(|fd| {
+            let mut fds = [poll::interest(fd, libc::POLLIN)];
+            poll::wait_until(&mut fds, Instant::now() + Duration::from_secs(10)).unwrap()
+        });
+        assert_eq!(termination_wait, Some(true));
+        let text = read_all(output);
+        let _ = process.kill_tree_and_reap();
+        let mut names: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.split('=').next())
+            .collect();
+        names.sort_unstable();
+        // sh itself may export PWD (and some shells SHLVL/_); nothing else.
+        names.retain(|name| !matches!(*name, "PWD" | "SHLVL" | "_" | "OLDPWD"));
+        assert_eq!(names, vec!["QUIRL_DECLARED"], "{text}");
+    }
+
+    #[test]
+    fn descriptors_beyond_stdio_are_not_inherited() {
+        use std::io::Read;
+        // A descriptor deliberately created without O_CLOEXEC.
+        let null = std::fs::File::open("/dev/null").unwrap();
+        // SAFETY: dup returns a new descriptor without FD_CLOEXEC; checked.
+        let leaked = unsafe { libc::dup(null.as_raw_fd()) };
+        assert!(leaked > 2);
+        let spawned = spawn(&sh("ls /proc/self/fd >&2")).unwrap();
+        let SpawnedWorker {
+            mut process,
+            input,
+            output,
+        } = spawned;
+        drop(input);
+        let text = read_all(output);
+        let _ = process.kill_tree_and_reap();
+        // SAFETY: closing the descriptor dup'ed above, which we own.
+        unsafe { libc::close(leaked) };
+        let mut fds: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        fds.sort_unstable();
+        // 0-2 plus the one `ls` opens to read the directory.
+        assert_eq!(fds.iter().filter(|fd| **fd > 2).count(), 1, "{fds:?}");
+        assert_eq!(&fds[..3], &[0, 1, 2]);
+    }
+
+    #[test]
+    fn the_worker_has_no_controlling_terminal() {
+        let spawned = spawn(&sh(
+            "if (: </dev/tty) 2>/dev/null; then echo tty >&2; else echo none >&2; fi",
+        ))
+        .unwrap();
+        let SpawnedWorker {
+            mut process,
+            input,
+            output,
+        } = spawned;
+        drop(input);
+        let text = read_all(output);
+        let _ = process.kill_tree_and_reap();
+        assert_eq!(text.trim(), "none");
+    }
+
+    #[test]
+    fn spawn_failure_reports_the_os_error() {
+        let error = match spawn(&WorkerCommand::new("/nonexistent/quirl-worker")) {
+            Ok(_) => panic!("spawned a missing program"),
+            Err(error) => error,
+        };
+        assert_eq!(error.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn describes_exit_codes_and_signals() {
+        assert_eq!(
+            describe_status(ExitStatus::from_raw(0)),
+            "exited with status 0"
+        );
+        assert_eq!(
+            describe_status(ExitStatus::from_raw(9)),
+            "was killed by signal 9"
+        );
+    }
+}

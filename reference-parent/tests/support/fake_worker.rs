@@ -1,0 +1,178 @@
+//! `quirl-lua-fake-worker SCENARIO [PARAM]`: a scripted hostile worker.
+//!
+//! Test double for the parent's supervision tests; not a Lua worker. It
+//! speaks just enough of `quirl.lua-worker@1` (frames on stdin/stderr) to
+//! answer `initialize`, then misbehaves on the first request after it in the
+//! way SCENARIO names (scenarios prefixed `init-` misbehave on `initialize`
+//! itself). Deterministic: no randomness, no clocks except the explicit
+//! delays a scenario names.
+//!
+//! Scenarios: `echo` (answers every request with result 1), `oversized-header`,
+//! `header N` (declares N bytes then stalls), `malformed-json`,
+//! `truncated-then-exit`, `wrong-response-id`, `wrong-version`,
+//! `ok-and-error`, `host-call-wrong-request-id`, `host-call-id-zero`,
+//! `host-calls N` (N sequential host calls, then answers), `never-answer`,
+//! `answer-after MS`, `crash`, `exit0`, `grandchild-silent`,
+//! `grandchild-exit`, `slow-loris`, `stdout-noise`; `hold` is the grandchild's
+//! own mode (sleep forever holding the inherited pipes).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let scenario = args.next().unwrap_or_else(|| "echo".to_owned());
+    let param = args.next();
+    if scenario == "hold" {
+        hang();
+    }
+    let misbehave_at = if scenario.starts_with("init-") { 1 } else { 2 };
+    let scenario = scenario.trim_start_matches("init-").to_owned();
+    let mut count = 0_u64;
+    loop {
+        let Some(frame) = read_frame() else {
+            std::process::exit(0);
+        };
+        count += 1;
+        let id = frame["request"]["id"].as_u64().unwrap_or(0);
+        if scenario == "echo" || count < misbehave_at {
+            answer(id, if count == 1 { "null" } else { "1" });
+            continue;
+        }
+        misbehave(&scenario, param.as_deref(), id);
+    }
+}
+
+fn misbehave(scenario: &str, param: Option<&str>, id: u64) {
+    let number = || param.and_then(|p| p.parse::<u64>().ok()).unwrap_or(0);
+    match scenario {
+        "oversized-header" => {
+            write_raw(&u32::MAX.to_be_bytes());
+            hang();
+        }
+        "header" => {
+            write_raw(&u32::try_from(number()).unwrap().to_be_bytes());
+            hang();
+        }
+        "malformed-json" => {
+            write_frame(br#"{"kind":"response","response":{"version":1,"#);
+            hang();
+        }
+        "truncated-then-exit" => {
+            write_raw(&100_u32.to_be_bytes());
+            write_raw(br#"{"kind":"r"#);
+            std::process::exit(0);
+        }
+        "wrong-response-id" => answer(id + 1, "1"),
+        "wrong-version" => write_frame(
+            format!(r#"{{"kind":"response","response":{{"version":2,"id":{id},"ok":true,"result":1}}}}"#)
+                .as_bytes(),
+        ),
+        "ok-and-error" => write_frame(
+            format!(
+                r#"{{"kind":"response","response":{{"version":1,"id":{id},"ok":true,"result":1,"error":{{"code":"lua","message":"both","labels":[],"context":[],"help":[]}}}}}}"#
+            )
+            .as_bytes(),
+        ),
+        "host-call-wrong-request-id" => {
+            host_call(id + 1, 1);
+            hang();
+        }
+        "host-call-id-zero" => {
+            host_call(id, 0);
+            hang();
+        }
+        "host-calls" => {
+            for call in 1..=number() {
+                host_call(id, u32::try_from(call).unwrap_or(u32::MAX));
+                if read_frame().is_none() {
+                    std::process::exit(0);
+                }
+            }
+            answer(id, "1");
+        }
+        "never-answer" => hang(),
+        "answer-after" => {
+            std::thread::sleep(Duration::from_millis(number()));
+            answer(id, "1");
+        }
+        "crash" => std::process::abort(),
+        "exit0" => std::process::exit(0),
+        "grandchild-silent" | "grandchild-exit" => {
+            let exe = std::env::current_exe().unwrap();
+            // Inherits stderr (the response pipe) and the process group.
+            let child = std::process::Command::new(exe)
+                .arg("hold")
+                .stdin(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            std::mem::forget(child);
+            if scenario == "grandchild-exit" {
+                std::process::exit(0);
+            }
+            hang();
+        }
+        "slow-loris" => {
+            write_raw(&1000_u32.to_be_bytes());
+            loop {
+                write_raw(b" ");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        "stdout-noise" => {
+            println!("noise on stdout must not matter");
+            answer(id, "1");
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+fn hang() -> ! {
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+fn read_frame() -> Option<serde_json::Value> {
+    let mut stdin = std::io::stdin().lock();
+    let mut header = [0_u8; 4];
+    stdin.read_exact(&mut header).ok()?;
+    let mut payload = vec![0_u8; usize::try_from(u32::from_be_bytes(header)).ok()?];
+    stdin.read_exact(&mut payload).ok()?;
+    serde_json::from_slice(&payload).ok()
+}
+
+fn write_raw(bytes: &[u8]) {
+    let mut stderr = std::io::stderr().lock();
+    if stderr
+        .write_all(bytes)
+        .and_then(|()| stderr.flush())
+        .is_err()
+    {
+        std::process::exit(0);
+    }
+}
+
+fn write_frame(payload: &[u8]) {
+    let mut bytes = u32::try_from(payload.len()).unwrap().to_be_bytes().to_vec();
+    bytes.extend_from_slice(payload);
+    write_raw(&bytes);
+}
+
+fn answer(id: u64, result: &str) {
+    write_frame(
+        format!(r#"{{"kind":"response","response":{{"version":1,"id":{id},"ok":true,"result":{result}}}}}"#)
+            .as_bytes(),
+    );
+}
+
+fn host_call(request_id: u64, call_id: u32) {
+    write_frame(
+        format!(
+            r#"{{"kind":"host_call","call":{{"request_id":{request_id},"call_id":{call_id},"command":"echo hi","deadline_ms":1000,"max_output_bytes":1024}}}}"#
+        )
+        .as_bytes(),
+    );
+}
