@@ -236,6 +236,7 @@ fn split_words(line: &str) -> Result<Vec<String>, CommandLineError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

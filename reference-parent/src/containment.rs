@@ -251,11 +251,6 @@ impl WorkerProcess {
         }
     }
 
-    /// Whether the worker has been reaped (its tree is gone or unreachable).
-    pub(crate) fn is_released(&self) -> bool {
-        self.state == State::Released
-    }
-
     /// Kill the worker's process group, then reap the worker.
     ///
     /// Order matters: exactly one group `SIGKILL` while the worker is
@@ -356,6 +351,7 @@ pub(crate) fn describe_status(status: ExitStatus) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -391,7 +387,7 @@ mod tests {
         let first = spawned.process.kill_tree_and_reap();
         assert!(first.problems.is_empty(), "{:?}", first.problems);
         assert_eq!(first.status.and_then(|s| s.signal()), Some(libc::SIGKILL));
-        assert!(spawned.process.is_released());
+        assert_eq!(spawned.process.state, State::Released);
         let second = spawned.process.kill_tree_and_reap();
         assert!(second.status.is_none());
         assert!(second.problems.is_empty());
@@ -426,7 +422,6 @@ mod tests {
 
     #[test]
     fn descriptors_beyond_stdio_are_not_inherited() {
-        use std::io::Read;
         // A descriptor deliberately created without O_CLOEXEC.
         let null = std::fs::File::open("/dev/null").unwrap();
         // SAFETY: dup returns a new descriptor without FD_CLOEXEC; checked.

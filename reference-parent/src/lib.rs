@@ -3,8 +3,17 @@
 pub mod cancel;
 pub mod command;
 mod containment;
+pub mod error;
+mod host;
 mod poll;
 pub mod process_host;
+mod shim;
+mod transport;
+mod wire;
+pub mod worker;
 
 pub use cancel::CancelToken;
 pub use command::{WORKER_ARGUMENT, WORKER_COMMAND_ENV, WorkerCommand};
+pub use error::{Error, ErrorKind};
+pub use shim::Policy;
+pub use worker::{Worker, WorkerConfig};

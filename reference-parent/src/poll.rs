@@ -78,6 +78,7 @@ pub(crate) fn wait_until(fds: &mut [libc::pollfd], deadline: Instant) -> io::Res
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use std::os::fd::AsFd;

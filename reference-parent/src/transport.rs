@@ -57,7 +57,6 @@ pub(crate) struct Transport {
 pub(crate) struct Watch<'a> {
     pub(crate) deadline: Instant,
     pub(crate) cancel: &'a CancelToken,
-    pub(crate) extra_cancel: Option<&'a CancelToken>,
     pub(crate) exit: Option<BorrowedFd<'a>>,
 }
 
@@ -76,7 +75,11 @@ impl Transport {
     }
 
     /// Write all of `bytes` to the worker's stdin before the deadline.
-    pub(crate) fn write_all(&mut self, mut bytes: &[u8], watch: Watch<'_>) -> Result<(), Interrupt> {
+    pub(crate) fn write_all(
+        &mut self,
+        mut bytes: &[u8],
+        watch: Watch<'_>,
+    ) -> Result<(), Interrupt> {
         let Some(input) = self.input.as_ref() else {
             return Err(Interrupt::InputClosed);
         };
@@ -177,7 +180,13 @@ impl Transport {
 fn write_without_sigpipe(fd: BorrowedFd<'_>, bytes: &[u8]) -> isize {
     let write = || {
         // SAFETY: writes from a live slice to a descriptor we own.
-        unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast::<libc::c_void>(), bytes.len()) }
+        unsafe {
+            libc::write(
+                fd.as_raw_fd(),
+                bytes.as_ptr().cast::<libc::c_void>(),
+                bytes.len(),
+            )
+        }
     };
     // SAFETY: all-zero is a valid sigaction; sigaction only reads the
     // current disposition into it.
@@ -214,7 +223,7 @@ fn write_without_sigpipe(fd: BorrowedFd<'_>, bytes: &[u8]) -> isize {
 }
 
 fn check_flags(watch: Watch<'_>) -> Result<(), Interrupt> {
-    if watch.cancel.is_cancelled() || watch.extra_cancel.is_some_and(CancelToken::is_cancelled) {
+    if watch.cancel.is_cancelled() {
         return Err(Interrupt::Cancelled);
     }
     if Instant::now() >= watch.deadline {
@@ -229,9 +238,6 @@ fn wait(fd: BorrowedFd<'_>, events: libc::c_short, watch: Watch<'_>) -> Result<(
         poll::interest(fd, events),
         poll::interest(watch.cancel.wake_fd(), libc::POLLIN),
         watch
-            .extra_cancel
-            .map_or(poll::IGNORED, |token| poll::interest(token.wake_fd(), libc::POLLIN)),
-        watch
             .exit
             .map_or(poll::IGNORED, |exit| poll::interest(exit, libc::POLLIN)),
     ];
@@ -243,16 +249,17 @@ fn wait(fd: BorrowedFd<'_>, events: libc::c_short, watch: Watch<'_>) -> Result<(
         // The pipe is ready (or hung up): let the caller's read/write see it.
         return Ok(());
     }
-    if poll::fired(&fds[1], libc::POLLIN) || poll::fired(&fds[2], libc::POLLIN) {
+    if poll::fired(&fds[1], libc::POLLIN) {
         return Err(Interrupt::Cancelled);
     }
-    if poll::fired(&fds[3], libc::POLLIN) {
+    if poll::fired(&fds[2], libc::POLLIN) {
         return Err(Interrupt::WorkerExited);
     }
     Ok(())
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use std::time::Duration;
@@ -273,7 +280,6 @@ mod tests {
         Watch {
             deadline,
             cancel: token,
-            extra_cancel: None,
             exit: None,
         }
     }
@@ -289,7 +295,10 @@ mod tests {
         let writer = std::fs::File::from(to_parent_w);
         std::io::Write::write_all(&mut &writer, b"abc").unwrap();
         drop(writer);
-        assert_eq!(transport.read_chunk(watch(&token, deadline)).unwrap(), b"abc");
+        assert_eq!(
+            transport.read_chunk(watch(&token, deadline)).unwrap(),
+            b"abc"
+        );
         assert!(matches!(
             transport.read_chunk(watch(&token, deadline)),
             Err(Interrupt::OutputClosed)

@@ -13,7 +13,8 @@
 //! `ok-and-error`, `host-call-wrong-request-id`, `host-call-id-zero`,
 //! `host-calls N` (N sequential host calls, then answers), `never-answer`,
 //! `answer-after MS`, `crash`, `exit0`, `grandchild-silent`,
-//! `grandchild-exit`, `slow-loris`, `stdout-noise`; `hold` is the grandchild's
+//! `grandchild-exit`, `slow-loris`, `stdout-noise`, `fork-at-start` (a
+//! holder grandchild from the start, then `echo`); `hold` is the grandchild's
 //! own mode (sleep forever holding the inherited pipes).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -28,6 +29,9 @@ fn main() {
     if scenario == "hold" {
         hang();
     }
+    if scenario == "fork-at-start" {
+        spawn_holder();
+    }
     let misbehave_at = if scenario.starts_with("init-") { 1 } else { 2 };
     let scenario = scenario.trim_start_matches("init-").to_owned();
     let mut count = 0_u64;
@@ -37,7 +41,7 @@ fn main() {
         };
         count += 1;
         let id = frame["request"]["id"].as_u64().unwrap_or(0);
-        if scenario == "echo" || count < misbehave_at {
+        if scenario == "echo" || scenario == "fork-at-start" || count < misbehave_at {
             answer(id, if count == 1 { "null" } else { "1" });
             continue;
         }
@@ -101,14 +105,7 @@ fn misbehave(scenario: &str, param: Option<&str>, id: u64) {
         "crash" => std::process::abort(),
         "exit0" => std::process::exit(0),
         "grandchild-silent" | "grandchild-exit" => {
-            let exe = std::env::current_exe().unwrap();
-            // Inherits stderr (the response pipe) and the process group.
-            let child = std::process::Command::new(exe)
-                .arg("hold")
-                .stdin(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            std::mem::forget(child);
+            spawn_holder();
             if scenario == "grandchild-exit" {
                 std::process::exit(0);
             }
@@ -127,6 +124,19 @@ fn misbehave(scenario: &str, param: Option<&str>, id: u64) {
         }
         other => panic!("unknown scenario {other}"),
     }
+}
+
+/// Start a grandchild that inherits stderr (the response pipe) and the
+/// process group, and sleeps forever.
+fn spawn_holder() {
+    let exe = std::env::current_exe().unwrap();
+    let child = std::process::Command::new(exe)
+        .arg("hold")
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Deliberately never waited for: the parent's group kill must end it.
+    std::mem::forget(child);
 }
 
 fn hang() -> ! {

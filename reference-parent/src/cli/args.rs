@@ -1,0 +1,169 @@
+//! Command-line arguments of `quirl-lua`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Default memory limit: 32 MiB.
+pub(crate) const DEFAULT_MEMORY_BYTES: u64 = 32 * 1024 * 1024;
+/// Default instruction budget per request.
+pub(crate) const DEFAULT_INSTRUCTIONS: u64 = 100_000_000;
+/// Default wall time per request, in milliseconds.
+pub(crate) const DEFAULT_WALL_TIME_MS: u64 = 5_000;
+
+/// Run Lua in a supervised, sandboxed worker process (quirl.lua-worker@1).
+#[derive(Debug, Parser)]
+#[command(name = "quirl-lua", version, about, long_about = None)]
+#[command(after_help = EXIT_CODES_HELP)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) options: GlobalOptions,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  success
+  1  the Lua code failed (guest error)
+  2  usage error (bad arguments, unreadable file)
+  3  resource limit (instructions, memory, wall time, deadline, cancellation)
+  4  worker failure or protocol violation (the worker was killed)
+  5  unavailable or quarantined
+
+Environment:
+  QUIRL_LUA_WORKER  worker command line used when --worker is not given";
+
+/// Options shared by every subcommand.
+#[derive(Debug, Args)]
+pub(crate) struct GlobalOptions {
+    /// Memory limit of the Lua VM: bytes, or with a unit (KiB, MiB, GiB; K, M, G).
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size, default_value = "32MiB")]
+    pub(crate) memory: u64,
+    /// Instruction budget per request.
+    #[arg(long, global = true, value_name = "N", default_value_t = DEFAULT_INSTRUCTIONS)]
+    pub(crate) instructions: u64,
+    /// Wall-clock deadline per request, in milliseconds (covers host calls).
+    #[arg(long = "wall-time-ms", global = true, value_name = "N", default_value_t = DEFAULT_WALL_TIME_MS)]
+    pub(crate) wall_time_ms: u64,
+    /// Let the guest run processes through the parent (quirl.process.run).
+    #[arg(long = "allow-process", global = true)]
+    pub(crate) allow_process: bool,
+    /// Grant a capability, e.g. `process.spawn:echo` (repeatable).
+    #[arg(long = "grant", global = true, value_name = "CAP")]
+    pub(crate) grants: Vec<String>,
+    /// Worker command line ("CMD ARGS"); default: this executable in worker mode.
+    #[arg(long, global = true, value_name = "CMD")]
+    pub(crate) worker: Option<String>,
+    /// Print full JSON result and error records.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+}
+
+/// What to run.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Evaluate a Lua chunk and print its value as JSON.
+    Eval {
+        /// Lua source, e.g. 'return 6 * 7'.
+        source: String,
+    },
+    /// Run a Lua script with arguments and print its execution outcome.
+    Run {
+        /// The script.
+        file: PathBuf,
+        /// Arguments passed to the script.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Check that a Lua file compiles, without running it.
+    Check {
+        /// The file to check.
+        file: PathBuf,
+    },
+    /// Run a Lua test file and print the number of tests that passed.
+    Test {
+        /// The test file.
+        file: PathBuf,
+    },
+    /// Load a plugin, print its registrations, or invoke one of its callbacks.
+    Plugin(PluginArgs),
+    /// Read JSON lines from stdin, one operation each, and run them on one worker.
+    Batch,
+}
+
+/// `quirl-lua plugin FILE [--prompt NAME | --complete COMMAND | --command NAME | --event JSON]`.
+#[derive(Debug, Args)]
+pub(crate) struct PluginArgs {
+    /// The plugin source file.
+    pub(crate) file: PathBuf,
+    /// Render the prompt segment NAME.
+    #[arg(long, value_name = "NAME", group = "invoke")]
+    pub(crate) prompt: Option<String>,
+    /// Ask the completion provider for COMMAND.
+    #[arg(long, value_name = "COMMAND", group = "invoke")]
+    pub(crate) complete: Option<String>,
+    /// Run the plugin command NAME.
+    #[arg(long, value_name = "NAME", group = "invoke")]
+    pub(crate) command: Option<String>,
+    /// Dispatch an extension event given as JSON.
+    #[arg(long, value_name = "JSON", group = "invoke")]
+    pub(crate) event: Option<String>,
+    /// Arguments for --command.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, requires = "command")]
+    pub(crate) args: Vec<String>,
+}
+
+/// Parse `33554432`, `32MiB`, `512KiB`, `1G`, … into bytes.
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    if digits.is_empty() {
+        return Err(format!("`{text}` is not a size (expected e.g. 32MiB or 33554432)"));
+    }
+    let number: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{digits}` is too large"))?;
+    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "ki" | "kib" => 1 << 10,
+        "m" | "mi" | "mib" => 1 << 20,
+        "g" | "gi" | "gib" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}` (use B, KiB, MiB or GiB)"
+            ));
+        }
+    };
+    number
+        .checked_mul(multiplier)
+        .ok_or_else(|| format!("`{text}` is too large"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sizes_with_and_without_units() {
+        assert_eq!(parse_size("33554432"), Ok(DEFAULT_MEMORY_BYTES));
+        assert_eq!(parse_size("32MiB"), Ok(DEFAULT_MEMORY_BYTES));
+        assert_eq!(parse_size("32M"), Ok(DEFAULT_MEMORY_BYTES));
+        assert_eq!(parse_size("512KiB"), Ok(512 * 1024));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert!(parse_size("MiB").is_err());
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("99999999999999999999").is_err());
+        assert!(parse_size("18446744073709551615GiB").is_err());
+    }
+
+    #[test]
+    fn the_command_line_interface_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

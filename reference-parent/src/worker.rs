@@ -1,0 +1,541 @@
+//! The worker handle: one supervised worker process, one request at a time.
+//!
+//! [`Worker::spawn`] starts the worker command contained (see
+//! [`crate::containment`]) and initializes it with a validated policy. Each
+//! request then runs under an absolute deadline — the policy's wall time
+//! unless the caller gives one — that also covers the host calls the worker
+//! makes while it runs. The calling thread does all the waiting itself, in
+//! one `ppoll` over the worker's output, its pidfd, the cancellation token and
+//! the deadline (see [`crate::transport`]); no thread is started.
+//!
+//! # Failure handling
+//!
+//! On a deadline, a cancellation, a crash or exit, a malformed, oversized or
+//! truncated frame, a wrong version, an identity mismatch or any other
+//! session violation, the handle, in this order: closes the worker's stdin;
+//! sends one `SIGKILL` to the worker's process group while the worker is
+//! still unreaped; waits (pidfd) for the worker to die and reaps it; drains
+//! the response pipe until end of file, which proves that no process of the
+//! group still holds it (bounded by [`PIPE_RELEASE_WAIT`]); marks itself
+//! poisoned; and returns a typed [`Error`] whose context says what happened,
+//! with any cleanup failure appended as context. Every later call fails at
+//! once with [`ErrorKind::Unavailable`]. Dropping the handle does the same
+//! kill, reap and drain.
+//!
+//! A guest error (a well-formed error response) is not a failure of the
+//! worker: it is returned as [`ErrorKind::Guest`] and the worker stays usable.
+//!
+//! What this module is not: a pool, a restart policy or a plugin lifecycle.
+//! Those (issue 6) wrap [`Worker`] values; a poisoned worker is never reused,
+//! a new one is spawned.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::cancel::CancelToken;
+use crate::command::WorkerCommand;
+use crate::containment::{self, WorkerProcess, describe_status};
+use crate::error::{Error, ErrorKind};
+use crate::host;
+use crate::shim::{ErrorCode, LUA_WORKER_PROTOCOL_DESCRIPTOR, Policy, ProtocolError};
+use crate::transport::{Interrupt, Transport, Watch};
+use crate::wire::{HostCall, Incoming, Wire};
+
+/// How long spawn + `initialize` may take by default.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long, after the kill, the parent waits for every holder of the
+/// response pipe to be gone before reporting an escaped holder.
+pub const PIPE_RELEASE_WAIT: Duration = Duration::from_millis(500);
+
+/// How long [`Worker::shutdown`] lets a worker exit on its own after its
+/// input is closed, before it is killed.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// Everything needed to start and initialize a worker.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    command: WorkerCommand,
+    policy: Policy,
+    grants: Option<Vec<String>>,
+    process_enabled: bool,
+    startup_timeout: Duration,
+    cancel: Option<CancelToken>,
+}
+
+impl WorkerConfig {
+    /// Run `command` under `policy`; process access follows
+    /// `policy.allow_process()` and no grants are sent.
+    pub fn new(command: WorkerCommand, policy: Policy) -> Self {
+        Self {
+            command,
+            process_enabled: policy.allow_process(),
+            policy,
+            grants: None,
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            cancel: None,
+        }
+    }
+
+    /// Capability grants sent with `initialize` (e.g. `process.spawn:echo`).
+    #[must_use]
+    pub fn grants(mut self, grants: Vec<String>) -> Self {
+        self.grants = Some(grants);
+        self
+    }
+
+    /// Whether the parent offers a process host to this worker.
+    ///
+    /// Host calls are accepted only when this is true *and* the policy
+    /// allows processes; any other host call is a protocol violation.
+    #[must_use]
+    pub fn process_enabled(mut self, enabled: bool) -> Self {
+        self.process_enabled = enabled;
+        self
+    }
+
+    /// Deadline for spawning and initializing the worker.
+    #[must_use]
+    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
+        self.startup_timeout = timeout;
+        self
+    }
+
+    /// Observe this token (e.g. one shared by several workers) instead of a
+    /// fresh one.
+    #[must_use]
+    pub fn cancel_token(mut self, token: CancelToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+}
+
+/// A supervised worker process.
+pub struct Worker {
+    live: Option<Live>,
+    poisoned_by: Option<(ErrorKind, String)>,
+    cancel: CancelToken,
+    policy: Policy,
+    grants: Vec<String>,
+    host_calls_allowed: bool,
+    pid: u32,
+}
+
+/// The parts that exist only while the worker runs.
+struct Live {
+    process: WorkerProcess,
+    transport: Transport,
+    wire: Wire,
+}
+
+/// What the request in flight is, for error context.
+#[derive(Clone, Copy)]
+struct Flight<'a> {
+    id: u64,
+    operation: &'a str,
+    started: Instant,
+    deadline: Instant,
+}
+
+impl Worker {
+    /// Spawn the worker and initialize it; the worker is ready on success.
+    ///
+    /// Any failure kills and reaps whatever was started.
+    pub fn spawn(config: WorkerConfig) -> Result<Self, Error> {
+        let cancel = match config.cancel {
+            Some(token) => token,
+            None => CancelToken::new().map_err(|error| {
+                Error::new(
+                    ErrorKind::Spawn,
+                    ErrorCode::ProcessSpawn,
+                    "could not create a cancellation token",
+                )
+                .with_context(error.to_string())
+            })?,
+        };
+        let spawned = containment::spawn(&config.command).map_err(|error| {
+            Error::new(
+                ErrorKind::Spawn,
+                ErrorCode::ProcessSpawn,
+                "could not start the Lua worker",
+            )
+            .with_context(format!("worker command `{}`: {error}", config.command))
+            .with_help("check the worker command (--worker or QUIRL_LUA_WORKER)")
+        })?;
+        let pid = spawned.process.pid();
+        let mut worker = Self {
+            live: Some(Live {
+                process: spawned.process,
+                transport: Transport::new(spawned.input, spawned.output),
+                wire: Wire::new(),
+            }),
+            poisoned_by: None,
+            cancel,
+            policy: config.policy,
+            grants: config.grants.clone().unwrap_or_default(),
+            host_calls_allowed: config.process_enabled && config.policy.allow_process(),
+            pid,
+        };
+        let initialize = json!({
+            "operation": "initialize",
+            "protocol_descriptor": LUA_WORKER_PROTOCOL_DESCRIPTOR,
+            "policy": {
+                "allow_process": config.policy.allow_process(),
+                "memory_limit_bytes": config.policy.memory_limit_bytes(),
+                "instruction_limit": config.policy.instruction_limit(),
+                "wall_time_ms": config.policy.wall_time_ms(),
+            },
+            "grants": config.grants,
+            "process_enabled": config.process_enabled,
+        });
+        let deadline = Instant::now() + config.startup_timeout;
+        match worker.exchange("initialize", initialize, deadline) {
+            Ok(_) => Ok(worker),
+            Err(error) if error.kind() == ErrorKind::Guest => {
+                let error = error
+                    .with_kind(ErrorKind::Spawn)
+                    .with_context("the worker refused initialize");
+                Err(worker.fail(error))
+            }
+            Err(error) => Err(error.with_context("while initializing the worker")),
+        }
+    }
+
+    /// Evaluate a Lua chunk and return its value.
+    pub fn eval(&mut self, source: &str) -> Result<Value, Error> {
+        self.call("eval", json!({"operation": "eval", "source": source}), None)
+    }
+
+    /// Run one operation (its JSON form) under `deadline` (default: now plus
+    /// the policy's wall time).
+    pub fn call(
+        &mut self,
+        name: &str,
+        operation: Value,
+        deadline: Option<Instant>,
+    ) -> Result<Value, Error> {
+        let deadline = deadline
+            .unwrap_or_else(|| Instant::now() + Duration::from_millis(self.policy.wall_time_ms()));
+        self.exchange(name, operation, deadline)
+    }
+
+    /// A clone of the token that cancels this worker's requests.
+    ///
+    /// Cancelling kills the worker (like a missed deadline) and poisons the
+    /// handle; the token stays cancelled.
+    pub fn cancel_token(&self) -> CancelToken {
+        self.cancel.clone()
+    }
+
+    /// The worker's process id (also its process-group and session id).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether an earlier failure ended this worker.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned_by.is_some()
+    }
+
+    /// The policy the worker was initialized with.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// End the worker cleanly: close its input, give it [`SHUTDOWN_GRACE`]
+    /// to exit on its own, then kill whatever is left of its group and reap.
+    ///
+    /// Returns an error if the worker did not exit with status 0 by itself.
+    pub fn shutdown(mut self) -> Result<(), Error> {
+        let Some(mut live) = self.live.take() else {
+            return Err(self.unavailable());
+        };
+        self.poisoned_by = Some((
+            ErrorKind::Unavailable,
+            "the worker was shut down".to_owned(),
+        ));
+        live.transport.close_input();
+        let exited = live.process.exit_fd().map(|fd| {
+            let mut fds = [crate::poll::interest(fd, libc::POLLIN)];
+            crate::poll::wait_until(&mut fds, Instant::now() + SHUTDOWN_GRACE)
+        });
+        let (status, problems) = retire(live);
+        let clean = matches!(exited, None | Some(Ok(true))) && status.is_some_and(|s| s.success());
+        if clean && problems.is_empty() {
+            return Ok(());
+        }
+        let mut error = Error::new(
+            ErrorKind::WorkerCrashed,
+            ErrorCode::Lua,
+            "the Lua worker did not exit cleanly",
+        );
+        if let Some(status) = status {
+            error = error.with_context(format!("worker {} {}", self.pid, describe_status(status)));
+        }
+        for problem in problems {
+            error = error.with_context(format!("cleanup: {problem}"));
+        }
+        Err(error)
+    }
+
+    fn unavailable(&self) -> Error {
+        let mut error = Error::new(
+            ErrorKind::Unavailable,
+            ErrorCode::Lua,
+            "the Lua worker is unavailable",
+        )
+        .with_help("start a new worker; a failed worker is never reused");
+        if let Some((kind, message)) = &self.poisoned_by {
+            error = error.with_context(format!(
+                "worker {} ended earlier ({kind}): {message}",
+                self.pid
+            ));
+        }
+        error
+    }
+
+    /// Send one request and wait for its response, answering host calls.
+    fn exchange(
+        &mut self,
+        name: &str,
+        operation: Value,
+        deadline: Instant,
+    ) -> Result<Value, Error> {
+        let Some(live) = self.live.as_mut() else {
+            return Err(self.unavailable());
+        };
+        let started = Instant::now();
+        let (id, bytes) = match live.wire.start_request(operation) {
+            Ok(started) => started,
+            Err(error) => {
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    ErrorCode::Validation,
+                    "the request was rejected before it was sent",
+                )
+                .with_context(error.to_string()));
+            }
+        };
+        let flight = Flight {
+            id,
+            operation: name,
+            started,
+            deadline,
+        };
+        let outcome = run_request(
+            live,
+            &self.cancel,
+            &self.grants,
+            self.host_calls_allowed,
+            bytes,
+            flight,
+        );
+        match outcome {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(guest)) => Err(guest),
+            Err(failure) => Err(self.fail(failure)),
+        }
+    }
+
+    /// Kill, reap, drain, poison; return `error` with cleanup context.
+    fn fail(&mut self, error: Error) -> Error {
+        let mut error = error;
+        if let Some(live) = self.live.take() {
+            let (status, problems) = retire(live);
+            match status {
+                Some(status) => {
+                    error = error.with_context(format!(
+                        "worker {} {}",
+                        self.pid,
+                        describe_status(status)
+                    ))
+                }
+                None => {
+                    error = error.with_context(format!("worker {} was not reaped here", self.pid))
+                }
+            }
+            for problem in problems {
+                error = error.with_context(format!("cleanup: {problem}"));
+            }
+        }
+        if self.poisoned_by.is_none() {
+            self.poisoned_by = Some((error.kind(), error.message().to_owned()));
+        }
+        error
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(live) = self.live.take() {
+            let _ = retire(live);
+        }
+    }
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("pid", &self.pid)
+            .field("policy", &self.policy)
+            .field("poisoned_by", &self.poisoned_by)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Close input, kill the group, reap, and wait for the pipe to be released.
+fn retire(mut live: Live) -> (Option<std::process::ExitStatus>, Vec<String>) {
+    live.transport.close_input();
+    let termination = live.process.kill_tree_and_reap();
+    let mut problems = termination.problems;
+    match live.transport.drain_until_closed(Instant::now() + PIPE_RELEASE_WAIT) {
+        Ok(true) => {}
+        Ok(false) => problems.push(format!(
+            "the response pipe was still open {} ms after the kill: a process outside the worker's process group holds it",
+            PIPE_RELEASE_WAIT.as_millis()
+        )),
+        Err(error) => problems.push(format!("draining the response pipe failed: {error}")),
+    }
+    (termination.status, problems)
+}
+
+/// The request loop. `Ok(Ok)` = result, `Ok(Err)` = guest error (worker
+/// healthy), `Err` = failure that must kill and poison.
+fn run_request(
+    live: &mut Live,
+    cancel: &CancelToken,
+    grants: &[String],
+    host_calls_allowed: bool,
+    request: Vec<u8>,
+    flight: Flight<'_>,
+) -> Result<Result<Value, Error>, Error> {
+    let Live {
+        process,
+        transport,
+        wire,
+    } = live;
+    let watch = Watch {
+        deadline: flight.deadline,
+        cancel,
+        exit: process.exit_fd(),
+    };
+    transport
+        .write_all(&request, watch)
+        .map_err(|interrupt| interrupted(interrupt, wire, flight))?;
+    loop {
+        let incoming = loop {
+            match wire.next_incoming() {
+                Ok(Some(incoming)) => break incoming,
+                Ok(None) => {}
+                Err(error) => return Err(violation(&error, flight)),
+            }
+            let chunk = transport
+                .read_chunk(watch)
+                .map_err(|interrupt| interrupted(interrupt, wire, flight))?;
+            wire.feed(chunk);
+        };
+        match incoming {
+            Incoming::Response(Ok(value)) => return Ok(Ok(value)),
+            Incoming::Response(Err(record)) => return Ok(Err(Error::guest(record))),
+            Incoming::HostCall(call) => {
+                if !host_calls_allowed {
+                    return Err(host_call_not_allowed(&call, flight));
+                }
+                let answer = host::run_host_call(&call, grants, flight.deadline, cancel);
+                let bytes = wire
+                    .host_response(&call, answer)
+                    .map_err(|error| violation(&error, flight))?;
+                transport
+                    .write_all(&bytes, watch)
+                    .map_err(|interrupt| interrupted(interrupt, wire, flight))?;
+            }
+        }
+    }
+}
+
+fn describe_flight(flight: Flight<'_>) -> String {
+    format!("request {} ({})", flight.id, flight.operation)
+}
+
+fn violation(error: &ProtocolError, flight: Flight<'_>) -> Error {
+    let code = if error.kind() == crate::shim::ErrorKind::OversizedFrame {
+        ErrorCode::ResourceLimit
+    } else {
+        ErrorCode::Validation
+    };
+    Error::new(
+        ErrorKind::ProtocolViolation,
+        code,
+        "the Lua worker violated the protocol",
+    )
+    .with_protocol_kind(error.kind())
+    .with_context(format!("protocol error: {error}"))
+    .with_context(format!("during {}", describe_flight(flight)))
+    .with_help("the worker was killed; report this if it is the reference worker")
+}
+
+fn host_call_not_allowed(call: &HostCall, flight: Flight<'_>) -> Error {
+    Error::new(ErrorKind::ProtocolViolation, ErrorCode::Validation, "the Lua worker violated the protocol")
+        .with_protocol_kind(crate::shim::ErrorKind::UnexpectedFrame)
+        .with_context(format!(
+            "protocol error: unexpected_frame: host call {} while process access is disabled for this worker",
+            call.call_id
+        ))
+        .with_context(format!("during {}", describe_flight(flight)))
+        .with_help("the worker was killed; a worker initialized without process access must not make host calls")
+}
+
+fn interrupted(interrupt: Interrupt, wire: &Wire, flight: Flight<'_>) -> Error {
+    let budget = flight
+        .deadline
+        .saturating_duration_since(flight.started)
+        .as_millis();
+    match interrupt {
+        Interrupt::Deadline => Error::new(
+            ErrorKind::Deadline,
+            ErrorCode::ResourceLimit,
+            "the Lua request exceeded its deadline",
+        )
+        .with_context(format!(
+            "deadline {budget} ms after {} started",
+            describe_flight(flight)
+        ))
+        .with_help("reduce the work or raise --wall-time-ms; the worker was killed"),
+        Interrupt::Cancelled => Error::new(
+            ErrorKind::Cancelled,
+            ErrorCode::ResourceLimit,
+            "the Lua request was cancelled",
+        )
+        .with_context(format!(
+            "cancelled {} ms into {}",
+            flight.started.elapsed().as_millis(),
+            describe_flight(flight)
+        ))
+        .with_help("the worker was killed; start a new one"),
+        Interrupt::WorkerExited | Interrupt::OutputClosed | Interrupt::InputClosed => {
+            if let Some(error) = wire.end_of_stream() {
+                return violation(&error, flight);
+            }
+            let how = match interrupt {
+                Interrupt::WorkerExited => "the worker process exited",
+                Interrupt::OutputClosed => "the worker closed its response stream",
+                _ => "the worker closed its input",
+            };
+            Error::new(
+                ErrorKind::WorkerCrashed,
+                ErrorCode::Lua,
+                "the Lua worker ended without answering",
+            )
+            .with_context(format!("{how} during {}", describe_flight(flight)))
+            .with_help("the worker crashed or exited; start a new one")
+        }
+        Interrupt::Io(error) => Error::new(
+            ErrorKind::WorkerCrashed,
+            ErrorCode::Lua,
+            "the Lua worker's pipes failed",
+        )
+        .with_context(format!("{error} during {}", describe_flight(flight)))
+        .with_help("the worker was killed; start a new one"),
+    }
+}

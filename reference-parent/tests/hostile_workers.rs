@@ -1,0 +1,333 @@
+//! Scripted hostile workers against the worker handle (issue 4, P1–P4, P9).
+//!
+//! Each test drives `quirl-lua-fake-worker SCENARIO` and checks: the error
+//! class, that the call returned within deadline + 200 ms, that nothing of
+//! the worker's process group is left alive, that this process has no
+//! zombie child, that no thread was left behind, and that the handle is
+//! poisoned (a second call fails at once with `unavailable`).
+//!
+//! The tests share /proc-wide observations (zombies, threads), so they run
+//! one at a time under a lock.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/procfs.rs"]
+mod procfs;
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use quirl_lua_reference_parent::{Error, ErrorKind, Policy, Worker, WorkerCommand, WorkerConfig};
+
+/// Generous only where the bound is the behaviour: "returned within deadline + 200 ms".
+const LATE_MAX: Duration = Duration::from_millis(200);
+/// Deadline used by scenarios that must be cut off by it.
+const WALL_MS: u64 = 300;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn fake(args: &[&str]) -> WorkerCommand {
+    args.iter().fold(
+        WorkerCommand::new(env!("CARGO_BIN_EXE_quirl-lua-fake-worker")),
+        |c, a| c.arg(a),
+    )
+}
+
+fn config(args: &[&str], allow_process: bool) -> WorkerConfig {
+    let policy = Policy::new(allow_process, 32 << 20, 100_000_000, WALL_MS).unwrap();
+    WorkerConfig::new(fake(args), policy).startup_timeout(Duration::from_secs(10))
+}
+
+/// Spawn the scenario, run one eval, and check everything a failure must leave behind.
+fn hostile(args: &[&str], allow_process: bool) -> Error {
+    let _guard = serial();
+    let mut worker = Worker::spawn(config(args, allow_process)).unwrap();
+    let pid = i32::try_from(worker.pid()).unwrap();
+    let started = Instant::now();
+    let error = worker.eval("return 1").unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed <= Duration::from_millis(WALL_MS) + LATE_MAX,
+        "{args:?}: returned after {elapsed:?}: {error}"
+    );
+    assert_cleaned_up(pid, &mut worker, args);
+    error
+}
+
+fn assert_cleaned_up(pid: i32, worker: &mut Worker, args: &[&str]) {
+    assert!(worker.is_poisoned(), "{args:?}: handle not poisoned");
+    let again = Instant::now();
+    let second = worker.eval("return 1").unwrap_err();
+    assert_eq!(second.kind(), ErrorKind::Unavailable, "{args:?}: {second}");
+    assert!(
+        again.elapsed() < Duration::from_millis(50),
+        "{args:?}: unavailable was not immediate"
+    );
+    let living = procfs::living_members_after(pid, Duration::from_secs(1));
+    assert!(living.is_empty(), "{args:?}: left alive: {living:?}");
+    assert!(
+        procfs::stat(pid).is_none_or(|p| p.ppid != std::process::id().cast_signed()),
+        "{args:?}: worker not reaped"
+    );
+    let zombies = procfs::own_zombies();
+    assert!(zombies.is_empty(), "{args:?}: zombies: {zombies:?}");
+    let threads = procfs::library_threads();
+    assert!(
+        threads.is_empty(),
+        "{args:?}: threads left behind: {threads:?}"
+    );
+}
+
+fn assert_violation(error: &Error, protocol_kind: &str) {
+    assert_eq!(error.kind(), ErrorKind::ProtocolViolation, "{error}");
+    assert_eq!(
+        error.protocol_kind().map(|k| k.as_str()),
+        Some(protocol_kind),
+        "{error}"
+    );
+}
+
+#[test]
+fn oversized_header_is_a_resource_limit_violation() {
+    let error = hostile(&["oversized-header"], false);
+    assert_violation(&error, "oversized_frame");
+    assert_eq!(error.code().as_str(), "resource_limit");
+}
+
+#[test]
+fn header_one_past_the_maximum_is_rejected_at_once() {
+    let started = Instant::now();
+    let error = hostile(&["header", "5242881"], false);
+    assert_violation(&error, "oversized_frame");
+    assert!(
+        started.elapsed() < Duration::from_millis(WALL_MS),
+        "waited for the deadline"
+    );
+}
+
+#[test]
+fn maximum_header_then_stall_is_cut_off_at_the_deadline() {
+    let error = hostile(&["header", "5242880"], false);
+    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+}
+
+#[test]
+fn malformed_json_is_a_validation_violation() {
+    let error = hostile(&["malformed-json"], false);
+    assert_violation(&error, "malformed_json");
+    assert_eq!(error.code().as_str(), "validation");
+}
+
+#[test]
+fn truncated_frame_then_exit_is_a_violation() {
+    let error = hostile(&["truncated-then-exit"], false);
+    assert_violation(&error, "truncated_frame");
+}
+
+#[test]
+fn wrong_response_id_is_an_identity_mismatch() {
+    let error = hostile(&["wrong-response-id"], false);
+    assert_violation(&error, "identity_mismatch");
+}
+
+#[test]
+fn wrong_version_is_rejected() {
+    let error = hostile(&["wrong-version"], false);
+    assert_violation(&error, "bad_version");
+}
+
+#[test]
+fn response_with_both_ok_and_error_is_inconsistent() {
+    let error = hostile(&["ok-and-error"], false);
+    assert_violation(&error, "inconsistent_response");
+}
+
+#[test]
+fn host_call_with_wrong_request_id_is_an_identity_mismatch() {
+    let error = hostile(&["host-call-wrong-request-id"], true);
+    assert_violation(&error, "identity_mismatch");
+}
+
+#[test]
+fn host_call_id_zero_is_an_identity_mismatch() {
+    let error = hostile(&["host-call-id-zero"], true);
+    assert_violation(&error, "identity_mismatch");
+}
+
+#[test]
+fn seventeenth_host_call_is_a_violation() {
+    let error = hostile(&["host-calls", "17"], true);
+    assert_violation(&error, "host_call_limit");
+}
+
+#[test]
+fn sixteen_host_calls_are_answered_and_the_request_completes() {
+    let _guard = serial();
+    let mut worker = Worker::spawn(config(&["host-calls", "16"], true)).unwrap();
+    assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
+    assert!(!worker.is_poisoned());
+}
+
+#[test]
+fn host_call_while_process_access_is_disabled_is_a_violation() {
+    let error = hostile(&["host-calls", "1"], false);
+    assert_violation(&error, "unexpected_frame");
+}
+
+#[test]
+fn host_call_refused_by_policy_is_a_violation_even_if_process_is_enabled() {
+    let _guard = serial();
+    let config = config(&["host-calls", "1"], false).process_enabled(true);
+    let mut worker = Worker::spawn(config).unwrap();
+    let pid = i32::try_from(worker.pid()).unwrap();
+    let error = worker.eval("return 1").unwrap_err();
+    assert_violation(&error, "unexpected_frame");
+    assert_cleaned_up(pid, &mut worker, &["host-calls", "1"]);
+}
+
+#[test]
+fn never_answering_worker_is_killed_at_the_deadline() {
+    let started = Instant::now();
+    let error = hostile(&["never-answer"], false);
+    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+    assert_eq!(error.code().as_str(), "resource_limit");
+    assert!(started.elapsed() >= Duration::from_millis(WALL_MS));
+}
+
+#[test]
+fn answer_after_the_deadline_is_not_accepted() {
+    let late = (WALL_MS + 150).to_string();
+    let error = hostile(&["answer-after", &late], false);
+    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+}
+
+#[test]
+fn crashing_worker_is_reported_as_a_lua_failure() {
+    let error = hostile(&["crash"], false);
+    assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+    assert_eq!(error.code().as_str(), "lua");
+    assert!(error.to_string().contains("signal 6"), "{error}");
+}
+
+#[test]
+fn worker_exiting_zero_mid_request_is_a_crash() {
+    let error = hostile(&["exit0"], false);
+    assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+    assert!(
+        error.to_string().contains("exited with status 0"),
+        "{error}"
+    );
+}
+
+#[test]
+fn silent_worker_with_a_pipe_holding_grandchild_is_killed_with_its_tree() {
+    let error = hostile(&["grandchild-silent"], false);
+    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+}
+
+#[test]
+fn worker_exit_is_noticed_while_a_grandchild_holds_the_pipe() {
+    let started = Instant::now();
+    let error = hostile(&["grandchild-exit"], false);
+    assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+    assert!(
+        started.elapsed() < Duration::from_millis(WALL_MS),
+        "waited for the deadline: {error}"
+    );
+}
+
+#[test]
+fn slow_loris_frame_is_cut_off_at_the_deadline() {
+    let error = hostile(&["slow-loris"], false);
+    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+}
+
+#[test]
+fn cancellation_from_another_thread_kills_the_worker_promptly() {
+    let _guard = serial();
+    let policy = Policy::new(false, 32 << 20, 100_000_000, 60_000).unwrap();
+    let mut worker = Worker::spawn(WorkerConfig::new(fake(&["never-answer"]), policy)).unwrap();
+    let pid = i32::try_from(worker.pid()).unwrap();
+    let token = worker.cancel_token();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        let cancelled_at = Instant::now();
+        token.cancel();
+        cancelled_at
+    });
+    let error = worker.eval("return 1").unwrap_err();
+    let returned = Instant::now();
+    let cancelled_at = canceller.join().unwrap();
+    assert_eq!(error.kind(), ErrorKind::Cancelled, "{error}");
+    assert_eq!(error.code().as_str(), "resource_limit");
+    assert!(
+        returned.duration_since(cancelled_at) < LATE_MAX,
+        "cancellation took {:?}",
+        returned.duration_since(cancelled_at)
+    );
+    assert_cleaned_up(pid, &mut worker, &["never-answer (cancelled)"]);
+}
+
+#[test]
+fn worker_failing_during_initialize_fails_the_spawn_and_leaves_nothing() {
+    let _guard = serial();
+    let error = Worker::spawn(config(&["init-crash"], false)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+    assert!(error.to_string().contains("initializ"), "{error}");
+    assert!(procfs::own_zombies().is_empty());
+}
+
+#[test]
+fn noise_on_stdout_does_not_reach_the_protocol() {
+    let _guard = serial();
+    let mut worker = Worker::spawn(config(&["stdout-noise"], false)).unwrap();
+    assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
+}
+
+#[test]
+fn healthy_worker_serves_many_requests_and_shuts_down_cleanly() {
+    let _guard = serial();
+    let mut worker = Worker::spawn(config(&["echo"], false)).unwrap();
+    for _ in 0..100 {
+        assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
+    }
+    let pid = i32::try_from(worker.pid()).unwrap();
+    worker.shutdown().unwrap();
+    assert!(procfs::living_members_after(pid, Duration::from_secs(1)).is_empty());
+    assert!(procfs::own_zombies().is_empty());
+}
+
+#[test]
+fn dropping_the_handle_ends_the_worker_and_its_descendants() {
+    let _guard = serial();
+    let mut worker = Worker::spawn(config(&["fork-at-start"], false)).unwrap();
+    assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
+    let pid = i32::try_from(worker.pid()).unwrap();
+    assert!(
+        procfs::group_or_session_members(pid).len() >= 2,
+        "the holder grandchild was not started"
+    );
+    drop(worker);
+    let living = procfs::living_members_after(pid, Duration::from_secs(1));
+    assert!(living.is_empty(), "left alive: {living:?}");
+    assert!(procfs::own_zombies().is_empty());
+    assert!(procfs::library_threads().is_empty());
+}
+
+#[test]
+fn spawning_a_missing_program_is_a_spawn_error() {
+    let policy = Policy::new(false, 1 << 20, 1000, 100).unwrap();
+    let error = Worker::spawn(WorkerConfig::new(
+        WorkerCommand::new("/nonexistent/worker"),
+        policy,
+    ))
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Spawn);
+    assert_eq!(error.code().as_str(), "process_spawn");
+}
