@@ -26,7 +26,10 @@
 //! unreaped no other process group can carry that number: the worker is its
 //! own unreaped anchor, in the sense of Quirl's ADR 0020, without a second
 //! helper process. After the reap this module never signals the group again
-//! (the state is `Reaped` and every signalling path checks it).
+//! (the state is `Released` and every signalling path checks it). The
+//! argument needs the kernel not to reap the worker behind our back, so
+//! spawning refuses to run when `SIGCHLD` is ignored or `SA_NOCLDWAIT` is set
+//! in the parent process.
 //!
 //! We also hold a pidfd (`pidfd_open`) for the worker. It is not needed for
 //! signalling safety (the anchor argument above is enough) but it gives us
@@ -102,6 +105,7 @@ pub(crate) struct Termination {
 /// On any failure after the process exists, it is killed and reaped before
 /// the error is returned.
 pub(crate) fn spawn(command: &WorkerCommand) -> io::Result<SpawnedWorker> {
+    ensure_children_are_not_auto_reaped()?;
     let mut builder = Command::new(command.program());
     builder
         .args(command.args())
@@ -143,6 +147,24 @@ pub(crate) fn spawn(command: &WorkerCommand) -> io::Result<SpawnedWorker> {
         input,
         output,
     })
+}
+
+/// The anchor argument needs the worker to stay unreaped until we reap it.
+/// With `SIGCHLD` ignored or `SA_NOCLDWAIT` set, the kernel reaps exited
+/// children itself and frees their pids, so refuse to spawn at all.
+fn ensure_children_are_not_auto_reaped() -> io::Result<()> {
+    // SAFETY: all-zero is valid storage for the query.
+    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: null new action = query only.
+    if unsafe { libc::sigaction(libc::SIGCHLD, std::ptr::null(), &raw mut current) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if current.sa_sigaction == libc::SIG_IGN || current.sa_flags & libc::SA_NOCLDWAIT != 0 {
+        return Err(io::Error::other(
+            "SIGCHLD is ignored (or SA_NOCLDWAIT is set) in this process, so the worker's process group could not be signalled safely",
+        ));
+    }
+    Ok(())
 }
 
 fn take_pipes(child: &mut Child) -> io::Result<(OwnedFd, OwnedFd)> {

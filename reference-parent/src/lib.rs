@@ -1,6 +1,5 @@
 //! Reference parent for `quirl.lua-worker@1`.
 
-pub mod cancel;
 pub mod command;
 mod containment;
 pub mod error;
@@ -12,8 +11,8 @@ mod transport;
 mod wire;
 pub mod worker;
 
-pub use cancel::CancelToken;
 pub use command::{WORKER_ARGUMENT, WORKER_COMMAND_ENV, WorkerCommand};
 pub use error::{Error, ErrorKind};
+pub use process_host::Cancel;
 pub use shim::Policy;
 pub use worker::{Worker, WorkerConfig};

@@ -6,7 +6,7 @@
 //!
 //! - the pipe (readable or writable),
 //! - the worker's pidfd (the worker exited),
-//! - the cancellation token's eventfd,
+//! - the cancellation token's wake pipe,
 //! - the absolute deadline (the `ppoll` timeout).
 //!
 //! There is no reader thread, so there is no thread to join, nothing to
@@ -21,8 +21,8 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::Instant;
 
-use crate::cancel::CancelToken;
 use crate::poll;
+use crate::process_host::Cancel;
 
 /// Bytes read per `read(2)` from the worker's stderr.
 pub(crate) const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -56,7 +56,11 @@ pub(crate) struct Transport {
 #[derive(Clone, Copy)]
 pub(crate) struct Watch<'a> {
     pub(crate) deadline: Instant,
-    pub(crate) cancel: &'a CancelToken,
+    /// The token whose flag is checked before every wait.
+    pub(crate) cancel: &'a Cancel,
+    /// A descriptor that becomes readable when `cancel` fires (the worker's
+    /// registered wake pipe).
+    pub(crate) cancel_wake: BorrowedFd<'a>,
     pub(crate) exit: Option<BorrowedFd<'a>>,
 }
 
@@ -236,7 +240,7 @@ fn check_flags(watch: Watch<'_>) -> Result<(), Interrupt> {
 fn wait(fd: BorrowedFd<'_>, events: libc::c_short, watch: Watch<'_>) -> Result<(), Interrupt> {
     let mut fds = [
         poll::interest(fd, events),
-        poll::interest(watch.cancel.wake_fd(), libc::POLLIN),
+        poll::interest(watch.cancel_wake, libc::POLLIN),
         watch
             .exit
             .map_or(poll::IGNORED, |exit| poll::interest(exit, libc::POLLIN)),
@@ -276,10 +280,11 @@ mod tests {
         }
     }
 
-    fn watch(token: &CancelToken, deadline: Instant) -> Watch<'_> {
+    fn watch<'a>(token: &'a Cancel, waiter: &'a impl AsFd, deadline: Instant) -> Watch<'a> {
         Watch {
             deadline,
             cancel: token,
+            cancel_wake: waiter.as_fd(),
             exit: None,
         }
     }
@@ -290,17 +295,20 @@ mod tests {
         let (to_worker_r, to_worker_w) = nonblocking_pipe();
         drop(to_worker_r);
         let mut transport = Transport::new(to_worker_w, to_parent_r);
-        let token = CancelToken::new().unwrap();
+        let token = Cancel::new();
+        let waiter = token.register().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         let writer = std::fs::File::from(to_parent_w);
         std::io::Write::write_all(&mut &writer, b"abc").unwrap();
         drop(writer);
         assert_eq!(
-            transport.read_chunk(watch(&token, deadline)).unwrap(),
+            transport
+                .read_chunk(watch(&token, &waiter, deadline))
+                .unwrap(),
             b"abc"
         );
         assert!(matches!(
-            transport.read_chunk(watch(&token, deadline)),
+            transport.read_chunk(watch(&token, &waiter, deadline)),
             Err(Interrupt::OutputClosed)
         ));
     }
@@ -310,10 +318,11 @@ mod tests {
         let (to_parent_r, _to_parent_w) = nonblocking_pipe();
         let (_to_worker_r, to_worker_w) = nonblocking_pipe();
         let mut transport = Transport::new(to_worker_w, to_parent_r);
-        let token = CancelToken::new().unwrap();
+        let token = Cancel::new();
+        let waiter = token.register().unwrap();
         let deadline = Instant::now() + Duration::from_millis(20);
         assert!(matches!(
-            transport.read_chunk(watch(&token, deadline)),
+            transport.read_chunk(watch(&token, &waiter, deadline)),
             Err(Interrupt::Deadline)
         ));
         assert!(Instant::now() >= deadline);
@@ -324,14 +333,15 @@ mod tests {
         let (to_parent_r, _to_parent_w) = nonblocking_pipe();
         let (_to_worker_r, to_worker_w) = nonblocking_pipe();
         let mut transport = Transport::new(to_worker_w, to_parent_r);
-        let token = CancelToken::new().unwrap();
+        let token = Cancel::new();
+        let waiter = token.register().unwrap();
         let canceller = token.clone();
         let thread = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
             canceller.cancel();
         });
         let deadline = Instant::now() + Duration::from_secs(30);
-        let result = transport.read_chunk(watch(&token, deadline));
+        let result = transport.read_chunk(watch(&token, &waiter, deadline));
         thread.join().unwrap();
         assert!(matches!(result, Err(Interrupt::Cancelled)));
         assert!(Instant::now() < deadline);
@@ -342,11 +352,12 @@ mod tests {
         let (to_parent_r, _to_parent_w) = nonblocking_pipe();
         let (_to_worker_r, to_worker_w) = nonblocking_pipe();
         let mut transport = Transport::new(to_worker_w, to_parent_r);
-        let token = CancelToken::new().unwrap();
+        let token = Cancel::new();
+        let waiter = token.register().unwrap();
         let deadline = Instant::now() + Duration::from_millis(20);
         let big = vec![0_u8; 4 * 1024 * 1024];
         assert!(matches!(
-            transport.write_all(&big, watch(&token, deadline)),
+            transport.write_all(&big, watch(&token, &waiter, deadline)),
             Err(Interrupt::Deadline)
         ));
     }
@@ -357,10 +368,11 @@ mod tests {
         let (to_worker_r, to_worker_w) = nonblocking_pipe();
         drop(to_worker_r);
         let mut transport = Transport::new(to_worker_w, to_parent_r);
-        let token = CancelToken::new().unwrap();
+        let token = Cancel::new();
+        let waiter = token.register().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         assert!(matches!(
-            transport.write_all(b"x", watch(&token, deadline)),
+            transport.write_all(b"x", watch(&token, &waiter, deadline)),
             Err(Interrupt::InputClosed)
         ));
     }

@@ -29,15 +29,16 @@
 //! Those (issue 6) wrap [`Worker`] values; a poisoned worker is never reused,
 //! a new one is spawned.
 
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::cancel::CancelToken;
 use crate::command::WorkerCommand;
 use crate::containment::{self, WorkerProcess, describe_status};
 use crate::error::{Error, ErrorKind};
 use crate::host;
+use crate::process_host::{Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig};
 use crate::shim::{ErrorCode, LUA_WORKER_PROTOCOL_DESCRIPTOR, Policy, ProtocolError};
 use crate::transport::{Interrupt, Transport, Watch};
 use crate::wire::{HostCall, Incoming, Wire};
@@ -61,7 +62,8 @@ pub struct WorkerConfig {
     grants: Option<Vec<String>>,
     process_enabled: bool,
     startup_timeout: Duration,
-    cancel: Option<CancelToken>,
+    cancel: Option<Cancel>,
+    process_host: Option<ProcessHostConfig>,
 }
 
 impl WorkerConfig {
@@ -75,6 +77,7 @@ impl WorkerConfig {
             grants: None,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             cancel: None,
+            process_host: None,
         }
     }
 
@@ -105,9 +108,42 @@ impl WorkerConfig {
     /// Observe this token (e.g. one shared by several workers) instead of a
     /// fresh one.
     #[must_use]
-    pub fn cancel_token(mut self, token: CancelToken) -> Self {
+    pub fn cancel_token(mut self, token: Cancel) -> Self {
         self.cancel = Some(token);
         self
+    }
+
+    /// Run host calls with this process-host configuration.
+    ///
+    /// Default: access from the policy and `process_enabled`, the program
+    /// grants among [`grants`](Self::grants) (`process.spawn:NAME`), `PATH`
+    /// and `HOME` from this process, and this process's working directory.
+    #[must_use]
+    pub fn process_host(mut self, config: ProcessHostConfig) -> Self {
+        self.process_host = Some(config);
+        self
+    }
+
+    fn process_host_config(&self) -> Result<ProcessHostConfig, Error> {
+        if let Some(config) = &self.process_host {
+            return Ok(config.clone());
+        }
+        let invalid = |error: crate::process_host::HostError| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                ErrorCode::InvalidArgument,
+                "invalid process grant",
+            )
+            .with_context(error.to_string())
+            .with_help("grant programs as process.spawn:NAME")
+        };
+        let grants = Grants::parse(self.grants.iter().flatten()).map_err(invalid)?;
+        let access = ProcessAccess {
+            allow_process: self.policy.allow_process(),
+            process_enabled: self.process_enabled,
+        };
+        let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+        ProcessHostConfig::new(access, grants, Environment::from_parent(), cwd).map_err(invalid)
     }
 }
 
@@ -115,9 +151,11 @@ impl WorkerConfig {
 pub struct Worker {
     live: Option<Live>,
     poisoned_by: Option<(ErrorKind, String)>,
-    cancel: CancelToken,
+    cancel: Cancel,
+    /// The worker's registration with `cancel`: readable once it fires.
+    cancel_wake: Box<dyn AsFd + Send + Sync>,
     policy: Policy,
-    grants: Vec<String>,
+    process_host: ProcessHostConfig,
     host_calls_allowed: bool,
     pid: u32,
 }
@@ -143,17 +181,17 @@ impl Worker {
     ///
     /// Any failure kills and reaps whatever was started.
     pub fn spawn(config: WorkerConfig) -> Result<Self, Error> {
-        let cancel = match config.cancel {
-            Some(token) => token,
-            None => CancelToken::new().map_err(|error| {
-                Error::new(
-                    ErrorKind::Spawn,
-                    ErrorCode::ProcessSpawn,
-                    "could not create a cancellation token",
-                )
-                .with_context(error.to_string())
-            })?,
-        };
+        let process_host = config.process_host_config()?;
+        let cancel = config.cancel.clone().unwrap_or_default();
+        let registration = cancel.register().map_err(|error| {
+            Error::new(
+                ErrorKind::Spawn,
+                ErrorCode::ProcessSpawn,
+                "could not create a cancellation wake pipe",
+            )
+            .with_context(error.to_string())
+        })?;
+        let cancel_wake: Box<dyn AsFd + Send + Sync> = Box::new(registration);
         let spawned = containment::spawn(&config.command).map_err(|error| {
             Error::new(
                 ErrorKind::Spawn,
@@ -172,8 +210,9 @@ impl Worker {
             }),
             poisoned_by: None,
             cancel,
+            cancel_wake,
             policy: config.policy,
-            grants: config.grants.clone().unwrap_or_default(),
+            process_host,
             host_calls_allowed: config.process_enabled && config.policy.allow_process(),
             pid,
         };
@@ -224,7 +263,7 @@ impl Worker {
     ///
     /// Cancelling kills the worker (like a missed deadline) and poisons the
     /// handle; the token stays cancelled.
-    pub fn cancel_token(&self) -> CancelToken {
+    pub fn cancel_token(&self) -> Cancel {
         self.cancel.clone()
     }
 
@@ -325,9 +364,12 @@ impl Worker {
         };
         let outcome = run_request(
             live,
-            &self.cancel,
-            &self.grants,
-            self.host_calls_allowed,
+            Waiting {
+                cancel: &self.cancel,
+                cancel_wake: self.cancel_wake.as_fd(),
+                process_host: &self.process_host,
+                host_calls_allowed: self.host_calls_allowed,
+            },
             bytes,
             flight,
         );
@@ -402,11 +444,18 @@ fn retire(mut live: Live) -> (Option<std::process::ExitStatus>, Vec<String>) {
 
 /// The request loop. `Ok(Ok)` = result, `Ok(Err)` = guest error (worker
 /// healthy), `Err` = failure that must kill and poison.
+/// What a request waits on besides the worker, borrowed from the handle.
+#[derive(Clone, Copy)]
+struct Waiting<'a> {
+    cancel: &'a Cancel,
+    cancel_wake: std::os::fd::BorrowedFd<'a>,
+    process_host: &'a ProcessHostConfig,
+    host_calls_allowed: bool,
+}
+
 fn run_request(
     live: &mut Live,
-    cancel: &CancelToken,
-    grants: &[String],
-    host_calls_allowed: bool,
+    waiting: Waiting<'_>,
     request: Vec<u8>,
     flight: Flight<'_>,
 ) -> Result<Result<Value, Error>, Error> {
@@ -417,7 +466,8 @@ fn run_request(
     } = live;
     let watch = Watch {
         deadline: flight.deadline,
-        cancel,
+        cancel: waiting.cancel,
+        cancel_wake: waiting.cancel_wake,
         exit: process.exit_fd(),
     };
     transport
@@ -439,10 +489,22 @@ fn run_request(
             Incoming::Response(Ok(value)) => return Ok(Ok(value)),
             Incoming::Response(Err(record)) => return Ok(Err(Error::guest(record))),
             Incoming::HostCall(call) => {
-                if !host_calls_allowed {
+                if !waiting.host_calls_allowed {
                     return Err(host_call_not_allowed(&call, flight));
                 }
-                let answer = host::run_host_call(&call, grants, flight.deadline, cancel);
+                let answer = host::run_host_call(
+                    &call,
+                    waiting.process_host,
+                    flight.deadline,
+                    waiting.cancel,
+                );
+                // A cancellation or deadline that ended the command also ends the request.
+                if waiting.cancel.is_cancelled() {
+                    return Err(interrupted(Interrupt::Cancelled, wire, flight));
+                }
+                if Instant::now() >= flight.deadline {
+                    return Err(interrupted(Interrupt::Deadline, wire, flight));
+                }
                 let bytes = wire
                     .host_response(&call, answer)
                     .map_err(|error| violation(&error, flight))?;
