@@ -571,3 +571,40 @@ fn a_file_without_a_known_format_is_not_run_by_a_shell() {
         "{error:?}"
     );
 }
+
+/// A token with no wake descriptor: the host must fall back to a tick.
+struct FlagOnly(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl quirl_lua_reference_parent::process_host::CancelSignal for FlagOnly {
+    fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    fn wake_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+}
+
+#[test]
+fn a_token_without_a_wake_descriptor_still_cancels_promptly() {
+    let mark = marker();
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let canceller = {
+        let flag = std::sync::Arc::clone(&flag);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            flag.store(true, Ordering::SeqCst);
+        })
+    };
+    let started = Instant::now();
+    let error = run_command(
+        &config(&["process.spawn:sleep"]),
+        &request(&format!("sleep {mark}"), Duration::from_secs(60)),
+        &FlagOnly(flag),
+    )
+    .unwrap_err();
+    canceller.join().unwrap();
+    assert!(error.message().contains("cancelled"));
+    assert!(started.elapsed() < Duration::from_millis(200) + PROMPTLY);
+    assert_eq!(leftovers(&mark), Vec::<u32>::new());
+}

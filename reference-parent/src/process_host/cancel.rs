@@ -1,113 +1,110 @@
-//! A cancellation token that can wake a blocked `poll()`.
+//! Cancellation as an event the host can sleep on.
 //!
 //! Setting a flag is not enough for a host that sleeps in `poll()` until a
 //! pipe has data, the child exits or the deadline passes: cancellation must
-//! also be an event. Each running command registers a private wake pipe with
-//! the token; [`Cancel::cancel`] sets the flag and writes one byte to every
-//! registered pipe.
+//! also make a descriptor readable. [`CancelSignal`] is what the host needs
+//! from any token; [`Cancel`] is a minimal implementation (a sticky flag and
+//! an `eventfd`) for callers that have no token of their own.
 
-use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Shared cancellation token. Clones observe and trigger the same state.
-///
-/// Cancellation is sticky: once cancelled, a token stays cancelled, and every
-/// later call that observes it fails at once with `resource_limit`.
-#[derive(Debug, Clone, Default)]
+/// What the process host needs from a cancellation token.
+pub trait CancelSignal {
+    /// Whether cancellation was requested. Must be sticky.
+    fn is_cancelled(&self) -> bool;
+
+    /// A descriptor that is readable, level-triggered, from the moment of
+    /// cancellation on (an `eventfd` that is never drained, for example).
+    /// `None` makes the host check [`Self::is_cancelled`] on a 10 ms tick
+    /// instead.
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>>;
+}
+
+/// A cloneable, sticky cancellation token: a flag plus an `eventfd` that
+/// becomes readable on cancellation and stays readable.
+#[derive(Debug, Clone)]
 pub struct Cancel {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Inner {
     cancelled: AtomicBool,
-    next_id: AtomicU64,
-    wakers: Mutex<Vec<(u64, OwnedFd)>>,
+    /// `None` only if the eventfd could not be created; then the host ticks.
+    event: Option<OwnedFd>,
+}
+
+impl Default for Cancel {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Cancel {
-    /// A fresh, uncancelled token.
+    /// A fresh, uncancelled token. If no descriptor can be created, the
+    /// token still works, and hosts observe it on a 10 ms tick.
     pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Cancel: set the flag and wake every command waiting on this token.
-    pub fn cancel(&self) {
-        self.inner.cancelled.store(true, Ordering::SeqCst);
-        let wakers = self
-            .inner
-            .wakers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        for (_, fd) in wakers.iter() {
-            // A full pipe already holds a wake-up, so EAGAIN is success.
-            // SAFETY: `fd` is an open, owned, non-blocking pipe write end and
-            // the buffer is one valid byte.
-            let _ = unsafe { libc::write(fd.as_raw_fd(), [1_u8].as_ptr().cast(), 1) };
+        // SAFETY: eventfd takes no pointers; the result is checked.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        // SAFETY: a non-negative result is a new descriptor nothing else owns.
+        let event = (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) });
+        Self {
+            inner: Arc::new(Inner {
+                cancelled: AtomicBool::new(false),
+                event,
+            }),
         }
     }
 
-    /// Whether [`Cancel::cancel`] has been called.
+    /// Cancel: set the flag and wake every host waiting on this token.
+    pub fn cancel(&self) {
+        self.inner.cancelled.store(true, Ordering::SeqCst);
+        if let Some(event) = &self.inner.event {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64 to an eventfd we own. A
+            // saturated counter (EAGAIN) is already readable.
+            let _ = unsafe {
+                libc::write(
+                    event.as_raw_fd(),
+                    (&raw const one).cast::<libc::c_void>(),
+                    std::mem::size_of::<u64>(),
+                )
+            };
+        }
+    }
+
+    /// Whether [`Cancel::cancel`] has been called on any clone.
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancelled.load(Ordering::SeqCst)
     }
+}
 
-    /// Register a wake pipe. The registration is removed when the returned
-    /// guard drops; both pipe ends are closed then.
-    pub(crate) fn register(&self) -> io::Result<CancelWaiter> {
-        let (read, write) = nonblocking_pipe()?;
-        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        self.inner
-            .wakers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((id, write));
-        Ok(CancelWaiter {
-            token: self.clone(),
-            id,
-            read,
-        })
+impl CancelSignal for Cancel {
+    fn is_cancelled(&self) -> bool {
+        Cancel::is_cancelled(self)
+    }
+
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.inner.event.as_ref().map(AsFd::as_fd)
     }
 }
 
-/// A registered wake pipe; readable once the token is cancelled.
-///
-/// Callers must check [`Cancel::is_cancelled`] after registering: a cancel
-/// that happened before registration sets the flag but writes no byte.
-pub(crate) struct CancelWaiter {
-    token: Cancel,
-    id: u64,
-    read: OwnedFd,
-}
-
-impl AsFd for CancelWaiter {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.read.as_fd()
+/// `poll()` readiness of `fd` without waiting.
+#[cfg(test)]
+fn readable(fd: BorrowedFd<'_>) -> std::io::Result<bool> {
+    let mut fds = [libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: one valid pollfd, zero timeout.
+    let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
+    if ready < 0 {
+        return Err(std::io::Error::last_os_error());
     }
-}
-
-impl Drop for CancelWaiter {
-    fn drop(&mut self) {
-        self.token
-            .inner
-            .wakers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|(id, _)| *id != self.id);
-    }
-}
-
-pub(crate) fn nonblocking_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` is a valid two-element array for pipe2 to fill.
-    let result = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) };
-    if result != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by us alone.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(ready == 1)
 }
 
 #[cfg(test)]
@@ -116,25 +113,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cancel_wakes_a_registered_waiter_and_is_sticky() {
+    fn cancel_is_sticky_shared_and_level_triggered() {
         let token = Cancel::new();
-        let waiter = token.register().unwrap();
+        let clone = token.clone();
+        let fd = token.wake_fd().unwrap();
         assert!(!token.is_cancelled());
-        token.clone().cancel();
+        assert!(!readable(fd).unwrap());
+        clone.cancel();
         assert!(token.is_cancelled());
-        let mut byte = [0_u8; 1];
-        // SAFETY: reading one byte into a valid buffer from an owned fd.
-        let read = unsafe { libc::read(waiter.as_fd().as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
-        assert_eq!(read, 1);
-        assert!(token.is_cancelled());
-    }
-
-    #[test]
-    fn dropping_a_waiter_deregisters_it() {
-        let token = Cancel::new();
-        let waiter = token.register().unwrap();
-        assert_eq!(token.inner.wakers.lock().unwrap().len(), 1);
-        drop(waiter);
-        assert!(token.inner.wakers.lock().unwrap().is_empty());
+        assert!(readable(fd).unwrap());
+        assert!(readable(fd).unwrap(), "stays readable");
     }
 }

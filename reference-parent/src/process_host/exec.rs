@@ -1,20 +1,20 @@
 //! Run one parsed, authorized command: spawn, capture, wait, kill, reap.
 //!
 //! Everything happens on the calling thread: one `poll()` over the two output
-//! pipes, a pidfd for the leader's exit and the cancellation wake pipe, with
+//! pipes, a pidfd for the leader's exit and the cancellation wake descriptor, with
 //! the deadline as its timeout. No thread is started, and every descriptor
 //! and process is owned by a value that closes, kills or reaps it on drop.
 
 use std::ffi::{CString, OsStr};
 use std::io::{self, Read};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::cancel::Cancel;
+use super::cancel::CancelSignal;
 use super::command::parse_command;
 use super::error::{HostError, HostErrorCode};
 use super::grants::ProcessHostConfig;
@@ -29,8 +29,9 @@ pub const OUTPUT_BYTES_MAX: usize = 1_048_576;
 /// envelope.
 pub const OUTCOME_ENCODED_BYTES_MAX: usize = 5_242_880 - 4_096;
 
-/// Fallback tick when the kernel has no pidfds (Linux before 5.3).
-const EXIT_POLL_TICK: Duration = Duration::from_millis(10);
+/// Fallback tick when the kernel has no pidfds (Linux before 5.3) or the
+/// cancellation token has no wake descriptor.
+const FALLBACK_TICK: Duration = Duration::from_millis(10);
 
 /// One command to run on behalf of the guest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +79,7 @@ impl CommandOutcomeData {
 pub fn run_command(
     config: &ProcessHostConfig,
     request: &ProcessRequest,
-    cancel: &Cancel,
+    cancel: &(impl CancelSignal + ?Sized),
 ) -> Result<CommandOutcomeData, HostError> {
     config.check_access()?;
     let argv = parse_command(&request.command)?;
@@ -94,12 +95,6 @@ pub fn run_command(
             .with_context("the deadline had passed before the command started"));
     }
     ensure_children_are_not_auto_reaped()?;
-    let waiter = cancel
-        .register()
-        .map_err(|error| HostError::io("could not create the cancellation wake pipe", &error))?;
-    if cancel.is_cancelled() {
-        return Err(cancelled_error(started, false));
-    }
     let image = ExecImage::new(&path, &argv, config)?;
     let mut command = Command::new(&path);
     command
@@ -153,7 +148,7 @@ pub fn run_command(
                 .leader_exited()
                 .map_err(|error| HostError::io("could not observe the child", &error))?;
             if leader_exited {
-                tree.kill();
+                tree.kill_after_exit();
             }
         }
         if leader_exited && stdout.is_closed() && stderr.is_closed() {
@@ -171,10 +166,13 @@ pub fn run_command(
         if !leader_exited && let Some(fd) = tree.exit_fd() {
             slots.exit = Some(push(&mut fds, fd));
         }
-        slots.cancel = Some(push(&mut fds, waiter.as_fd().as_raw_fd()));
+        let wake = cancel.wake_fd();
+        if let Some(fd) = wake {
+            push(&mut fds, fd.as_raw_fd());
+        }
         let mut timeout = request.deadline.saturating_duration_since(now);
-        if !leader_exited && tree.exit_fd().is_none() {
-            timeout = timeout.min(EXIT_POLL_TICK);
+        if wake.is_none() || (!leader_exited && tree.exit_fd().is_none()) {
+            timeout = timeout.min(FALLBACK_TICK);
         }
         poll(&mut fds, timeout)
             .map_err(|error| HostError::io("could not wait for the child", &error))?;
@@ -199,7 +197,7 @@ pub fn run_command(
             leader_exited = true;
             // The leader is a zombie now: its PID still pins the group and
             // session, so the rest of the tree is killed before the reap.
-            tree.kill();
+            tree.kill_after_exit();
         }
     }
 
@@ -259,7 +257,6 @@ struct Slots {
     stdout: Option<usize>,
     stderr: Option<usize>,
     exit: Option<usize>,
-    cancel: Option<usize>,
 }
 
 fn push(fds: &mut Vec<libc::pollfd>, fd: libc::c_int) -> usize {

@@ -170,7 +170,7 @@ mod exec;
 mod grants;
 mod tree;
 
-pub use cancel::Cancel;
+pub use cancel::{Cancel, CancelSignal};
 pub use command::{COMMAND_BYTES_MAX, parse_command};
 pub use error::{HostError, HostErrorCode};
 pub use exec::{

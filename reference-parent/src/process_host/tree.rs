@@ -96,11 +96,29 @@ impl OwnedTree {
     /// member found), so no member can fork or orphan its children while it
     /// is being collected; then everything found is killed at once.
     pub(crate) fn kill(&mut self) {
+        self.kill_tree(false);
+    }
+
+    /// [`Self::kill`] for a leader known to have exited (a zombie cannot
+    /// fork). If no PID was allocated in this PID namespace since the
+    /// leader's, the leader never had a descendant and the `/proc` sweep is
+    /// skipped: the leader's unreaped PID cannot be allocated again, so the
+    /// last allocated PID cannot have come back to it.
+    pub(crate) fn kill_after_exit(&mut self) {
+        self.kill_tree(true);
+    }
+
+    fn kill_tree(&mut self, leader_exited: bool) {
         debug_assert!(!self.reaped);
         // SAFETY: killpg only sends a signal. The leader is unreaped, so the
         // group id still belongs to this tree.
         unsafe { libc::killpg(self.pid, libc::SIGSTOP) };
-        let pinned = freeze_members(self.pid);
+        let alone = leader_exited && last_allocated_pid() == Some(self.pid);
+        let pinned = if alone {
+            Vec::new()
+        } else {
+            freeze_members(self.pid)
+        };
         // SAFETY: as above.
         unsafe { libc::killpg(self.pid, libc::SIGKILL) };
         for pidfd in &pinned {
@@ -128,6 +146,15 @@ impl Drop for OwnedTree {
             let _ = self.kill_and_reap();
         }
     }
+}
+
+/// The PID most recently allocated in this PID namespace.
+fn last_allocated_pid() -> Option<libc::pid_t> {
+    std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
