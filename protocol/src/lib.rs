@@ -30,7 +30,8 @@
 //!
 //! Modules: [`limits`] (every bound), [`records`] (wire types),
 //! [`codec`] (payload encode/decode per direction), [`frame`] (length
-//! prefix, push decoder, blocking adapters). Errors carry a stable
+//! prefix, push decoder, blocking adapters), [`session`] (the state
+//! machines of both roles). Errors carry a stable
 //! [`ErrorKind`] that maps to a v1 [`ErrorCode`].
 
 pub mod codec;
@@ -39,6 +40,7 @@ pub mod frame;
 mod json;
 pub mod limits;
 pub mod records;
+pub mod session;
 pub mod value;
 
 pub use codec::{
@@ -52,3 +54,4 @@ pub use limits::{
     WORKER_ARGUMENT,
 };
 pub use records::*;
+pub use session::{ParentEvent, ParentSession, SessionState, WorkerSession};

@@ -506,7 +506,7 @@ crate::json::decode_record!(HostCall "host call" {
     max_output_bytes: req,
 });
 
-pub(crate) fn check_call_id(call_id: u32) -> Result<(), ProtocolError> {
+fn check_call_id(call_id: u32) -> Result<(), ProtocolError> {
     if call_id == 0 {
         return Err(ProtocolError::domain("call ids start at 1").at("call_id"));
     }

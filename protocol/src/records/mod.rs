@@ -16,8 +16,6 @@ pub use config::{
     CompletionConfig, EditorConfig, PickerConfig, PromptConfig, QuirlConfig, StatuslineConfig,
     ThemeColors, UiConfig,
 };
-#[allow(unused_imports)]
-pub(crate) use envelope::check_call_id;
 pub use envelope::{
     HostCall, HostResponse, Operation, OperationKind, ParentFrame, Request, Response, WorkerFrame,
 };

@@ -1,0 +1,615 @@
+//! Sans-IO session state machines, one per role.
+//!
+//! A session sees every frame of one worker's life in order — the frames
+//! its side sends as well as those it receives — and rejects any frame the
+//! protocol state does not allow. Both roles share one transition table:
+//!
+//! | state | frame | next state | otherwise |
+//! |---|---|---|---|
+//! | `AwaitingInitialize` | request `initialize` (id > previous) | `Initializing` | `unexpected_frame` |
+//! | `Initializing` | response ok (same id) | `Ready` | `identity_mismatch` |
+//! | `Initializing` | response error (same id) | `Failed` | `identity_mismatch` |
+//! | `Ready` | request (not `initialize`, id > previous) | `Busy` | `unexpected_frame` / `identity_mismatch` |
+//! | `Busy` | response (same id) | `Ready` | `identity_mismatch` |
+//! | `Busy` | host call (same request id, call id = calls + 1 ≤ 16, process enabled) | `HostCallPending` | `identity_mismatch` / `host_call_limit` / `unexpected_frame` |
+//! | `HostCallPending` | host response (echoes both ids) | `Busy` | `identity_mismatch` |
+//! | `Failed` | anything | — | `unexpected_frame` |
+//!
+//! Any other frame in any state is `unexpected_frame`. The first violation
+//! poisons the session for good: every later call fails with
+//! `session_poisoned`, like a fatal TLS alert. A frame this side fails to
+//! *encode* (for example a result over the frame limit) is not a protocol
+//! violation: nothing was sent, the state is unchanged, and the caller may
+//! send something else (such as an error response) instead.
+
+use crate::codec::WireFrame;
+use crate::error::{ErrorKind, ProtocolError};
+use crate::limits::HOST_CALLS_PER_REQUEST_MAX;
+use crate::records::{
+    CommandOutcome, HostCall, HostResponse, Operation, OperationKind, OperationResult, ParentFrame,
+    Request, Response, ShellError, WorkerFrame,
+};
+use serde_json::Value;
+
+/// Where a session stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionState {
+    /// Nothing sent yet; the first request must be `initialize`.
+    AwaitingInitialize,
+    /// `initialize` is in flight.
+    Initializing,
+    /// Initialized and idle: the parent may send the next request.
+    Ready,
+    /// A request is in flight.
+    Busy,
+    /// The worker sent a host call and waits for the host response.
+    HostCallPending,
+    /// `initialize` failed; the worker must be discarded.
+    Failed,
+    /// A protocol violation happened; nothing is accepted any more.
+    Poisoned,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    id: u64,
+    kind: OperationKind,
+    calls: u32,
+    pending_call: Option<u32>,
+}
+
+/// The shared transition table (see the module docs).
+#[derive(Debug, Clone)]
+struct Machine {
+    initialized: Option<bool>,
+    process_enabled: bool,
+    last_request_id: Option<u64>,
+    in_flight: Option<InFlight>,
+    poisoned: Option<ProtocolError>,
+}
+
+/// The state change a valid frame causes, applied only once the frame is accepted.
+enum Step {
+    Request {
+        id: u64,
+        kind: OperationKind,
+        process_enabled: Option<bool>,
+    },
+    Response {
+        ok: bool,
+    },
+    HostCall {
+        call_id: u32,
+    },
+    HostResponse,
+}
+
+fn unexpected(message: impl Into<String>) -> ProtocolError {
+    ProtocolError::new(ErrorKind::UnexpectedFrame, message)
+}
+
+fn mismatch(message: impl Into<String>) -> ProtocolError {
+    ProtocolError::new(ErrorKind::IdentityMismatch, message)
+}
+
+impl Machine {
+    fn new() -> Self {
+        Self {
+            initialized: None,
+            process_enabled: false,
+            last_request_id: None,
+            in_flight: None,
+            poisoned: None,
+        }
+    }
+
+    fn state(&self) -> SessionState {
+        if self.poisoned.is_some() {
+            return SessionState::Poisoned;
+        }
+        match (self.initialized, self.in_flight) {
+            (None, None) => SessionState::AwaitingInitialize,
+            (None, Some(_)) => SessionState::Initializing,
+            (Some(false), _) => SessionState::Failed,
+            (Some(true), None) => SessionState::Ready,
+            (
+                Some(true),
+                Some(InFlight {
+                    pending_call: None, ..
+                }),
+            ) => SessionState::Busy,
+            (Some(true), Some(_)) => SessionState::HostCallPending,
+        }
+    }
+
+    fn check_alive(&self) -> Result<(), ProtocolError> {
+        match &self.poisoned {
+            Some(cause) => Err(ProtocolError::new(
+                ErrorKind::SessionPoisoned,
+                format!("the session failed earlier ({})", cause.kind()),
+            )
+            .with_context(cause.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    fn check_request(&self, request: &Request) -> Result<Step, ProtocolError> {
+        if self.initialized == Some(false) {
+            return Err(unexpected(
+                "initialize failed; the worker accepts no further request",
+            ));
+        }
+        if let Some(in_flight) = self.in_flight {
+            return Err(unexpected(if in_flight.pending_call.is_some() {
+                "a request was sent while a host call is pending"
+            } else {
+                "a request was sent while another request is in flight"
+            }));
+        }
+        if let Some(last) = self.last_request_id
+            && request.id <= last
+        {
+            return Err(mismatch(format!(
+                "request id {} does not increase (previous {last})",
+                request.id
+            )));
+        }
+        let kind = request.operation.kind();
+        let process_enabled = match (&request.operation, self.initialized) {
+            (
+                Operation::Initialize {
+                    process_enabled, ..
+                },
+                None,
+            ) => Some(*process_enabled),
+            (Operation::Initialize { .. }, Some(_)) => {
+                return Err(unexpected("a second initialize request"));
+            }
+            (_, None) => {
+                return Err(unexpected(format!(
+                    "`{}` request before initialize",
+                    kind.as_str()
+                )));
+            }
+            (_, Some(_)) => None,
+        };
+        Ok(Step::Request {
+            id: request.id,
+            kind,
+            process_enabled,
+        })
+    }
+
+    fn check_response(&self, response: &Response) -> Result<Step, ProtocolError> {
+        let Some(in_flight) = self.in_flight else {
+            return Err(unexpected("a response while no request is in flight"));
+        };
+        if in_flight.pending_call.is_some() {
+            return Err(unexpected("a response while a host call is pending"));
+        }
+        if response.id != in_flight.id {
+            return Err(mismatch(format!(
+                "response id {} does not match the request in flight ({})",
+                response.id, in_flight.id
+            )));
+        }
+        Ok(Step::Response {
+            ok: response.result.is_ok(),
+        })
+    }
+
+    fn check_host_call(&self, call: &HostCall) -> Result<Step, ProtocolError> {
+        let Some(in_flight) = self.in_flight else {
+            return Err(unexpected("a host call while no request is in flight"));
+        };
+        if in_flight.pending_call.is_some() {
+            return Err(unexpected("a host call while another host call is pending"));
+        }
+        if in_flight.kind == OperationKind::Initialize {
+            return Err(unexpected("a host call during initialize"));
+        }
+        if !self.process_enabled {
+            return Err(unexpected(
+                "a host call from a worker initialized with process access disabled",
+            ));
+        }
+        if call.request_id != in_flight.id {
+            return Err(mismatch(format!(
+                "host call for request {} while request {} is in flight",
+                call.request_id, in_flight.id
+            )));
+        }
+        if in_flight.calls >= HOST_CALLS_PER_REQUEST_MAX {
+            return Err(ProtocolError::new(
+                ErrorKind::HostCallLimit,
+                format!("more than {HOST_CALLS_PER_REQUEST_MAX} host calls in one request"),
+            ));
+        }
+        let expected = in_flight.calls + 1;
+        if call.call_id != expected {
+            return Err(mismatch(format!(
+                "host call id {} where {expected} was due",
+                call.call_id
+            )));
+        }
+        Ok(Step::HostCall {
+            call_id: call.call_id,
+        })
+    }
+
+    fn check_host_response(&self, response: &HostResponse) -> Result<Step, ProtocolError> {
+        let Some(InFlight {
+            id,
+            pending_call: Some(call_id),
+            ..
+        }) = self.in_flight
+        else {
+            return Err(unexpected("a host response without a pending host call"));
+        };
+        if response.request_id != id || response.call_id != call_id {
+            return Err(mismatch(format!(
+                "host response for request {} call {} while request {id} call {call_id} is pending",
+                response.request_id, response.call_id
+            )));
+        }
+        Ok(Step::HostResponse)
+    }
+
+    fn check_parent(&self, frame: &ParentFrame) -> Result<Step, ProtocolError> {
+        match frame {
+            ParentFrame::Request { request } => self.check_request(request),
+            ParentFrame::HostResponse { response } => self.check_host_response(response),
+        }
+    }
+
+    fn check_worker(&self, frame: &WorkerFrame) -> Result<Step, ProtocolError> {
+        match frame {
+            WorkerFrame::Response { response } => self.check_response(response),
+            WorkerFrame::HostCall { call } => self.check_host_call(call),
+        }
+    }
+
+    fn apply(&mut self, step: Step) {
+        match step {
+            Step::Request {
+                id,
+                kind,
+                process_enabled,
+            } => {
+                if let Some(enabled) = process_enabled {
+                    self.process_enabled = enabled;
+                }
+                self.last_request_id = Some(id);
+                self.in_flight = Some(InFlight {
+                    id,
+                    kind,
+                    calls: 0,
+                    pending_call: None,
+                });
+            }
+            Step::Response { ok } => {
+                if let Some(in_flight) = self.in_flight.take()
+                    && in_flight.kind == OperationKind::Initialize
+                {
+                    self.initialized = Some(ok);
+                }
+            }
+            Step::HostCall { call_id } => {
+                if let Some(in_flight) = &mut self.in_flight {
+                    in_flight.calls = call_id;
+                    in_flight.pending_call = Some(call_id);
+                }
+            }
+            Step::HostResponse => {
+                if let Some(in_flight) = &mut self.in_flight {
+                    in_flight.pending_call = None;
+                }
+            }
+        }
+    }
+
+    /// Run a check; a violation poisons the machine.
+    fn guard(
+        &mut self,
+        check: impl FnOnce(&Self) -> Result<Step, ProtocolError>,
+    ) -> Result<Step, ProtocolError> {
+        self.check_alive()?;
+        check(self).map_err(|error| self.poison(error))
+    }
+
+    fn poison(&mut self, error: ProtocolError) -> ProtocolError {
+        if self.poisoned.is_none() {
+            self.poisoned = Some(error.clone());
+        }
+        error
+    }
+
+    fn in_flight(&self) -> Option<(u64, OperationKind)> {
+        self.in_flight
+            .map(|in_flight| (in_flight.id, in_flight.kind))
+    }
+}
+
+/// Check a successful result against its operation's typed result, without copying free-form values.
+fn validate_result(kind: OperationKind, value: &Value) -> Result<(), ProtocolError> {
+    match kind {
+        OperationKind::Eval | OperationKind::Complete | OperationKind::Contribution => Ok(()),
+        _ => OperationResult::decode(kind, value).map(drop),
+    }
+}
+
+/// The worker's side of a session: checks every parent frame it receives
+/// and every frame it sends.
+///
+/// ```
+/// use quirl_lua_protocol::*;
+///
+/// let mut session = WorkerSession::new();
+/// let init = ParentFrame::Request {
+///     request: Request { id: 1, operation: Operation::initialize(Policy::config(), None, false) },
+/// };
+/// session.receive(&init)?;
+/// let bytes = session.respond(Ok(serde_json::Value::Null))?; // framed, ready to write
+/// assert_eq!(&bytes[4..], br#"{"kind":"response","response":{"version":1,"id":1,"ok":true,"result":null}}"#);
+/// // A second initialize is a violation, and the session stays poisoned.
+/// let again = ParentFrame::Request {
+///     request: Request { id: 2, operation: Operation::initialize(Policy::config(), None, false) },
+/// };
+/// assert_eq!(session.receive(&again).unwrap_err().kind(), ErrorKind::UnexpectedFrame);
+/// assert_eq!(session.state(), SessionState::Poisoned);
+/// # Ok::<(), ProtocolError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct WorkerSession {
+    machine: Machine,
+}
+
+impl Default for WorkerSession {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WorkerSession {
+    /// A fresh session awaiting `initialize`.
+    pub fn new() -> Self {
+        Self {
+            machine: Machine::new(),
+        }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> SessionState {
+        self.machine.state()
+    }
+
+    /// The violation that poisoned the session, if any.
+    pub fn poison_cause(&self) -> Option<&ProtocolError> {
+        self.machine.poisoned.as_ref()
+    }
+
+    /// The request in flight: its id and operation.
+    pub fn in_flight(&self) -> Option<(u64, OperationKind)> {
+        self.machine.in_flight()
+    }
+
+    /// Whether `initialize` enabled host calls.
+    pub fn process_enabled(&self) -> bool {
+        self.machine.process_enabled
+    }
+
+    /// Accept a decoded parent frame, or report (and poison on) a violation.
+    pub fn receive(&mut self, frame: &ParentFrame) -> Result<(), ProtocolError> {
+        let step = self.machine.guard(|machine| machine.check_parent(frame))?;
+        self.machine.apply(step);
+        Ok(())
+    }
+
+    /// Decode a parent payload strictly and accept it; decode errors poison too.
+    pub fn receive_payload(&mut self, payload: &[u8]) -> Result<ParentFrame, ProtocolError> {
+        self.machine.check_alive()?;
+        let frame = ParentFrame::decode(payload).map_err(|error| self.machine.poison(error))?;
+        self.receive(&frame)?;
+        Ok(frame)
+    }
+
+    /// Check and encode a frame to send; returns the framed bytes to write.
+    ///
+    /// A successful response's result is checked against the typed result
+    /// of the operation in flight; like an encoding failure, a bad result
+    /// is reported without poisoning, so an error response can follow.
+    pub fn send(&mut self, frame: &WorkerFrame) -> Result<Vec<u8>, ProtocolError> {
+        let step = self.machine.guard(|machine| machine.check_worker(frame))?;
+        if let (
+            WorkerFrame::Response {
+                response: Response {
+                    result: Ok(value), ..
+                },
+            },
+            Some((_, kind)),
+        ) = (frame, self.machine.in_flight())
+        {
+            validate_result(kind, value)?;
+        }
+        let bytes = frame.encode_framed()?;
+        self.machine.apply(step);
+        Ok(bytes)
+    }
+
+    /// Answer the request in flight with a result or an error record.
+    pub fn respond(&mut self, result: Result<Value, ShellError>) -> Result<Vec<u8>, ProtocolError> {
+        self.machine.check_alive()?;
+        let Some((id, _)) = self.machine.in_flight() else {
+            return Err(self
+                .machine
+                .poison(unexpected("a response while no request is in flight")));
+        };
+        self.send(&WorkerFrame::Response {
+            response: Response { id, result },
+        })
+    }
+
+    /// Ask the parent to run a process for the request in flight (next call id).
+    pub fn host_call(
+        &mut self,
+        command: impl Into<String>,
+        deadline_ms: u64,
+        max_output_bytes: u64,
+    ) -> Result<Vec<u8>, ProtocolError> {
+        self.machine.check_alive()?;
+        let Some(in_flight) = self.machine.in_flight else {
+            return Err(self
+                .machine
+                .poison(unexpected("a host call while no request is in flight")));
+        };
+        self.send(&WorkerFrame::HostCall {
+            call: HostCall {
+                request_id: in_flight.id,
+                call_id: in_flight.calls.saturating_add(1),
+                command: command.into(),
+                deadline_ms,
+                max_output_bytes,
+            },
+        })
+    }
+}
+
+/// What the parent received from the worker, checked against the session.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)]
+pub enum ParentEvent {
+    /// The answer to the request in flight, its result re-validated for the operation.
+    Response {
+        /// Request id.
+        id: u64,
+        /// The operation that was answered.
+        operation: OperationKind,
+        /// The typed result, or the worker's error record.
+        result: Result<OperationResult, ShellError>,
+    },
+    /// The worker asks the parent to run a process; answer with
+    /// [`ParentSession::host_response`].
+    HostCall(HostCall),
+}
+
+/// The parent's side of a session: checks every frame it sends and every
+/// worker frame it receives, re-validating results per operation.
+#[derive(Debug, Clone)]
+pub struct ParentSession {
+    machine: Machine,
+}
+
+impl Default for ParentSession {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ParentSession {
+    /// A fresh session; the first request must be `initialize`.
+    pub fn new() -> Self {
+        Self {
+            machine: Machine::new(),
+        }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> SessionState {
+        self.machine.state()
+    }
+
+    /// The violation that poisoned the session, if any.
+    pub fn poison_cause(&self) -> Option<&ProtocolError> {
+        self.machine.poisoned.as_ref()
+    }
+
+    /// The request in flight: its id and operation.
+    pub fn in_flight(&self) -> Option<(u64, OperationKind)> {
+        self.machine.in_flight()
+    }
+
+    /// The id the next [`ParentSession::request`] will use.
+    pub fn next_request_id(&self) -> u64 {
+        self.machine
+            .last_request_id
+            .map_or(1, |last| last.saturating_add(1))
+    }
+
+    /// Check and encode a frame to send; returns the framed bytes to write.
+    pub fn send(&mut self, frame: &ParentFrame) -> Result<Vec<u8>, ProtocolError> {
+        let step = self.machine.guard(|machine| machine.check_parent(frame))?;
+        let bytes = frame.encode_framed()?;
+        self.machine.apply(step);
+        Ok(bytes)
+    }
+
+    /// Send `operation` as the next request (ids 1, 2, …); returns its id and the framed bytes.
+    pub fn request(&mut self, operation: Operation) -> Result<(u64, Vec<u8>), ProtocolError> {
+        self.machine.check_alive()?;
+        let id = self.next_request_id();
+        let bytes = self.send(&ParentFrame::Request {
+            request: Request { id, operation },
+        })?;
+        Ok((id, bytes))
+    }
+
+    /// Answer the pending host call.
+    pub fn host_response(
+        &mut self,
+        result: Result<CommandOutcome, ShellError>,
+    ) -> Result<Vec<u8>, ProtocolError> {
+        self.machine.check_alive()?;
+        let Some(InFlight {
+            id,
+            pending_call: Some(call_id),
+            ..
+        }) = self.machine.in_flight
+        else {
+            return Err(self
+                .machine
+                .poison(unexpected("a host response without a pending host call")));
+        };
+        self.send(&ParentFrame::HostResponse {
+            response: HostResponse {
+                request_id: id,
+                call_id,
+                result,
+            },
+        })
+    }
+
+    /// Accept a decoded worker frame, or report (and poison on) a violation.
+    pub fn receive(&mut self, frame: WorkerFrame) -> Result<ParentEvent, ProtocolError> {
+        let kind = self.machine.in_flight().map(|(_, kind)| kind);
+        let step = self.machine.guard(|machine| machine.check_worker(&frame))?;
+        self.machine.apply(step);
+        match frame {
+            WorkerFrame::HostCall { call } => Ok(ParentEvent::HostCall(call)),
+            WorkerFrame::Response { response } => {
+                let operation = kind.unwrap_or(OperationKind::Eval);
+                let result = match response.result {
+                    Ok(value) => Ok(match operation {
+                        OperationKind::Eval
+                        | OperationKind::Complete
+                        | OperationKind::Contribution => OperationResult::Value(value),
+                        _ => OperationResult::decode(operation, &value)
+                            .map_err(|error| self.machine.poison(error))?,
+                    }),
+                    Err(error) => Err(error),
+                };
+                Ok(ParentEvent::Response {
+                    id: response.id,
+                    operation,
+                    result,
+                })
+            }
+        }
+    }
+
+    /// Decode a worker payload strictly and accept it; decode errors poison too.
+    pub fn receive_payload(&mut self, payload: &[u8]) -> Result<ParentEvent, ProtocolError> {
+        self.machine.check_alive()?;
+        let frame = WorkerFrame::decode(payload).map_err(|error| self.machine.poison(error))?;
+        self.receive(frame)
+    }
+}
