@@ -79,6 +79,32 @@ impl Cancel {
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancelled.load(Ordering::SeqCst)
     }
+
+    /// An owned descriptor that is readable, level-triggered, once this
+    /// token is cancelled (a duplicate of its eventfd). Fails only if the
+    /// token has no eventfd or no descriptor can be duplicated.
+    pub(crate) fn register(&self) -> std::io::Result<CancelWaiter> {
+        let event = self
+            .inner
+            .event
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("cancellation token has no eventfd"))?;
+        Ok(CancelWaiter {
+            fd: event.try_clone()?,
+        })
+    }
+}
+
+/// A descriptor readable once its token is cancelled; see [`Cancel::register`].
+#[derive(Debug)]
+pub(crate) struct CancelWaiter {
+    fd: OwnedFd,
+}
+
+impl AsFd for CancelWaiter {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }
 
 impl CancelSignal for Cancel {
@@ -123,5 +149,14 @@ mod tests {
         assert!(token.is_cancelled());
         assert!(readable(fd).unwrap());
         assert!(readable(fd).unwrap(), "stays readable");
+    }
+
+    #[test]
+    fn a_registered_waiter_becomes_readable_on_cancel() {
+        let token = Cancel::new();
+        let waiter = token.register().unwrap();
+        assert!(!readable(waiter.as_fd()).unwrap());
+        token.cancel();
+        assert!(readable(waiter.as_fd()).unwrap());
     }
 }
