@@ -20,12 +20,11 @@
 
 use std::fmt;
 
-use crate::shim::{ErrorCode, ErrorKind as ProtocolErrorKind, ShellError};
+use quirl_lua_protocol::{ErrorCode, ErrorKind as ProtocolErrorKind, ShellError};
 
-/// Most items kept in any list of an error record (v1 bound).
-const ITEMS_MAX: usize = 64;
-/// Most bytes of text kept in one error record (v1 bound: 256 KiB).
-const TEXT_BYTES_MAX: usize = 256 * 1024;
+use quirl_lua_protocol::limits::{
+    ERROR_ITEMS_MAX as ITEMS_MAX, ERROR_TEXT_BYTES_MAX as TEXT_BYTES_MAX,
+};
 /// Longest single context entry the parent adds.
 const CONTEXT_ENTRY_BYTES_MAX: usize = 4 * 1024;
 

@@ -12,19 +12,21 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use quirl_lua_protocol::{CommandOutcome, ErrorCode, HostCall, ShellError};
 
 use crate::process_host::{Cancel, HostError, ProcessHostConfig, ProcessRequest, run_command};
-use crate::shim::{ErrorCode, ShellError};
-use crate::wire::HostCall;
 
 /// Run one accepted host call and produce its outcome or error record.
+#[allow(
+    clippy::result_large_err,
+    reason = "the value goes straight into HostResponse::result, which has this shape"
+)]
 pub(crate) fn run_host_call(
     call: &HostCall,
     config: &ProcessHostConfig,
     request_deadline: Instant,
     cancel: &Cancel,
-) -> Result<Value, Box<ShellError>> {
+) -> Result<CommandOutcome, ShellError> {
     let deadline = Instant::now()
         .checked_add(Duration::from_millis(call.deadline_ms))
         .map_or(request_deadline, |own| own.min(request_deadline));
@@ -34,12 +36,12 @@ pub(crate) fn run_host_call(
         max_output_bytes: usize::try_from(call.max_output_bytes).unwrap_or(usize::MAX),
     };
     match run_command(config, &request, cancel) {
-        Ok(outcome) => Ok(json!({
-            "status": outcome.status,
-            "stdout": outcome.stdout,
-            "stderr": outcome.stderr,
-        })),
-        Err(error) => Err(Box::new(error_record(&error))),
+        Ok(outcome) => Ok(CommandOutcome {
+            status: outcome.status,
+            stdout: Some(outcome.stdout),
+            stderr: Some(outcome.stderr),
+        }),
+        Err(error) => Err(error_record(&error)),
     }
 }
 

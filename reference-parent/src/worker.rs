@@ -32,16 +32,20 @@
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use quirl_lua_protocol::{
+    ContributionKind, ErrorCode, ErrorKind as ProtocolErrorKind, EventHandlerReport,
+    ExecutionContext, ExecutionOutcome, ExtensionEvent, Operation, OperationResult,
+    PluginRegistrations, Policy, ProtocolError, QuirlConfig,
+};
+use serde_json::Value;
 
 use crate::command::WorkerCommand;
 use crate::containment::{self, WorkerProcess, describe_status};
 use crate::error::{Error, ErrorKind};
 use crate::host;
 use crate::process_host::{Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig};
-use crate::shim::{ErrorCode, LUA_WORKER_PROTOCOL_DESCRIPTOR, Policy, ProtocolError};
 use crate::transport::{Interrupt, Transport, Watch};
-use crate::wire::{HostCall, Incoming, Wire};
+use crate::wire::{Incoming, Wire};
 
 /// How long spawn + `initialize` may take by default.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -156,7 +160,6 @@ pub struct Worker {
     cancel_wake: Box<dyn AsFd + Send + Sync>,
     policy: Policy,
     process_host: ProcessHostConfig,
-    host_calls_allowed: bool,
     pid: u32,
 }
 
@@ -169,9 +172,9 @@ struct Live {
 
 /// What the request in flight is, for error context.
 #[derive(Clone, Copy)]
-struct Flight<'a> {
+struct Flight {
     id: u64,
-    operation: &'a str,
+    operation: &'static str,
     started: Instant,
     deadline: Instant,
 }
@@ -206,30 +209,19 @@ impl Worker {
             live: Some(Live {
                 process: spawned.process,
                 transport: Transport::new(spawned.input, spawned.output),
-                wire: Wire::new(),
+                wire: Wire::new(config.process_enabled && config.policy.allow_process()),
             }),
             poisoned_by: None,
             cancel,
             cancel_wake,
             policy: config.policy,
             process_host,
-            host_calls_allowed: config.process_enabled && config.policy.allow_process(),
             pid,
         };
-        let initialize = json!({
-            "operation": "initialize",
-            "protocol_descriptor": LUA_WORKER_PROTOCOL_DESCRIPTOR,
-            "policy": {
-                "allow_process": config.policy.allow_process(),
-                "memory_limit_bytes": config.policy.memory_limit_bytes(),
-                "instruction_limit": config.policy.instruction_limit(),
-                "wall_time_ms": config.policy.wall_time_ms(),
-            },
-            "grants": config.grants,
-            "process_enabled": config.process_enabled,
-        });
+        let initialize =
+            Operation::initialize(config.policy, config.grants.clone(), config.process_enabled);
         let deadline = Instant::now() + config.startup_timeout;
-        match worker.exchange("initialize", initialize, deadline) {
+        match worker.exchange(initialize, deadline) {
             Ok(_) => Ok(worker),
             Err(error) if error.kind() == ErrorKind::Guest => {
                 let error = error
@@ -241,22 +233,186 @@ impl Worker {
         }
     }
 
-    /// Evaluate a Lua chunk and return its value.
-    pub fn eval(&mut self, source: &str) -> Result<Value, Error> {
-        self.call("eval", json!({"operation": "eval", "source": source}), None)
-    }
-
-    /// Run one operation (its JSON form) under `deadline` (default: now plus
-    /// the policy's wall time).
+    /// Run one operation under `deadline` (default: now plus the policy's
+    /// wall time) and return its result, re-validated for that operation.
     pub fn call(
         &mut self,
-        name: &str,
-        operation: Value,
+        operation: Operation,
         deadline: Option<Instant>,
+    ) -> Result<OperationResult, Error> {
+        let deadline = deadline.unwrap_or_else(|| self.default_deadline());
+        self.exchange(operation, deadline)
+    }
+
+    /// Evaluate a Lua chunk and return its value.
+    pub fn eval(&mut self, source: &str) -> Result<Value, Error> {
+        let operation = Operation::Eval {
+            source: source.to_owned(),
+        };
+        match self.call(operation, None)? {
+            OperationResult::Value(value) => Ok(value),
+            other => Err(self.mis_shaped(&other)),
+        }
+    }
+
+    /// Check that a source compiles, without running it.
+    pub fn check(&mut self, source: &str, source_name: &str) -> Result<(), Error> {
+        let operation = Operation::Check {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+        };
+        match self.call(operation, None)? {
+            OperationResult::Null => Ok(()),
+            other => Err(self.mis_shaped(&other)),
+        }
+    }
+
+    /// Evaluate a configuration file's source.
+    pub fn load_config(&mut self, source: &str, source_name: &str) -> Result<QuirlConfig, Error> {
+        let operation = Operation::LoadConfig {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+        };
+        match self.call(operation, None)? {
+            OperationResult::Config(config) => Ok(config),
+            other => Err(self.mis_shaped(&other)),
+        }
+    }
+
+    /// Load a plugin and return what it registered.
+    pub fn load_plugin(
+        &mut self,
+        source: &str,
+        source_name: &str,
+    ) -> Result<PluginRegistrations, Error> {
+        let operation = Operation::LoadPlugin {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+        };
+        match self.call(operation, None)? {
+            OperationResult::Plugin(registrations) => Ok(registrations),
+            other => Err(self.mis_shaped(&other)),
+        }
+    }
+
+    /// Render a registered prompt segment (`None`: the segment chose not to render).
+    pub fn render_prompt(&mut self, name: &str, context: Value) -> Result<Option<String>, Error> {
+        let operation = Operation::RenderPrompt {
+            name: name.to_owned(),
+            context,
+        };
+        match self.call(operation, None)? {
+            OperationResult::Prompt(text) => Ok(text),
+            other => Err(self.mis_shaped(&other)),
+        }
+    }
+
+    /// Ask a registered completion provider.
+    pub fn complete(&mut self, command: &str, context: Value) -> Result<Value, Error> {
+        let operation = Operation::Complete {
+            command: command.to_owned(),
+            context,
+        };
+        match self.call(operation, None)? {
+            OperationResult::Value(value) => Ok(value),
+            other => Err(self.mis_shaped(&other)),
+        }
+    }
+
+    /// Invoke a registered contribution.
+    pub fn contribution(
+        &mut self,
+        kind: ContributionKind,
+        name: &str,
+        context: Value,
     ) -> Result<Value, Error> {
-        let deadline = deadline
-            .unwrap_or_else(|| Instant::now() + Duration::from_millis(self.policy.wall_time_ms()));
-        self.exchange(name, operation, deadline)
+        let operation = Operation::Contribution {
+            kind,
+            name: name.to_owned(),
+            context,
+        };
+        match self.call(operation, None)? {
+            OperationResult::Value(value) => Ok(value),
+            other => Err(self.mis_shaped(&other)),
+        }
+    }
+
+    /// Run a runner module with an execution context.
+    pub fn run(
+        &mut self,
+        source: &str,
+        source_name: &str,
+        context: ExecutionContext,
+    ) -> Result<ExecutionOutcome, Error> {
+        let operation = Operation::Run {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+            context,
+        };
+        match self.call(operation, None)? {
+            OperationResult::Outcome(outcome) => Ok(outcome),
+            other => Err(self.mis_shaped(&other)),
+        }
+    }
+
+    /// Run a registered plugin command. `timeout` is both the command's own
+    /// deadline (`deadline_ms`, sent to the worker) and the request's
+    /// absolute deadline here.
+    pub fn plugin_command(
+        &mut self,
+        name: &str,
+        context: ExecutionContext,
+        timeout: Duration,
+    ) -> Result<ExecutionOutcome, Error> {
+        let deadline_ms = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let operation = Operation::PluginCommand {
+            name: name.to_owned(),
+            context,
+            deadline_ms,
+        };
+        let deadline = Instant::now() + Duration::from_millis(deadline_ms);
+        match self.call(operation, Some(deadline))? {
+            OperationResult::Outcome(outcome) => Ok(outcome),
+            other => Err(self.mis_shaped(&other)),
+        }
+    }
+
+    /// Dispatch an extension event to the plugin's subscribers.
+    pub fn event(&mut self, event: ExtensionEvent) -> Result<Vec<EventHandlerReport>, Error> {
+        match self.call(Operation::Event { event }, None)? {
+            OperationResult::Reports(reports) => Ok(reports),
+            other => Err(self.mis_shaped(&other)),
+        }
+    }
+
+    /// Run a test file and return how many tests ran.
+    pub fn test(&mut self, source: &str, source_name: &str) -> Result<u64, Error> {
+        let operation = Operation::Test {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+        };
+        match self.call(operation, None)? {
+            OperationResult::TestCount(count) => Ok(count),
+            other => Err(self.mis_shaped(&other)),
+        }
+    }
+
+    fn default_deadline(&self) -> Instant {
+        Instant::now() + Duration::from_millis(self.policy.wall_time_ms())
+    }
+
+    /// Unreachable in practice: the session decodes each result for the
+    /// operation in flight. Kept as a typed error rather than a panic.
+    fn mis_shaped(&mut self, result: &OperationResult) -> Error {
+        let error = Error::new(
+            ErrorKind::ProtocolViolation,
+            ErrorCode::Validation,
+            "the Lua worker's result does not fit the operation",
+        )
+        .with_context(format!("result: {result:?}"));
+        self.fail(error)
     }
 
     /// A clone of the token that cancels this worker's requests.
@@ -337,14 +493,14 @@ impl Worker {
     /// Send one request and wait for its response, answering host calls.
     fn exchange(
         &mut self,
-        name: &str,
-        operation: Value,
+        operation: Operation,
         deadline: Instant,
-    ) -> Result<Value, Error> {
+    ) -> Result<OperationResult, Error> {
         let Some(live) = self.live.as_mut() else {
             return Err(self.unavailable());
         };
         let started = Instant::now();
+        let name = operation.kind().as_str();
         let (id, bytes) = match live.wire.start_request(operation) {
             Ok(started) => started,
             Err(error) => {
@@ -368,7 +524,6 @@ impl Worker {
                 cancel: &self.cancel,
                 cancel_wake: self.cancel_wake.as_fd(),
                 process_host: &self.process_host,
-                host_calls_allowed: self.host_calls_allowed,
             },
             bytes,
             flight,
@@ -450,15 +605,14 @@ struct Waiting<'a> {
     cancel: &'a Cancel,
     cancel_wake: std::os::fd::BorrowedFd<'a>,
     process_host: &'a ProcessHostConfig,
-    host_calls_allowed: bool,
 }
 
 fn run_request(
     live: &mut Live,
     waiting: Waiting<'_>,
     request: Vec<u8>,
-    flight: Flight<'_>,
-) -> Result<Result<Value, Error>, Error> {
+    flight: Flight,
+) -> Result<Result<OperationResult, Error>, Error> {
     let Live {
         process,
         transport,
@@ -489,9 +643,6 @@ fn run_request(
             Incoming::Response(Ok(value)) => return Ok(Ok(value)),
             Incoming::Response(Err(record)) => return Ok(Err(Error::guest(record))),
             Incoming::HostCall(call) => {
-                if !waiting.host_calls_allowed {
-                    return Err(host_call_not_allowed(&call, flight));
-                }
                 let answer = host::run_host_call(
                     &call,
                     waiting.process_host,
@@ -506,7 +657,7 @@ fn run_request(
                     return Err(interrupted(Interrupt::Deadline, wire, flight));
                 }
                 let bytes = wire
-                    .host_response(&call, answer)
+                    .host_response(answer)
                     .map_err(|error| violation(&error, flight))?;
                 transport
                     .write_all(&bytes, watch)
@@ -516,12 +667,12 @@ fn run_request(
     }
 }
 
-fn describe_flight(flight: Flight<'_>) -> String {
+fn describe_flight(flight: Flight) -> String {
     format!("request {} ({})", flight.id, flight.operation)
 }
 
-fn violation(error: &ProtocolError, flight: Flight<'_>) -> Error {
-    let code = if error.kind() == crate::shim::ErrorKind::OversizedFrame {
+fn violation(error: &ProtocolError, flight: Flight) -> Error {
+    let code = if error.kind() == ProtocolErrorKind::OversizedFrame {
         ErrorCode::ResourceLimit
     } else {
         ErrorCode::Validation
@@ -537,18 +688,7 @@ fn violation(error: &ProtocolError, flight: Flight<'_>) -> Error {
     .with_help("the worker was killed; report this if it is the reference worker")
 }
 
-fn host_call_not_allowed(call: &HostCall, flight: Flight<'_>) -> Error {
-    Error::new(ErrorKind::ProtocolViolation, ErrorCode::Validation, "the Lua worker violated the protocol")
-        .with_protocol_kind(crate::shim::ErrorKind::UnexpectedFrame)
-        .with_context(format!(
-            "protocol error: unexpected_frame: host call {} while process access is disabled for this worker",
-            call.call_id
-        ))
-        .with_context(format!("during {}", describe_flight(flight)))
-        .with_help("the worker was killed; a worker initialized without process access must not make host calls")
-}
-
-fn interrupted(interrupt: Interrupt, wire: &Wire, flight: Flight<'_>) -> Error {
+fn interrupted(interrupt: Interrupt, wire: &mut Wire, flight: Flight) -> Error {
     let budget = flight
         .deadline
         .saturating_duration_since(flight.started)

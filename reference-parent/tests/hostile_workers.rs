@@ -155,9 +155,10 @@ fn host_call_with_wrong_request_id_is_an_identity_mismatch() {
 }
 
 #[test]
-fn host_call_id_zero_is_an_identity_mismatch() {
+fn host_call_id_zero_is_a_violation() {
     let error = hostile(&["host-call-id-zero"], true);
-    assert_violation(&error, "identity_mismatch");
+    // The strict decoder already rejects call id 0 as out of its domain.
+    assert_violation(&error, "domain_bounds");
 }
 
 #[test]

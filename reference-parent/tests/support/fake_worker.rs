@@ -76,7 +76,7 @@ fn misbehave(scenario: &str, param: Option<&str>, id: u64) {
         ),
         "ok-and-error" => write_frame(
             format!(
-                r#"{{"kind":"response","response":{{"version":1,"id":{id},"ok":true,"result":1,"error":{{"code":"lua","message":"both","labels":[],"context":[],"help":[]}}}}}}"#
+                r#"{{"kind":"response","response":{{"version":1,"id":{id},"ok":true,"result":1,"error":{{"code":"lua","message":"both","labels":[],"context":[],"help":[],"command":null,"exit_status":null}}}}}}"#
             )
             .as_bytes(),
         ),
