@@ -169,6 +169,7 @@ mod error;
 mod exec;
 mod grants;
 mod tree;
+mod wire;
 
 pub use cancel::{Cancel, CancelSignal};
 pub use command::{COMMAND_BYTES_MAX, parse_command};
@@ -180,3 +181,4 @@ pub use grants::{
     Environment, Grants, PROCESS_SPAWN_GRANT, PROCESS_SPAWN_GRANT_PREFIX, ProcessAccess,
     ProcessHostConfig,
 };
+pub use wire::{call_deadline, run_host_call};
