@@ -2,25 +2,26 @@
 //!
 //! Every byte the worker sends goes through the protocol crate's push
 //! [`FrameDecoder`] (length checked before any allocation, buffer grown with
-//! bytes actually received) and strict [`decode_worker_frame`]; every frame
-//! the parent sends is encoded canonically and self-checked by the protocol
-//! crate before it is written. On top, this module enforces the parent's
-//! session rules (SPEC.md §9.4): one request in flight, strictly increasing
-//! request ids, a response's id equal to the request in flight, host calls
-//! only for the request in flight, only when process access was granted at
-//! initialize, with call ids `1, 2, …` in order, at most
-//! [`HOST_CALLS_PER_REQUEST_MAX`] per request, and at most one pending.
-//! The first violation poisons the session for good.
+//! bytes actually received), strict decoding, and the protocol crate's
+//! [`ParentSession`] (SPEC.md §9.4): one request in flight, strictly
+//! increasing ids, a response's id equal to the request in flight, host
+//! calls only for the request in flight with call ids `1, 2, …` in order, at
+//! most [`HOST_CALLS_PER_REQUEST_MAX`] per request and at most one pending,
+//! and every result re-validated for its operation. Every frame the parent
+//! sends is checked by the same session and encoded canonically.
 //!
-//! Results are re-validated per operation ([`OperationResult::decode`]).
+//! On top of the session this module refuses host calls unless both the
+//! policy allows processes and `initialize` enabled them (the session alone
+//! looks only at `process_enabled`): unlike Quirl, whose parent runs host
+//! calls from any worker, such a call is a violation here. The first
+//! violation poisons the session for good.
 //!
 //! What this module is not: it does no I/O and knows no deadlines; the
 //! worker handle moves bytes and owns time.
 
 use quirl_lua_protocol::{
-    CommandOutcome, ErrorKind, Feed, FrameDecoder, HOST_CALLS_PER_REQUEST_MAX, HostCall,
-    HostResponse, Operation, OperationKind, OperationResult, ParentFrame, ProtocolError, Request,
-    ShellError, WireFrame, WorkerFrame, decode_worker_frame,
+    CommandOutcome, ErrorKind, Feed, FrameDecoder, HOST_CALLS_PER_REQUEST_MAX, HostCall, Operation,
+    OperationResult, ParentEvent, ParentSession, ProtocolError, ShellError, WireFrame, WorkerFrame,
 };
 
 /// A frame from the worker that the session accepted.
@@ -33,104 +34,43 @@ pub(crate) enum Incoming {
     HostCall(HostCall),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// Spawned; only `initialize` may be sent.
-    Fresh,
-    /// Initialized; no request in flight.
-    Idle,
-    /// Request `id` in flight, `calls` host calls made so far.
-    Awaiting {
-        id: u64,
-        kind: OperationKind,
-        calls: u32,
-    },
-    /// Host call `calls` of request `id` is pending; the parent owes the answer.
-    Hosting {
-        id: u64,
-        kind: OperationKind,
-        calls: u32,
-    },
-    /// A violation happened; nothing is accepted or sent any more.
-    Poisoned,
-}
-
 /// The parent's protocol state for one worker.
 pub(crate) struct Wire {
     decoder: FrameDecoder,
     /// Bytes read but not yet consumed by the decoder (after a frame end).
     pending: Vec<u8>,
-    state: State,
-    next_id: u64,
-    process_enabled: bool,
+    session: ParentSession,
+    host_calls_allowed: bool,
+    poisoned: Option<ProtocolError>,
 }
 
 impl Wire {
-    /// A session for a worker that will be initialized with
-    /// `process_enabled` (and whose policy allows processes, if true).
-    pub(crate) fn new(process_enabled: bool) -> Self {
+    /// A session for a worker whose host calls are allowed or not
+    /// (policy `allow_process` and `process_enabled` both true).
+    pub(crate) fn new(host_calls_allowed: bool) -> Self {
         Self {
             decoder: FrameDecoder::new(),
             pending: Vec::new(),
-            state: State::Fresh,
-            next_id: 1,
-            process_enabled,
+            session: ParentSession::new(),
+            host_calls_allowed,
+            poisoned: None,
         }
     }
 
-    /// Encode the next request (length prefix included).
-    ///
-    /// A refusal here (wrong state, or a request its peer would reject)
-    /// sends nothing and leaves the session as it was.
+    /// Check and encode the next request (length prefix included).
     pub(crate) fn start_request(
         &mut self,
         operation: Operation,
     ) -> Result<(u64, Vec<u8>), ProtocolError> {
-        let kind = operation.kind();
-        let allowed = match self.state {
-            State::Fresh => kind == OperationKind::Initialize,
-            State::Idle => kind != OperationKind::Initialize,
-            _ => false,
-        };
-        if !allowed {
-            return Err(ProtocolError::new(
-                ErrorKind::UnexpectedFrame,
-                format!("a {} request cannot be sent now", kind.as_str()),
-            ));
-        }
-        let id = self.next_id;
-        let bytes = ParentFrame::Request {
-            request: Request { id, operation },
-        }
-        .encode_framed()?;
-        self.next_id = id.checked_add(1).ok_or_else(|| {
-            ProtocolError::new(ErrorKind::IdentityMismatch, "request ids are exhausted")
-        })?;
-        self.state = State::Awaiting { id, kind, calls: 0 };
-        Ok((id, bytes))
+        self.session.request(operation)
     }
 
-    /// Encode the answer to the pending host call.
+    /// Check and encode the answer to the pending host call.
     pub(crate) fn host_response(
         &mut self,
         result: Result<CommandOutcome, ShellError>,
     ) -> Result<Vec<u8>, ProtocolError> {
-        let State::Hosting { id, kind, calls } = self.state else {
-            return Err(ProtocolError::new(
-                ErrorKind::UnexpectedFrame,
-                "no host call is pending",
-            ));
-        };
-        let bytes = ParentFrame::HostResponse {
-            response: HostResponse {
-                request_id: id,
-                call_id: calls,
-                result,
-            },
-        }
-        .encode_framed()?;
-        self.state = State::Awaiting { id, kind, calls };
-        Ok(bytes)
+        self.session.host_response(result)
     }
 
     /// Give the session bytes read from the worker.
@@ -140,36 +80,29 @@ impl Wire {
 
     /// The worker's output ended: a violation if it ended inside a frame.
     pub(crate) fn end_of_stream(&mut self) -> Option<ProtocolError> {
-        if let Err(error) = self.drain_into_decoder() {
-            return Some(error);
-        }
-        self.decoder.finish().err()
-    }
-
-    /// Feed pending bytes that cannot complete a frame (used at end of stream).
-    fn drain_into_decoder(&mut self) -> Result<(), ProtocolError> {
         while !self.pending.is_empty() {
-            match self.decoder.feed(&self.pending)? {
-                Feed::NeedMore => self.pending.clear(),
-                Feed::Frame { consumed, .. } => {
+            match self.decoder.feed(&self.pending) {
+                Err(error) => return Some(error),
+                Ok(Feed::NeedMore) => self.pending.clear(),
+                Ok(Feed::Frame { consumed, .. }) => {
                     self.pending.drain(..consumed);
                 }
             }
         }
-        Ok(())
+        self.decoder.finish().err()
     }
 
     /// The next complete frame, checked against the session, if any.
     pub(crate) fn next_incoming(&mut self) -> Result<Option<Incoming>, ProtocolError> {
-        if self.state == State::Poisoned {
+        if let Some(cause) = &self.poisoned {
             return Err(ProtocolError::new(
                 ErrorKind::SessionPoisoned,
-                "the session failed earlier",
+                format!("the session failed earlier: {cause}"),
             ));
         }
         let result = self.next_incoming_unchecked();
-        if result.is_err() {
-            self.state = State::Poisoned;
+        if let Err(error) = &result {
+            self.poisoned = Some(error.clone());
         }
         result
     }
@@ -188,92 +121,21 @@ impl Wire {
                 payload
             }
         };
-        let frame = decode_worker_frame(&payload)?;
-        self.accept(frame).map(Some)
-    }
-
-    fn accept(&mut self, frame: WorkerFrame) -> Result<Incoming, ProtocolError> {
-        let (id, kind, calls) = match self.state {
-            State::Awaiting { id, kind, calls } => (id, kind, calls),
-            State::Hosting { .. } => {
-                return Err(ProtocolError::new(
-                    ErrorKind::UnexpectedFrame,
-                    "the worker sent a frame while its host call was pending",
-                ));
-            }
-            State::Fresh | State::Idle | State::Poisoned => {
-                return Err(ProtocolError::new(
-                    ErrorKind::UnexpectedFrame,
-                    "the worker sent a frame with no request in flight",
-                ));
-            }
-        };
-        match frame {
-            WorkerFrame::Response { response } => {
-                if response.id != id {
-                    return Err(ProtocolError::new(
-                        ErrorKind::IdentityMismatch,
-                        format!(
-                            "response id {} answers no request; request {id} is in flight",
-                            response.id
-                        ),
-                    ));
-                }
-                let result = match response.result {
-                    Ok(value) => Ok(OperationResult::decode(kind, &value)?),
-                    Err(error) => Err(error),
-                };
-                self.state = match (&result, kind) {
-                    // A worker that refused initialize cannot be used (§9.4).
-                    (Err(_), OperationKind::Initialize) => State::Poisoned,
-                    _ => State::Idle,
-                };
-                Ok(Incoming::Response(result))
-            }
-            WorkerFrame::HostCall { call } => {
-                if !self.process_enabled {
-                    return Err(ProtocolError::new(
-                        ErrorKind::UnexpectedFrame,
-                        "host call from a worker initialized without process access",
-                    ));
-                }
-                if kind == OperationKind::Initialize {
-                    return Err(ProtocolError::new(
-                        ErrorKind::UnexpectedFrame,
-                        "host call during initialize",
-                    ));
-                }
-                if call.request_id != id {
-                    return Err(ProtocolError::new(
-                        ErrorKind::IdentityMismatch,
-                        format!(
-                            "host call for request {}; request {id} is in flight",
-                            call.request_id
-                        ),
-                    ));
-                }
-                if calls >= HOST_CALLS_PER_REQUEST_MAX {
-                    return Err(ProtocolError::new(
-                        ErrorKind::HostCallLimit,
-                        format!("more than {HOST_CALLS_PER_REQUEST_MAX} host calls in one request"),
-                    ));
-                }
-                if call.call_id != calls + 1 {
-                    return Err(ProtocolError::new(
-                        ErrorKind::IdentityMismatch,
-                        format!("host call id {}; expected {}", call.call_id, calls + 1),
-                    ));
-                }
-                self.state = State::Hosting {
-                    id,
-                    kind,
-                    calls: call.call_id,
-                };
-                Ok(Incoming::HostCall(call))
-            }
+        let frame = WorkerFrame::decode(&payload)?;
+        if matches!(frame, WorkerFrame::HostCall { .. }) && !self.host_calls_allowed {
+            return Err(ProtocolError::new(
+                ErrorKind::UnexpectedFrame,
+                "host call from a worker whose policy or initialize disabled process access",
+            ));
         }
+        Ok(Some(match self.session.receive(frame)? {
+            ParentEvent::Response { result, .. } => Incoming::Response(result),
+            ParentEvent::HostCall(call) => Incoming::HostCall(call),
+        }))
     }
 }
+
+const _: () = assert!(HOST_CALLS_PER_REQUEST_MAX == 16);
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
