@@ -608,3 +608,42 @@ fn a_token_without_a_wake_descriptor_still_cancels_promptly() {
     assert!(started.elapsed() < Duration::from_millis(200) + PROMPTLY);
     assert_eq!(leftovers(&mark), Vec::<u32>::new());
 }
+
+#[test]
+fn a_tree_that_keeps_forking_session_escapees_leaves_nothing() {
+    let mark = marker();
+    let started = Instant::now();
+    let error = run_command(
+        &config(&["process.spawn:sh"]),
+        &request(
+            &format!("sh -c 'while :; do setsid sleep {mark} & done'"),
+            Duration::from_millis(200),
+        ),
+        &Cancel::new(),
+    )
+    .unwrap_err();
+    assert_eq!(error.code(), HostErrorCode::ResourceLimit);
+    assert!(started.elapsed() < Duration::from_millis(200) + PROMPTLY);
+    assert_eq!(leftovers(&mark), Vec::<u32>::new());
+}
+
+#[test]
+fn endless_output_is_drained_until_the_deadline_then_killed() {
+    let started = Instant::now();
+    let error = run_command(
+        &config(&["process.spawn:yes"]),
+        &request("yes", Duration::from_millis(300)),
+        &Cancel::new(),
+    )
+    .unwrap_err();
+    assert_eq!(error.code(), HostErrorCode::ResourceLimit);
+    assert!(error.message().contains("deadline"));
+    assert!(
+        error
+            .context()
+            .iter()
+            .any(|line| line.contains("stdout retained 65536")),
+        "{error:?}"
+    );
+    assert!(started.elapsed() < Duration::from_millis(300) + PROMPTLY);
+}

@@ -29,6 +29,11 @@ pub const OUTPUT_BYTES_MAX: usize = 1_048_576;
 /// envelope.
 pub const OUTCOME_ENCODED_BYTES_MAX: usize = 5_242_880 - 4_096;
 
+/// Bytes read from a pipe at a time.
+const DRAIN_CHUNK_BYTES: usize = 64 * 1024;
+/// Reads per readiness event before the deadline is checked again.
+const DRAIN_READS_MAX: usize = 16;
+
 /// Fallback tick when the kernel has no pidfds (Linux before 5.3) or the
 /// cancellation token has no wake descriptor.
 const FALLBACK_TICK: Duration = Duration::from_millis(10);
@@ -317,14 +322,16 @@ impl Capture {
         self.discarded > 0
     }
 
-    /// Read until the pipe is empty or closed; excess bytes are discarded
-    /// so the child never blocks on a full pipe.
+    /// Read until the pipe is empty or closed, or [`DRAIN_READS_MAX`] reads
+    /// were made (so a writer faster than this reader cannot keep the host
+    /// from its deadline). Excess bytes are discarded so the child never
+    /// blocks on a full pipe.
     fn drain(&mut self) -> io::Result<()> {
         let Some(file) = self.file.as_mut() else {
             return Ok(());
         };
-        let mut chunk = [0_u8; 64 * 1024];
-        loop {
+        let mut chunk = [0_u8; DRAIN_CHUNK_BYTES];
+        for _ in 0..DRAIN_READS_MAX {
             match file.read(&mut chunk) {
                 Ok(0) => {
                     self.file = None;
@@ -341,6 +348,7 @@ impl Capture {
                 Err(error) => return Err(error),
             }
         }
+        Ok(())
     }
 
     fn into_text(self) -> (String, bool) {
