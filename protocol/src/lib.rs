@@ -40,6 +40,7 @@ pub mod frame;
 mod json;
 pub mod limits;
 pub mod records;
+pub mod schema;
 pub mod session;
 pub mod value;
 

@@ -4,11 +4,13 @@
 //! theme colours, …) belong to the host that applies the configuration.
 
 use crate::json::{Validate, decode_record};
+use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The top-level configuration (Quirl config schema 4). Every field is required on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct QuirlConfig {
     /// Configuration schema version.
     pub schema_version: u32,
@@ -34,7 +36,8 @@ decode_record!(QuirlConfig "configuration" {
 impl Validate for QuirlConfig {}
 
 /// Editor configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct EditorConfig {
     /// `emacs`, `vim` or `helix`.
     pub keymap: String,
@@ -51,7 +54,8 @@ decode_record!(EditorConfig "editor configuration" {
 impl Validate for EditorConfig {}
 
 /// Picker configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PickerConfig {
     /// `adaptive`, `bottom` or `full`.
     pub layout: String,
@@ -62,7 +66,8 @@ decode_record!(PickerConfig "picker configuration" { layout: req, preview: req }
 impl Validate for PickerConfig {}
 
 /// Prompt configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PromptConfig {
     /// Symbol profile.
     pub symbols: String,
@@ -82,7 +87,8 @@ decode_record!(PromptConfig "prompt configuration" {
 impl Validate for PromptConfig {}
 
 /// Terminal UI configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UiConfig {
     /// `auto`, `rich` or `simple`.
     pub surface: String,
@@ -102,7 +108,8 @@ decode_record!(UiConfig "ui configuration" {
 impl Validate for UiConfig {}
 
 /// The fourteen colour roles of a theme, each `#RRGGBB`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct ThemeColors {
     pub accent_command: String,
@@ -139,7 +146,8 @@ decode_record!(ThemeColors "theme colors" {
 impl Validate for ThemeColors {}
 
 /// Status line configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct StatuslineConfig {
     /// Whether hints are shown.
     pub hints: bool,
@@ -148,7 +156,8 @@ decode_record!(StatuslineConfig "statusline configuration" { hints: req });
 impl Validate for StatuslineConfig {}
 
 /// Completion configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CompletionConfig {
     /// Automatic completion.
     pub auto: bool,

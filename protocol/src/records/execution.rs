@@ -8,6 +8,7 @@ use crate::limits::{
     ENVIRONMENT_ENTRIES_MAX, EXECUTION_BYTES_MAX, VALUE_DEPTH_MAX, VALUE_NODES_MAX,
     VALUE_TEXT_BYTES_MAX, WORKING_DIRECTORY_BYTES_MAX,
 };
+use schemars::JsonSchema;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
@@ -18,7 +19,8 @@ use std::collections::BTreeMap;
 /// `value`. Records keep their key order. Bounds (checked where a value is
 /// carried): [`VALUE_NODES_MAX`] nodes, depth [`VALUE_DEPTH_MAX`],
 /// [`VALUE_TEXT_BYTES_MAX`] bytes of strings and keys.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[serde(tag = "type", content = "value", rename_all = "snake_case")]
 pub enum StructuredValue {
     /// Absence of a value.
@@ -36,7 +38,11 @@ pub enum StructuredValue {
     /// An ordered list.
     List(Vec<StructuredValue>),
     /// An insertion-ordered record; keys are unique.
-    Record(#[serde(serialize_with = "serialize_record")] Vec<(String, StructuredValue)>),
+    Record(
+        #[serde(serialize_with = "serialize_record")]
+        #[schemars(with = "BTreeMap<String, StructuredValue>")]
+        Vec<(String, StructuredValue)>,
+    ),
     /// A filesystem path as UTF-8 text.
     Path(String),
     /// An elapsed duration.
@@ -242,7 +248,8 @@ fn validate_values(values: &[StructuredValue], base_depth: usize) -> Result<(), 
 
 /// Input handed to an execution: `{"kind":"none"}`, `{"kind":"bytes","content":[…]}`
 /// or `{"kind":"value","content":{…}}`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[serde(tag = "kind", content = "content", rename_all = "snake_case")]
 pub enum ExecutionInput {
     /// No input.
@@ -308,7 +315,8 @@ fn check_bytes(what: &str, observed: usize, limit: usize) -> Result<(), Protocol
 }
 
 /// The output representation requested from an execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum OutputTarget {
     /// Output goes to the caller's sink and is not retained.
@@ -316,6 +324,7 @@ pub enum OutputTarget {
     /// Retain each stream up to a ceiling (1..=[`CAPTURE_BYTES_MAX`]).
     Capture {
         /// Maximum retained bytes per stream.
+        #[schemars(range(min = 1, max = CAPTURE_BYTES_MAX))]
         max_bytes_per_stream: u64,
     },
     /// Return a structured value.
@@ -345,7 +354,8 @@ impl Validate for OutputTarget {
 }
 
 /// The fixed set of effects an execution declares.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ExecutionEffects {
     /// Reads filesystem data.
     pub read_filesystem: bool,
@@ -372,7 +382,8 @@ impl Validate for ExecutionEffects {}
 /// and [`ENVIRONMENT_BYTES_MAX`] bytes, names non-empty without `=` or NUL,
 /// values without NUL; a non-empty working directory of at most
 /// [`WORKING_DIRECTORY_BYTES_MAX`] bytes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ExecutionContext {
     /// Script arguments in order.
     pub arguments: Vec<String>,
@@ -473,7 +484,8 @@ impl Validate for ExecutionContext {
 }
 
 /// Process-style status of a successful outcome: `{"kind":"exited","code":N}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[serde(tag = "kind", content = "code", rename_all = "snake_case")]
 pub enum ExecutionStatus {
     /// Completed with this status code.
@@ -495,7 +507,8 @@ impl Decode for ExecutionStatus {
 }
 
 /// Output of a successful execution.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExecutionOutput {
     /// Output was inherited, not retained.
@@ -544,7 +557,8 @@ impl Validate for ExecutionOutput {
 }
 
 /// Who holds resources after an execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[serde(rename_all = "snake_case")]
 pub enum CleanupState {
     /// Everything owned by the call was released.
@@ -561,7 +575,8 @@ string_enum!(CleanupState "cleanup state" {
 /// Result of `run` and `plugin_command`: status, output, diagnostics, cleanup.
 ///
 /// At most [`DIAGNOSTICS_MAX`] diagnostics, each a bounded error record.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ExecutionOutcome {
     /// Status.
     pub status: ExecutionStatus,
@@ -596,7 +611,8 @@ impl Validate for ExecutionOutcome {
 /// Result of one proxied process run: `{"status":N,"stdout":…,"stderr":…}`.
 ///
 /// `stdout`/`stderr` are `null` when output was not captured.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CommandOutcome {
     /// Exit status.
     pub status: i32,

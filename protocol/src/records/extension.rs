@@ -15,12 +15,14 @@ use crate::limits::{
     PROMPT_SEGMENT_BYTES_MAX, PROMPT_SEGMENTS_MAX, REGISTRATION_DESCRIPTION_BYTES_MAX,
     REGISTRATION_NAME_BYTES_MAX,
 };
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
 
 /// An observation delivered to extension handlers (`event` operation).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ExtensionEvent {
     /// The extension event protocol version (Quirl's runtime expects 2).
     pub protocol_version: u32,
@@ -38,7 +40,8 @@ decode_record!(ExtensionEvent "extension event" {
 impl Validate for ExtensionEvent {}
 
 /// The payload of an [`ExtensionEvent`], tagged by `kind`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExtensionEventData {
     /// A session is ready.
@@ -117,7 +120,8 @@ decode_tagged!(ExtensionEventData "extension event data", tag = "kind" {
 impl Validate for ExtensionEventData {}
 
 /// Which process stream produced output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputStream {
     /// Standard output.
@@ -132,7 +136,8 @@ string_enum!(OutputStream "output stream" {
 });
 
 /// An action requested by an event handler, tagged by `action`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum ExtensionAction {
     /// Attach a diagnostic.
@@ -191,7 +196,8 @@ impl Validate for ExtensionAction {
 }
 
 /// The surface a contribution extends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[serde(rename_all = "snake_case")]
 pub enum ContributionKind {
     /// Command catalog metadata.
@@ -209,7 +215,8 @@ string_enum!(ContributionKind "contribution kind" {
 });
 
 /// An event category a handler subscribes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     /// `session_start`.
@@ -245,7 +252,8 @@ string_enum!(EventKind "event kind" {
 });
 
 /// An authority an extension handler may declare.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 #[serde(rename_all = "snake_case")]
 pub enum ExtensionCapability {
     /// Observe events, diagnose, annotate.
@@ -280,7 +288,8 @@ string_enum!(ExtensionCapability "extension capability" {
 /// Result of dispatching one event to one handler (`event` operation result item).
 ///
 /// `error` is written as `null` when absent. At most [`EVENT_ACTIONS_MAX`] actions.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct EventHandlerReport {
     /// Handler name.
     pub handler: String,
@@ -310,7 +319,8 @@ impl Validate for EventHandlerReport {
 }
 
 /// A prompt segment callback.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PromptRegistration {
     /// Name.
     pub name: String,
@@ -321,7 +331,8 @@ decode_record!(PromptRegistration "prompt registration" { name: req, deadline_ms
 impl Validate for PromptRegistration {}
 
 /// A completion provider for one command.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CompletionRegistration {
     /// Command path.
     pub command: String,
@@ -330,7 +341,8 @@ decode_record!(CompletionRegistration "completion registration" { command: req }
 impl Validate for CompletionRegistration {}
 
 /// A command implemented by a plugin callback.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CommandRegistration {
     /// Command path.
     pub name: String,
@@ -365,7 +377,8 @@ decode_record!(CommandRegistration "command registration" {
 impl Validate for CommandRegistration {}
 
 /// An event handler declaration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct EventSubscription {
     /// Handler name.
     pub name: String,
@@ -385,7 +398,8 @@ decode_record!(EventSubscription "event subscription" {
 impl Validate for EventSubscription {}
 
 /// A named contribution declaration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ContributionRegistration {
     /// Surface.
     pub kind: ContributionKind,
@@ -407,7 +421,8 @@ impl Validate for ContributionRegistration {}
 /// Declarations made while loading a plugin (`load_plugin` result).
 ///
 /// Decoding repeats all of Quirl's registration bounds (`domain_bounds`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PluginRegistrations {
     /// Prompt segments.
     pub prompt_segments: Vec<PromptRegistration>,

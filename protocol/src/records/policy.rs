@@ -3,6 +3,7 @@
 use crate::error::{ErrorKind, ProtocolError};
 use crate::json::{Decode, Parser, Validate, decode_record};
 use crate::limits::{POLICY_INSTRUCTIONS_MAX, POLICY_MEMORY_BYTES_MAX, POLICY_WALL_TIME_MS_MAX};
+use schemars::JsonSchema;
 use serde::Serialize;
 
 /// Resource and capability policy of a worker; always within range.
@@ -12,11 +13,15 @@ use serde::Serialize;
 /// `1..=`[`POLICY_WALL_TIME_MS_MAX`] ms. [`Policy::new`] and the decoder
 /// both reject values outside them (`policy_out_of_range`), so a `Policy`
 /// value is always valid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Policy {
     allow_process: bool,
+    #[schemars(range(min = 1, max = POLICY_MEMORY_BYTES_MAX))]
     memory_limit_bytes: u64,
+    #[schemars(range(min = 1, max = POLICY_INSTRUCTIONS_MAX))]
     instruction_limit: u64,
+    #[schemars(range(min = 1, max = POLICY_WALL_TIME_MS_MAX))]
     wall_time_ms: u64,
 }
 
