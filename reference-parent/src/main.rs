@@ -1,1 +1,29 @@
-fn main() {}
+//! `quirl-lua`: run Lua in a supervised, sandboxed worker process.
+//!
+//! With `--internal-lua-worker-v1` as its first argument the binary is the
+//! worker itself (the default worker command is this executable in that
+//! mode); otherwise it is the command-line parent. See README.md for the
+//! commands, flags and exit codes.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use quirl_lua_reference_parent::WORKER_ARGUMENT;
+
+fn main() -> ExitCode {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|arg| arg == WORKER_ARGUMENT)
+    {
+        return worker_mode();
+    }
+    cli::run()
+}
+
+/// Worker mode: speak `quirl.lua-worker@1` on stdin/stderr.
+fn worker_mode() -> ExitCode {
+    // TEMPORARY until the reference worker's stdio entry point lands on
+    // main: exit without writing a frame (the parent reports a crash).
+    ExitCode::from(70)
+}

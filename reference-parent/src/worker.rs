@@ -220,8 +220,8 @@ impl Worker {
         };
         let initialize =
             Operation::initialize(config.policy, config.grants.clone(), config.process_enabled);
-        let deadline = Instant::now() + config.startup_timeout;
-        match worker.exchange(initialize, deadline) {
+        let started = Instant::now();
+        match worker.exchange(initialize, started, started + config.startup_timeout) {
             Ok(_) => Ok(worker),
             Err(error) if error.kind() == ErrorKind::Guest => {
                 let error = error
@@ -240,8 +240,9 @@ impl Worker {
         operation: Operation,
         deadline: Option<Instant>,
     ) -> Result<OperationResult, Error> {
-        let deadline = deadline.unwrap_or_else(|| self.default_deadline());
-        self.exchange(operation, deadline)
+        let started = Instant::now();
+        let deadline = deadline.unwrap_or_else(|| started + self.wall_time());
+        self.exchange(operation, started, deadline)
     }
 
     /// Evaluate a Lua chunk and return its value.
@@ -399,8 +400,8 @@ impl Worker {
         }
     }
 
-    fn default_deadline(&self) -> Instant {
-        Instant::now() + Duration::from_millis(self.policy.wall_time_ms())
+    fn wall_time(&self) -> Duration {
+        Duration::from_millis(self.policy.wall_time_ms())
     }
 
     /// Unreachable in practice: the session decodes each result for the
@@ -494,12 +495,12 @@ impl Worker {
     fn exchange(
         &mut self,
         operation: Operation,
+        started: Instant,
         deadline: Instant,
     ) -> Result<OperationResult, Error> {
         let Some(live) = self.live.as_mut() else {
             return Err(self.unavailable());
         };
-        let started = Instant::now();
         let name = operation.kind().as_str();
         let (id, bytes) = match live.wire.start_request(operation) {
             Ok(started) => started,

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-/// Default memory limit: 32 MiB.
+/// Default memory limit: 32 MiB (the `--memory` default, spelled `32MiB`).
+#[cfg(test)]
 pub(crate) const DEFAULT_MEMORY_BYTES: u64 = 32 * 1024 * 1024;
 /// Default instruction budget per request.
 pub(crate) const DEFAULT_INSTRUCTIONS: u64 = 100_000_000;
@@ -110,7 +111,11 @@ pub(crate) struct PluginArgs {
     #[arg(long, value_name = "JSON", group = "invoke")]
     pub(crate) event: Option<String>,
     /// Arguments for --command.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, requires = "command")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        requires = "command"
+    )]
     pub(crate) args: Vec<String>,
 }
 
@@ -122,7 +127,9 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
         .unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
     if digits.is_empty() {
-        return Err(format!("`{text}` is not a size (expected e.g. 32MiB or 33554432)"));
+        return Err(format!(
+            "`{text}` is not a size (expected e.g. 32MiB or 33554432)"
+        ));
     }
     let number: u64 = digits
         .parse()

@@ -13,7 +13,8 @@
 //! `ok-and-error`, `host-call-wrong-request-id`, `host-call-id-zero`,
 //! `host-calls N` (N sequential host calls, then answers), `never-answer`,
 //! `answer-after MS`, `crash`, `exit0`, `grandchild-silent`,
-//! `grandchild-exit`, `slow-loris`, `stdout-noise`, `fork-at-start` (a
+//! `grandchild-exit`, `slow-loris`, `stdout-noise`, `guest-error`, `guest-limit` (well-formed
+//! error responses, code `lua` / `resource_limit`), `fork-at-start` (a
 //! holder grandchild from the start, then `echo`); `hold` is the grandchild's
 //! own mode (sleep forever holding the inherited pipes).
 
@@ -118,6 +119,8 @@ fn misbehave(scenario: &str, param: Option<&str>, id: u64) {
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
+        "guest-error" => guest_error(id, "lua"),
+        "guest-limit" => guest_error(id, "resource_limit"),
         "stdout-noise" => {
             println!("noise on stdout must not matter");
             answer(id, "1");
@@ -175,6 +178,15 @@ fn answer(id: u64, result: &str) {
     write_frame(
         format!(r#"{{"kind":"response","response":{{"version":1,"id":{id},"ok":true,"result":{result}}}}}"#)
             .as_bytes(),
+    );
+}
+
+fn guest_error(id: u64, code: &str) {
+    write_frame(
+        format!(
+            r#"{{"kind":"response","response":{{"version":1,"id":{id},"ok":false,"result":null,"error":{{"code":"{code}","message":"guest failed","labels":[],"context":[],"help":[],"command":null,"exit_status":null}}}}}}"#
+        )
+        .as_bytes(),
     );
 }
 

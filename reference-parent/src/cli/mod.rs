@@ -1,0 +1,275 @@
+//! The `quirl-lua` command line: parse, run one supervised worker, print.
+//!
+//! Results go to stdout as JSON; errors go to stderr as a person would want
+//! to read them (code, message, context, help), or to stdout as JSON records
+//! with `--json`. Exit codes are in [`exit_code`] and README.md.
+
+mod args;
+mod batch;
+mod render;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Parser;
+use quirl_lua_protocol::limits::CAPTURE_BYTES_MAX;
+use quirl_lua_protocol::{
+    ErrorCode, ExecutionContext, ExecutionEffects, ExecutionInput, ExecutionStatus, ExtensionEvent,
+    Operation, OutputTarget, ParentFrame, Policy, decode_parent_frame,
+};
+use quirl_lua_reference_parent::{
+    Error, ErrorKind, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig,
+};
+use serde_json::Value;
+
+use args::{Cli, Command, GlobalOptions, PluginArgs};
+
+/// Exit status: success.
+pub(crate) const EXIT_OK: u8 = 0;
+/// Exit status: the Lua code failed (guest error).
+pub(crate) const EXIT_GUEST: u8 = 1;
+/// Exit status: usage error (bad arguments, unreadable file, invalid input).
+pub(crate) const EXIT_USAGE: u8 = 2;
+/// Exit status: a resource limit (instructions, memory, wall time, deadline, cancellation).
+pub(crate) const EXIT_LIMIT: u8 = 3;
+/// Exit status: worker failure or protocol violation.
+pub(crate) const EXIT_WORKER: u8 = 4;
+/// Exit status: unavailable or quarantined.
+pub(crate) const EXIT_UNAVAILABLE: u8 = 5;
+
+/// The exit status for an error.
+pub(crate) fn exit_code(error: &Error) -> u8 {
+    match error.kind() {
+        ErrorKind::Guest if error.code() == ErrorCode::ResourceLimit => EXIT_LIMIT,
+        ErrorKind::Guest => EXIT_GUEST,
+        ErrorKind::Deadline | ErrorKind::Cancelled => EXIT_LIMIT,
+        ErrorKind::InvalidInput => EXIT_USAGE,
+        ErrorKind::Unavailable => EXIT_UNAVAILABLE,
+        _ => EXIT_WORKER,
+    }
+}
+
+/// Parse the command line and run it.
+pub(crate) fn run() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return ExitCode::from(if error.use_stderr() {
+                EXIT_USAGE
+            } else {
+                EXIT_OK
+            });
+        }
+    };
+    let json = cli.options.json;
+    let status = match execute(&cli) {
+        Ok(Some(value)) => {
+            render::print_result(&value, json);
+            EXIT_OK
+        }
+        Ok(None) => EXIT_OK,
+        Err(Failure::Worker(error)) => {
+            render::print_error(&error, json);
+            exit_code(&error)
+        }
+        Err(Failure::Usage(message)) => {
+            render::print_usage_error(&message, json);
+            EXIT_USAGE
+        }
+        Err(Failure::Status(value, status)) => {
+            render::print_result(&value, json);
+            status
+        }
+        Err(Failure::Silent(status)) => status,
+    };
+    ExitCode::from(status)
+}
+
+/// Why a command did not produce a result.
+pub(crate) enum Failure {
+    /// The worker (or the guest) failed.
+    Worker(Error),
+    /// The command line or an input file was unusable.
+    Usage(String),
+    /// A result was produced but reports failure (e.g. `run` with a nonzero
+    /// status): print it, exit with the status.
+    Status(Value, u8),
+    /// Everything was printed already; exit with this status.
+    Silent(u8),
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        Self::Worker(error)
+    }
+}
+
+fn execute(cli: &Cli) -> Result<Option<Value>, Failure> {
+    let config = worker_config(&cli.options)?;
+    if matches!(cli.command, Command::Batch) {
+        batch::run(config)?;
+        return Ok(None);
+    }
+    execute_one(config, &cli.command).map(Some)
+}
+
+fn execute_one(config: WorkerConfig, command: &Command) -> Result<Value, Failure> {
+    match command {
+        Command::Eval { source } => Ok(Worker::spawn(config)?.eval(source)?),
+        Command::Check { file } => {
+            let source = read_source(file)?;
+            Worker::spawn(config)?.check(&source, &file.display().to_string())?;
+            Ok(Value::Null)
+        }
+        Command::Test { file } => {
+            let source = read_source(file)?;
+            let count = Worker::spawn(config)?.test(&source, &file.display().to_string())?;
+            Ok(Value::from(count))
+        }
+        Command::Run { file, args } => {
+            let source = read_source(file)?;
+            let mut worker = Worker::spawn(config)?;
+            let outcome = worker.run(
+                &source,
+                &file.display().to_string(),
+                execution_context(args)?,
+            )?;
+            outcome_value(&outcome)
+        }
+        Command::Plugin(plugin) => run_plugin(config, plugin),
+        Command::Batch => Err(Failure::Usage("batch runs separately".to_owned())),
+    }
+}
+
+fn run_plugin(config: WorkerConfig, plugin: &PluginArgs) -> Result<Value, Failure> {
+    let source = read_source(&plugin.file)?;
+    let event = plugin.event.as_deref().map(parse_event).transpose()?;
+    let mut worker = Worker::spawn(config)?;
+    let registrations = worker.load_plugin(&source, &plugin.file.display().to_string())?;
+    if let Some(name) = &plugin.prompt {
+        return Ok(worker
+            .render_prompt(name, empty_context())?
+            .map_or(Value::Null, Value::String));
+    }
+    if let Some(command) = &plugin.complete {
+        return Ok(worker.complete(command, empty_context())?);
+    }
+    if let Some(name) = &plugin.command {
+        let timeout = std::time::Duration::from_millis(worker.policy().wall_time_ms());
+        let outcome = worker.plugin_command(name, execution_context(&plugin.args)?, timeout)?;
+        return outcome_value(&outcome);
+    }
+    if let Some(event) = event {
+        let reports = worker.event(event)?;
+        return to_json(&reports);
+    }
+    to_json(&registrations)
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, Failure> {
+    serde_json::to_value(value)
+        .map_err(|error| Failure::Usage(format!("cannot print the result: {error}")))
+}
+
+/// An `ExecutionOutcome` as JSON; a nonzero status exits 1 after printing.
+fn outcome_value(outcome: &quirl_lua_protocol::ExecutionOutcome) -> Result<Value, Failure> {
+    let value = to_json(outcome)?;
+    let ExecutionStatus::Exited(code) = outcome.status;
+    if code == 0 {
+        Ok(value)
+    } else {
+        Err(Failure::Status(value, EXIT_GUEST))
+    }
+}
+
+/// `{}`: the context handed to prompt and completion callbacks from the CLI.
+pub(crate) fn empty_context() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// The context of `run` and plugin commands: arguments, no environment, the
+/// current directory, no input, output captured.
+pub(crate) fn execution_context(args: &[String]) -> Result<ExecutionContext, Failure> {
+    let cwd = std::env::current_dir()
+        .map_err(|error| Failure::Usage(format!("cannot read the working directory: {error}")))?;
+    let context = ExecutionContext {
+        arguments: args.to_vec(),
+        environment: BTreeMap::new(),
+        working_directory: cwd.to_string_lossy().into_owned(),
+        input: ExecutionInput::None,
+        output: OutputTarget::Capture {
+            max_bytes_per_stream: CAPTURE_BYTES_MAX,
+        },
+        declared_effects: ExecutionEffects::default(),
+    };
+    context
+        .validate()
+        .map_err(|error| Failure::Usage(format!("invalid execution context: {error}")))?;
+    Ok(context)
+}
+
+/// Decode an extension event given as JSON, as strictly as the worker will.
+pub(crate) fn parse_event(text: &str) -> Result<ExtensionEvent, Failure> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|error| Failure::Usage(format!("--event is not JSON: {error}")))?;
+    event_from_value(&value).map_err(Failure::Usage)
+}
+
+/// Decode an extension event from a JSON value (strict, via the envelope decoder).
+pub(crate) fn event_from_value(value: &Value) -> Result<ExtensionEvent, String> {
+    let envelope = serde_json::json!({
+        "kind": "request",
+        "request": {"version": 1, "id": 1, "operation": {"operation": "event", "event": value}},
+    });
+    let payload = serde_json::to_vec(&envelope).map_err(|error| error.to_string())?;
+    match decode_parent_frame(&payload) {
+        Ok(ParentFrame::Request { request }) => match request.operation {
+            Operation::Event { event } => Ok(event),
+            _ => Err("not an event".to_owned()),
+        },
+        Ok(ParentFrame::HostResponse { .. }) => Err("not an event".to_owned()),
+        Err(error) => Err(format!("invalid extension event: {error}")),
+    }
+}
+
+pub(crate) fn read_source(path: &Path) -> Result<String, Failure> {
+    std::fs::read_to_string(path)
+        .map_err(|error| Failure::Usage(format!("cannot read `{}`: {error}", path.display())))
+}
+
+fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
+    let policy = Policy::new(
+        options.allow_process,
+        options.memory,
+        options.instructions,
+        options.wall_time_ms,
+    )
+    .map_err(|error| Failure::Usage(format!("invalid policy: {error}")))?;
+    let command = worker_command(options)?;
+    let mut config = WorkerConfig::new(command, policy);
+    if !options.grants.is_empty() {
+        config = config.grants(options.grants.clone());
+    }
+    Ok(config)
+}
+
+fn worker_command(options: &GlobalOptions) -> Result<WorkerCommand, Failure> {
+    if let Some(line) = &options.worker {
+        return WorkerCommand::parse(line)
+            .map_err(|error| Failure::Usage(format!("--worker: {error}")));
+    }
+    if let Some(line) = std::env::var_os(WORKER_COMMAND_ENV).filter(|line| !line.is_empty()) {
+        let line = line
+            .into_string()
+            .map_err(|_| Failure::Usage(format!("{WORKER_COMMAND_ENV} is not valid UTF-8")))?;
+        return WorkerCommand::parse(&line)
+            .map_err(|error| Failure::Usage(format!("{WORKER_COMMAND_ENV}: {error}")));
+    }
+    WorkerCommand::current_exe().map_err(|error| {
+        Failure::Usage(format!(
+            "cannot locate this executable for worker mode: {error}"
+        ))
+    })
+}

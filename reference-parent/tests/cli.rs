@@ -1,0 +1,197 @@
+//! The `quirl-lua` command line against scripted workers: output, exit
+//! codes, worker selection (`--worker`, `QUIRL_LUA_WORKER`) and `batch`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+const CLI: &str = env!("CARGO_BIN_EXE_quirl-lua");
+const FAKE: &str = env!("CARGO_BIN_EXE_quirl-lua-fake-worker");
+
+fn quirl_lua(worker_env: Option<&str>, args: &[&str], stdin: &str) -> Output {
+    let mut command = Command::new(CLI);
+    command
+        .args(args)
+        .env_remove("QUIRL_LUA_WORKER")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(worker) = worker_env {
+        command.env("QUIRL_LUA_WORKER", worker);
+    }
+    let mut child = command.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn fake(scenario: &str) -> String {
+    format!("{FAKE} {scenario}")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+#[test]
+fn eval_prints_the_result_as_json_and_exits_zero() {
+    let output = quirl_lua(Some(&fake("echo")), &["eval", "return 1"], "");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "1\n");
+}
+
+#[test]
+fn json_flag_prints_the_full_result_record() {
+    let output = quirl_lua(Some(&fake("echo")), &["--json", "eval", "return 1"], "");
+    assert_eq!(stdout(&output), "{\"ok\":true,\"result\":1}\n");
+}
+
+#[test]
+fn guest_error_exits_one_with_a_readable_error_on_stderr() {
+    let output = quirl_lua(Some(&fake("guest-error")), &["eval", "error('x')"], "");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).is_empty());
+    assert!(
+        stderr(&output).starts_with("error[lua]: guest failed"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn guest_resource_limit_exits_three() {
+    let output = quirl_lua(
+        Some(&fake("guest-limit")),
+        &["eval", "while true do end"],
+        "",
+    );
+    assert_eq!(output.status.code(), Some(3));
+}
+
+#[test]
+fn deadline_exits_three_and_says_what_happened() {
+    let output = quirl_lua(
+        Some(&fake("never-answer")),
+        &["--wall-time-ms", "100", "eval", "return 1"],
+        "",
+    );
+    assert_eq!(output.status.code(), Some(3));
+    let text = stderr(&output);
+    assert!(text.contains("error[resource_limit]"), "{text}");
+    assert!(text.contains("deadline 100 ms"), "{text}");
+    assert!(text.contains("help:"), "{text}");
+}
+
+#[test]
+fn protocol_violation_exits_four() {
+    let output = quirl_lua(
+        Some(&fake("wrong-version")),
+        &["--json", "eval", "return 1"],
+        "",
+    );
+    assert_eq!(output.status.code(), Some(4));
+    let line: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(line["kind"], "protocol_violation");
+    assert_eq!(line["error"]["code"], "validation");
+}
+
+#[test]
+fn crash_exits_four() {
+    let output = quirl_lua(Some(&fake("crash")), &["eval", "return 1"], "");
+    assert_eq!(output.status.code(), Some(4));
+    assert!(stderr(&output).contains("error[lua]"));
+}
+
+#[test]
+fn usage_errors_exit_two() {
+    assert_eq!(
+        quirl_lua(None, &["no-such-command"], "").status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        quirl_lua(None, &["--memory", "12 parsecs", "eval", "x"], "")
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        quirl_lua(None, &["--wall-time-ms", "0", "eval", "x"], "")
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        quirl_lua(None, &["check", "/nonexistent/file.lua"], "")
+            .status
+            .code(),
+        Some(2)
+    );
+    let output = quirl_lua(None, &["--worker", "'unterminated", "eval", "x"], "");
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn help_exits_zero_and_documents_exit_codes() {
+    let output = quirl_lua(None, &["--help"], "");
+    assert_eq!(output.status.code(), Some(0));
+    assert!(stdout(&output).contains("Exit codes:"));
+    assert!(stdout(&output).contains("QUIRL_LUA_WORKER"));
+}
+
+#[test]
+fn worker_flag_takes_precedence_over_the_environment() {
+    let output = quirl_lua(
+        Some(&fake("crash")),
+        &["--worker", &fake("echo"), "eval", "return 1"],
+        "",
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+}
+
+#[test]
+fn batch_answers_every_line_in_order_and_reports_the_first_failure() {
+    let input = concat!(
+        "{\"op\":\"eval\",\"source\":\"return 1\"}\n",
+        "not json\n",
+        "\n",
+        "{\"op\":\"eval\",\"source\":\"return 2\"}\n",
+        "{\"op\":\"frobnicate\"}\n",
+    );
+    let output = quirl_lua(Some(&fake("echo")), &["batch"], input);
+    let lines: Vec<serde_json::Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4, "{}", stdout(&output));
+    assert_eq!(lines[0], serde_json::json!({"ok": true, "result": 1}));
+    assert_eq!(lines[1]["kind"], "invalid_input");
+    assert_eq!(lines[2]["ok"], true);
+    assert_eq!(lines[3]["kind"], "invalid_input");
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn batch_after_a_worker_failure_answers_unavailable_at_once() {
+    let input = concat!(
+        "{\"op\":\"eval\",\"source\":\"return 1\"}\n",
+        "{\"op\":\"eval\",\"source\":\"return 2\"}\n",
+    );
+    let output = quirl_lua(Some(&fake("crash")), &["batch"], input);
+    let lines: Vec<serde_json::Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["kind"], "worker_crashed");
+    assert_eq!(lines[1]["kind"], "unavailable");
+    assert_eq!(output.status.code(), Some(4));
+}
