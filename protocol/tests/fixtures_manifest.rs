@@ -8,10 +8,11 @@
 //! one run lists every disagreement between the fixtures and the crate.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use quirl_lua_protocol::value::encode_value;
 use quirl_lua_protocol::{
-    ErrorKind, ExtensionEventData, Feed, FrameDecoder, Operation, ParentFrame, ProtocolError,
-    WorkerFrame, decode_parent_frame, decode_worker_frame, encode_parent_frame,
-    encode_worker_frame, frame_payload,
+    ErrorKind, ExtensionEventData, Feed, FrameDecoder, Operation, OperationKind, OperationResult,
+    ParentFrame, ProtocolError, WorkerFrame, decode_parent_frame, decode_worker_frame,
+    encode_parent_frame, encode_worker_frame, frame_payload,
 };
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,6 +43,8 @@ struct Entry {
     code: Option<String>,
     frames: usize,
     canonical_file: Option<String>,
+    operation: Option<String>,
+    result_code: Option<String>,
 }
 
 /// What decoding a stream produced: the decoded frames and how it ended.
@@ -78,6 +81,8 @@ fn manifest() -> Vec<Entry> {
                 code: text("code"),
                 frames: usize::try_from(entry["frames"].as_u64().unwrap()).unwrap(),
                 canonical_file: text("canonical_file"),
+                operation: text("operation"),
+                result_code: text("result_code"),
             }
         })
         .collect()
@@ -327,6 +332,72 @@ fn manifest_is_complete_and_consistent() {
         missing.is_empty(),
         "manifest files not on disk: {missing:?}"
     );
+}
+
+/// Responses marked with the operation they answer decode as its typed result.
+///
+/// Without `result_code` the typed result must decode and re-encode to the
+/// same canonical JSON; with it, typed decoding must fail with that sub-kind
+/// (the frame itself is valid: only a parent that knows the request in
+/// flight can refuse it).
+#[test]
+fn answers_decode_as_their_operations_typed_result() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for entry in manifest() {
+        let Some(operation) = &entry.operation else {
+            continue;
+        };
+        let kind = OperationKind::ALL
+            .iter()
+            .copied()
+            .find(|kind| kind.as_str() == operation)
+            .unwrap_or_else(|| panic!("{}: unknown operation {operation}", entry.file));
+        let outcome = decode_stream(entry.direction, &read(&entry.file), usize::MAX);
+        assert!(outcome.end.is_ok(), "{}: {:?}", entry.file, outcome.end);
+        for frame in outcome.frames {
+            let Decoded::Worker(WorkerFrame::Response { response }) = frame else {
+                panic!(
+                    "{}: `operation` on a frame that is not a response",
+                    entry.file
+                );
+            };
+            let Ok(value) = &response.result else {
+                continue;
+            };
+            checked += 1;
+            let typed = OperationResult::decode(kind, value);
+            match (&entry.result_code, typed) {
+                (None, Ok(result)) => {
+                    let again = result.to_value().map(|v| encode_value(&v));
+                    if !result.fits(kind) || again.as_ref().ok() != Some(&encode_value(value)) {
+                        failures.push(format!(
+                            "{}: the typed {operation} result does not re-encode to the same JSON",
+                            entry.file
+                        ));
+                    }
+                }
+                (None, Err(error)) => failures.push(format!(
+                    "{}: typed {operation} result refused: {error}",
+                    entry.file
+                )),
+                (Some(code), Ok(_)) => failures.push(format!(
+                    "{}: typed {operation} result accepted, want `{code}`",
+                    entry.file
+                )),
+                (Some(code), Err(error)) if error.kind().as_str() != code => {
+                    failures.push(format!(
+                        "{}: want `{code}`, got `{}`: {error}",
+                        entry.file,
+                        error.kind()
+                    ))
+                }
+                (Some(_), Err(_)) => {}
+            }
+        }
+    }
+    assert!(checked >= 40, "only {checked} typed results checked");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Every sub-kind a single stream can show has at least one reject fixture.
