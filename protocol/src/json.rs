@@ -428,42 +428,34 @@ impl<'a> Parser<'a> {
         self.pos += 1;
         let start = self.pos;
         // Fast path: no escapes.
-        loop {
-            match self.bytes.get(self.pos) {
-                None => return Err(self.err_here("unterminated string")),
-                Some(b'"') => {
-                    let text = &self.text[start..self.pos];
-                    self.pos += 1;
-                    return Ok(Cow::Borrowed(text));
-                }
-                Some(b'\\') => break,
-                Some(&byte) if byte < 0x20 => {
-                    return Err(self.err_here("raw control character in a string"));
-                }
-                Some(_) => self.pos += 1,
+        self.pos = skip_plain(self.bytes, self.pos);
+        match self.bytes.get(self.pos) {
+            None => return Err(self.err_here("unterminated string")),
+            Some(b'"') => {
+                let text = &self.text[start..self.pos];
+                self.pos += 1;
+                return Ok(Cow::Borrowed(text));
             }
+            Some(b'\\') => {}
+            Some(_) => return Err(self.err_here("raw control character in a string")),
         }
         let mut owned = String::with_capacity(self.pos - start + 16);
         owned.push_str(&self.text[start..self.pos]);
-        let mut run = self.pos;
         loop {
+            let run = self.pos;
+            self.pos = skip_plain(self.bytes, self.pos);
+            owned.push_str(&self.text[run..self.pos]);
             match self.bytes.get(self.pos) {
                 None => return Err(self.err_here("unterminated string")),
                 Some(b'"') => {
-                    owned.push_str(&self.text[run..self.pos]);
                     self.pos += 1;
                     return Ok(Cow::Owned(owned));
                 }
                 Some(b'\\') => {
-                    owned.push_str(&self.text[run..self.pos]);
                     self.pos += 1;
                     self.scan_escape(&mut owned)?;
-                    run = self.pos;
                 }
-                Some(&byte) if byte < 0x20 => {
-                    return Err(self.err_here("raw control character in a string"));
-                }
-                Some(_) => self.pos += 1,
+                Some(_) => return Err(self.err_here("raw control character in a string")),
             }
         }
     }
@@ -698,6 +690,45 @@ impl<'a> Parser<'a> {
         }
         value.ok_or_else(|| ProtocolError::missing_field(content, &format!("{record} `{name}`")))
     }
+}
+
+/// Whether a byte ends a run of plain string bytes (`"`, `\\` or a control character).
+#[inline]
+const fn is_special(byte: u8) -> bool {
+    byte == b'"' || byte == b'\\' || byte < 0x20
+}
+
+/// Index of the first special string byte at or after `from`, or `bytes.len()`.
+///
+/// Looks at eight bytes at a time: for each of the three tests the lowest
+/// flagged byte of a word is exact (borrows only run upwards), so the
+/// lowest flag of their union is the first special byte.
+#[inline]
+fn skip_plain(bytes: &[u8], mut from: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(chunk) = bytes.get(from..from + 8) {
+        let mut word = [0_u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        let quote = word ^ (ONES * u64::from(b'"'));
+        let backslash = word ^ (ONES * u64::from(b'\\'));
+        let flags = ((quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (word.wrapping_sub(ONES * 0x20) & !word))
+            & HIGH;
+        if flags != 0 {
+            return from + (flags.trailing_zeros() / 8) as usize;
+        }
+        from += 8;
+    }
+    while let Some(&byte) = bytes.get(from) {
+        if is_special(byte) {
+            break;
+        }
+        from += 1;
+    }
+    from
 }
 
 /// Keys seen in one object, for duplicate detection without quadratic cost.
@@ -999,6 +1030,26 @@ mod tests {
 
     fn parse(text: &str) -> Result<Value> {
         decode_document::<Value>(text.as_bytes())
+    }
+
+    #[test]
+    fn skip_plain_finds_the_first_special_byte_anywhere() {
+        for len in 0..20 {
+            for at in 0..=len {
+                for special in [b'"', b'\\', 0x00, 0x1f] {
+                    let mut bytes = vec![b'a'; len];
+                    bytes.extend_from_slice("é\u{7f}\u{80}".as_bytes());
+                    if at < len {
+                        bytes[at] = special;
+                    }
+                    let expected = bytes
+                        .iter()
+                        .position(|&b| is_special(b))
+                        .unwrap_or(bytes.len());
+                    assert_eq!(skip_plain(&bytes, 0), expected, "{len} {at} {special}");
+                }
+            }
+        }
     }
 
     #[test]
