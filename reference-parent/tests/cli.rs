@@ -3,6 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/procfs.rs"]
+mod procfs;
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
@@ -194,4 +197,34 @@ fn batch_after_a_worker_failure_answers_unavailable_at_once() {
     assert_eq!(lines[0]["kind"], "worker_crashed");
     assert_eq!(lines[1]["kind"], "unavailable");
     assert_eq!(output.status.code(), Some(4));
+}
+
+#[test]
+fn interrupt_cancels_the_request_kills_the_worker_and_exits_three() {
+    let child = Command::new(CLI)
+        .args(["--wall-time-ms", "60000", "eval", "return 1"])
+        .env("QUIRL_LUA_WORKER", fake("never-answer"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the CLI has started its worker (so it is past start-up and
+    // waiting on the request), bounded.
+    let cli_pid = i32::try_from(child.id()).unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while procfs::all_processes().iter().all(|p| p.ppid != cli_pid) {
+        assert!(
+            std::time::Instant::now() < until,
+            "the CLI never started its worker"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let interrupted = std::time::Instant::now();
+    // SAFETY: signals our own child, which we have not reaped yet.
+    unsafe { libc::kill(i32::try_from(child.id()).unwrap(), libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    assert!(interrupted.elapsed() < std::time::Duration::from_secs(2));
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(stderr(&output).contains("cancelled"), "{}", stderr(&output));
 }

@@ -19,7 +19,7 @@ use quirl_lua_protocol::{
     Operation, OutputTarget, ParentFrame, Policy, decode_parent_frame,
 };
 use quirl_lua_reference_parent::{
-    Error, ErrorKind, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig,
+    Cancel, Error, ErrorKind, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig,
 };
 use serde_json::Value;
 
@@ -248,11 +248,50 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
     )
     .map_err(|error| Failure::Usage(format!("invalid policy: {error}")))?;
     let command = worker_command(options)?;
-    let mut config = WorkerConfig::new(command, policy);
+    let mut config = WorkerConfig::new(command, policy).cancel_token(cancel_on_interrupt());
     if !options.grants.is_empty() {
         config = config.grants(options.grants.clone());
     }
     Ok(config)
+}
+
+/// A token that `SIGINT`, `SIGTERM` or `SIGHUP` cancel.
+///
+/// The signals are blocked in every thread (workers get a clean mask from
+/// the spawn) and a small thread waits for them with `sigwait`: the first
+/// cancels the request in flight, so the worker is killed and reaped and
+/// `quirl-lua` exits 3; a second one exits at once with 128 + signal.
+fn cancel_on_interrupt() -> Cancel {
+    let token = Cancel::new();
+    // SAFETY: sigset_t is plain data; the calls initialise and fill a set we
+    // own and block those signals in this (the only) thread, before any other
+    // thread exists, so every later thread inherits the mask.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&raw mut set);
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&raw mut set, signal);
+        }
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut()) != 0 {
+            return token;
+        }
+        set
+    };
+    let canceller = token.clone();
+    let _ = std::thread::Builder::new()
+        .name("quirl-lua-signals".to_owned())
+        .spawn(move || {
+            let mut signal: libc::c_int = 0;
+            // SAFETY: waits for one of the blocked signals of `set`.
+            if unsafe { libc::sigwait(&raw const set, &raw mut signal) } == 0 {
+                canceller.cancel();
+            }
+            // SAFETY: as above.
+            if unsafe { libc::sigwait(&raw const set, &raw mut signal) } == 0 {
+                std::process::exit(128 + signal);
+            }
+        });
+    token
 }
 
 fn worker_command(options: &GlobalOptions) -> Result<WorkerCommand, Failure> {
