@@ -10,6 +10,10 @@
 //!
 //! Records are extracted straight from the token stream, without an
 //! intermediate tree; only free-form values become [`serde_json::Value`].
+//! A tagged object whose tag is not its first key is scanned once for the
+//! tag and then parsed; canonical frames (tag first) are read in one pass.
+//! The extra scan is bounded by the frame size times the nesting depth,
+//! which the frame and depth limits cap.
 //! It is not a general JSON library: it has no serializer (the encoder uses
 //! serde) and no lenient mode.
 
