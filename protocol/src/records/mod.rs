@@ -1,7 +1,7 @@
 //! Every wire record of `quirl.lua-worker@1`.
 //!
 //! Records serialize (serde) in Quirl's field order and decode through the
-//! strict extraction of [`crate::json`]; decoding also runs each record's
+//! crate's strict JSON extraction; decoding also runs each record's
 //! domain checks. Free-form values are [`serde_json::Value`]s.
 
 mod config;
