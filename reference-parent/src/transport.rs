@@ -140,6 +140,35 @@ impl Transport {
         }
     }
 
+    /// Read whatever worker output is available right now, without waiting.
+    ///
+    /// `Ok(None)`: nothing is available; `Err(OutputClosed)`: end of file.
+    pub(crate) fn read_available(&mut self) -> Result<Option<&[u8]>, Interrupt> {
+        loop {
+            // SAFETY: reads into our own buffer, bounded by its length.
+            let read = unsafe {
+                libc::read(
+                    self.output.as_raw_fd(),
+                    self.buffer.as_mut_ptr().cast::<libc::c_void>(),
+                    self.buffer.len(),
+                )
+            };
+            if read > 0 {
+                let read = usize::try_from(read).unwrap_or(0);
+                return Ok(Some(self.buffer.get(..read).unwrap_or_default()));
+            }
+            if read == 0 {
+                return Err(Interrupt::OutputClosed);
+            }
+            let error = io::Error::last_os_error();
+            match error.raw_os_error() {
+                Some(libc::EAGAIN) => return Ok(None),
+                Some(libc::EINTR) => {}
+                _ => return Err(Interrupt::Io(error)),
+            }
+        }
+    }
+
     /// Discard worker output until end of file or `deadline`.
     ///
     /// Used after the kill: end of file means every process that held the

@@ -57,6 +57,17 @@ impl Wire {
         }
     }
 
+    /// Whether no worker bytes are buffered (nothing received since the last
+    /// complete frame).
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.pending.is_empty() && self.decoder.is_at_boundary()
+    }
+
+    /// The id the next request will carry.
+    pub(crate) fn next_request_id(&self) -> u64 {
+        self.session.next_request_id()
+    }
+
     /// Check and encode the next request (length prefix included).
     pub(crate) fn start_request(
         &mut self,

@@ -502,6 +502,15 @@ impl Worker {
             return Err(self.unavailable());
         };
         let name = operation.kind().as_str();
+        let idle = Flight {
+            id: live.wire.next_request_id(),
+            operation: name,
+            started,
+            deadline,
+        };
+        if let Err(failure) = check_idle(live, idle) {
+            return Err(self.fail(failure));
+        }
         let (id, bytes) = match live.wire.start_request(operation) {
             Ok(started) => started,
             Err(error) => {
@@ -600,6 +609,38 @@ fn retire(mut live: Live) -> (Option<std::process::ExitStatus>, Vec<String>) {
 
 /// The request loop. `Ok(Ok)` = result, `Ok(Err)` = guest error (worker
 /// healthy), `Err` = failure that must kill and poison.
+/// Before a request is sent the worker must have said nothing since its last
+/// response: a frame (or part of one) that arrived while no request was in
+/// flight is an `unexpected_frame` violation, and a closed stream is a crash
+/// noticed before any work is sent. One non-blocking `read` (usually
+/// `EAGAIN`).
+fn check_idle(live: &mut Live, flight: Flight) -> Result<(), Error> {
+    let Live {
+        transport, wire, ..
+    } = live;
+    let arrived = match transport.read_available() {
+        Ok(None) => 0,
+        Ok(Some(bytes)) => {
+            wire.feed(bytes);
+            bytes.len()
+        }
+        Err(interrupt) => return Err(interrupted(interrupt, wire, flight)),
+    };
+    // Bytes may also be left over from the read that carried the last
+    // response.
+    if arrived == 0 && wire.is_quiet() {
+        return Ok(());
+    }
+    let error = match wire.next_incoming() {
+        Err(error) => error,
+        Ok(_) => ProtocolError::new(
+            ProtocolErrorKind::UnexpectedFrame,
+            "the worker sent bytes while no request was in flight",
+        ),
+    };
+    Err(violation(&error, flight))
+}
+
 /// What a request waits on besides the worker, borrowed from the handle.
 #[derive(Clone, Copy)]
 struct Waiting<'a> {

@@ -334,3 +334,35 @@ fn spawning_a_missing_program_is_a_spawn_error() {
     assert_eq!(error.kind(), ErrorKind::Spawn);
     assert_eq!(error.code().as_str(), "process_spawn");
 }
+
+#[test]
+fn unsolicited_frame_while_idle_is_caught_by_the_next_request() {
+    let error = hostile(&["unsolicited"], false);
+    assert_eq!(error.kind(), ErrorKind::ProtocolViolation, "{error}");
+}
+
+#[test]
+fn oversized_request_is_refused_before_sending_and_the_worker_stays_usable() {
+    let _guard = serial();
+    let mut worker = Worker::spawn(config(&["echo"], false)).unwrap();
+    let source = "x".repeat(5 * 1024 * 1024);
+    let error = worker.eval(&source).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+    assert!(!worker.is_poisoned());
+    assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
+}
+
+#[test]
+fn the_worker_handle_can_move_between_threads() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Worker>();
+    let _guard = serial();
+    let mut worker = Worker::spawn(config(&["echo"], false)).unwrap();
+    let mut worker = std::thread::spawn(move || {
+        assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
+        worker
+    })
+    .join()
+    .unwrap();
+    assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
+}

@@ -15,7 +15,8 @@
 //! `answer-after MS`, `crash`, `exit0`, `grandchild-silent`,
 //! `grandchild-exit`, `slow-loris`, `stdout-noise`, `guest-error`, `guest-limit` (well-formed
 //! error responses, code `lua` / `resource_limit`), `fork-at-start` (a
-//! holder grandchild from the start, then `echo`); `hold` is the grandchild's
+//! holder grandchild from the start, then `echo`), `unsolicited` (an extra
+//! response right after `initialize`, while the parent is idle); `hold` is the grandchild's
 //! own mode (sleep forever holding the inherited pipes).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -42,8 +43,19 @@ fn main() {
         };
         count += 1;
         let id = frame["request"]["id"].as_u64().unwrap_or(0);
+        if scenario == "unsolicited" && count == 1 {
+            answer(id, "null");
+            // A response nobody asked for, sent while the parent is idle.
+            answer(id + 1, "1");
+            continue;
+        }
         if scenario == "echo" || scenario == "fork-at-start" || count < misbehave_at {
             answer(id, if count == 1 { "null" } else { "1" });
+            continue;
+        }
+        if scenario == "unsolicited" {
+            // Already sent an extra frame right after initialize (below).
+            answer(id, "1");
             continue;
         }
         misbehave(&scenario, param.as_deref(), id);
