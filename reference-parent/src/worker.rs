@@ -136,7 +136,7 @@ impl WorkerConfig {
             Error::new(
                 ErrorKind::InvalidInput,
                 ErrorCode::InvalidArgument,
-                "invalid process grant",
+                "invalid process-host configuration (grants or working directory)",
             )
             .with_context(error.to_string())
             .with_help("grant programs as process.spawn:NAME")
@@ -146,6 +146,9 @@ impl WorkerConfig {
             allow_process: self.policy.allow_process(),
             process_enabled: self.process_enabled,
         };
+        if !(access.allow_process && access.process_enabled) {
+            return Ok(ProcessHostConfig::disabled());
+        }
         let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
         ProcessHostConfig::new(access, grants, Environment::from_parent(), cwd).map_err(invalid)
     }
