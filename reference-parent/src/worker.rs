@@ -171,6 +171,9 @@ struct Live {
     process: WorkerProcess,
     transport: Transport,
     wire: Wire,
+    /// The last response was a guest error: a worker may retire its VM
+    /// after one (the reference worker does after a tripped budget) and exit.
+    after_guest_error: bool,
 }
 
 /// What the request in flight is, for error context.
@@ -213,6 +216,7 @@ impl Worker {
                 process: spawned.process,
                 transport: Transport::new(spawned.input, spawned.output),
                 wire: Wire::new(config.process_enabled && config.policy.allow_process()),
+                after_guest_error: false,
             }),
             poisoned_by: None,
             cancel,
@@ -541,6 +545,9 @@ impl Worker {
             bytes,
             flight,
         );
+        if let Ok(answered) = &outcome {
+            live.after_guest_error = answered.is_err();
+        }
         match outcome {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(guest)) => Err(guest),
@@ -552,7 +559,25 @@ impl Worker {
     fn fail(&mut self, error: Error) -> Error {
         let mut error = error;
         if let Some(live) = self.live.take() {
+            let after_guest_error = live.after_guest_error;
             let (status, problems) = retire(live);
+            // A worker that answered with an error and then exited 0 retired
+            // its VM on purpose: not a crash, but it cannot serve any more.
+            if error.kind() == ErrorKind::WorkerCrashed
+                && after_guest_error
+                && status.is_some_and(|status| status.success())
+            {
+                error = Error::new(
+                    ErrorKind::Unavailable,
+                    ErrorCode::Lua,
+                    "the Lua worker retired after the previous request's error",
+                )
+                .with_context(format!(
+                    "the worker ended its session after answering with an error ({})",
+                    error.record().context.first().map_or("", String::as_str)
+                ))
+                .with_help("start a new worker; a VM whose limit tripped is not reused");
+            }
             match status {
                 Some(status) => {
                     error = error.with_context(format!(
@@ -662,6 +687,7 @@ fn run_request(
         process,
         transport,
         wire,
+        ..
     } = live;
     let watch = Watch {
         deadline: flight.deadline,

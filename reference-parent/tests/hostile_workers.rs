@@ -366,3 +366,17 @@ fn the_worker_handle_can_move_between_threads() {
     .unwrap();
     assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
 }
+
+#[test]
+fn worker_retiring_after_a_limit_error_is_unavailable_not_a_crash() {
+    let _guard = serial();
+    let mut worker = Worker::spawn(config(&["retire-after-limit"], false)).unwrap();
+    let pid = i32::try_from(worker.pid()).unwrap();
+    let first = worker.eval("while true do end").unwrap_err();
+    assert_eq!(first.kind(), ErrorKind::Guest, "{first}");
+    assert_eq!(first.code().as_str(), "resource_limit");
+    let second = worker.eval("return 1").unwrap_err();
+    assert_eq!(second.kind(), ErrorKind::Unavailable, "{second}");
+    assert!(second.message().contains("retired"), "{second}");
+    assert_cleaned_up(pid, &mut worker, &["retire-after-limit"]);
+}

@@ -14,7 +14,9 @@
 //! `host-calls N` (N sequential host calls, then answers), `never-answer`,
 //! `answer-after MS`, `crash`, `exit0`, `grandchild-silent`,
 //! `grandchild-exit`, `slow-loris`, `stdout-noise`, `guest-error`, `guest-limit` (well-formed
-//! error responses, code `lua` / `resource_limit`), `fork-at-start` (a
+//! error responses, code `lua` / `resource_limit`), `retire-after-limit` (a
+//! `resource_limit` error response, then exit 0, as the reference worker
+//! retires a VM whose budget tripped), `fork-at-start` (a
 //! holder grandchild from the start, then `echo`), `unsolicited` (an extra
 //! response right after `initialize`, while the parent is idle); `hold` is the grandchild's
 //! own mode (sleep forever holding the inherited pipes).
@@ -133,6 +135,10 @@ fn misbehave(scenario: &str, param: Option<&str>, id: u64) {
         }
         "guest-error" => guest_error(id, "lua"),
         "guest-limit" => guest_error(id, "resource_limit"),
+        "retire-after-limit" => {
+            guest_error(id, "resource_limit");
+            std::process::exit(0);
+        }
         "stdout-noise" => {
             println!("noise on stdout must not matter");
             answer(id, "1");
