@@ -1,1 +1,22 @@
-//! Reference worker (skeleton).
+//! Reference worker of `quirl.lua-worker@1`: a process that exclusively owns
+//! one sandboxed Lua 5.4 VM and serves a supervising parent over framed JSON
+//! on stdin (in) and stderr (out).
+
+#![deny(missing_docs)]
+
+mod alloc_gate;
+pub mod config;
+pub mod convert;
+pub mod diag;
+pub mod error;
+pub mod events;
+mod lenient;
+pub mod meter;
+pub mod registry;
+pub mod runner;
+pub mod sandbox;
+pub mod sdk;
+pub mod vm;
+
+pub use error::{ErrorCode, Label, OpError};
+pub use vm::{Policy, Request, Verdict, Vm, VmConfig};

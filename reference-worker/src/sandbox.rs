@@ -1,0 +1,217 @@
+//! The restricted Lua 5.4 environment.
+//!
+//! [`build`] creates a VM with only `base`, `string`, `table`, `math`,
+//! `utf8` and `coroutine`, runs the trusted prelude (`sandbox.lua`), prunes
+//! the globals to [`GLOBALS`], protects the shared string metatable and
+//! installs the count hook for every thread. It does not set the memory
+//! limit or the allocator gate (the VM owner does that once the SDK is
+//! installed, see `vm.rs`), and it knows nothing about the protocol.
+//!
+//! Removed: `load`, `loadstring`, `loadfile`, `dofile`, `require`, `print`,
+//! `warn`, `io`, `os`, `package`, `debug`, `string.dump`, native patterns
+//! (`string.match`/`gmatch`/`gsub` and non-plain `string.find` raise an
+//! error), every `collectgarbage` option except `"count"`, and `__gc`
+//! finalizers from guest metatables.
+
+use crate::meter::Meter;
+use mlua::{
+    Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib, Value,
+    VmState,
+};
+use mlua::chunk::ChunkMode;
+use std::sync::Arc;
+
+/// Every global a guest can reach, with the SDK table `quirl`.
+pub const GLOBALS: &[&str] = &[
+    "_G",
+    "_VERSION",
+    "assert",
+    "collectgarbage",
+    "coroutine",
+    "error",
+    "getmetatable",
+    "ipairs",
+    "math",
+    "next",
+    "pairs",
+    "pcall",
+    "quirl",
+    "rawequal",
+    "rawget",
+    "rawlen",
+    "rawset",
+    "select",
+    "setmetatable",
+    "string",
+    "table",
+    "tonumber",
+    "tostring",
+    "type",
+    "utf8",
+    "xpcall",
+];
+
+const PRELUDE: &str = include_str!("sandbox.lua");
+
+/// Copies above this many bytes are charged (one unit per 64 bytes).
+const BIG_BYTES: u64 = 4096;
+
+/// A freshly built sandbox.
+pub struct Sandbox {
+    /// The VM.
+    pub lua: Lua,
+    /// Starts a new coroutine-accounting generation; call at every budget
+    /// reset.
+    pub next_generation: Function,
+}
+
+/// Build the restricted VM. No guest code has run when this returns.
+pub fn build(meter: &Arc<Meter>) -> mlua::Result<Sandbox> {
+    let libs = StdLib::STRING | StdLib::TABLE | StdLib::MATH | StdLib::UTF8 | StdLib::COROUTINE;
+    let lua = Lua::new_with(libs, LuaOptions::new())?;
+    lua.remove_warning_function();
+
+    // The string metatable is shared by every string; `__metatable` makes
+    // getmetatable("") return `false` instead of the real table.
+    lua.load("getmetatable('').__metatable = false")
+        .set_name("=sandbox")
+        .set_mode(ChunkMode::Text)
+        .exec()?;
+
+    let guard = {
+        let meter = Arc::clone(meter);
+        lua.create_function(move |_, ()| meter.guard())?
+    };
+    let charge = {
+        let meter = Arc::clone(meter);
+        lua.create_function(move |_, units: i64| meter.charge(u64::try_from(units).unwrap_or(0)))?
+    };
+    let reserve_rep = {
+        let meter = Arc::clone(meter);
+        lua.create_function(move |lua, (s, n, sep): (Value, Value, Value)| {
+            reserve_rep(lua, &meter, s, n, sep)
+        })?
+    };
+    let plain_find = {
+        let meter = Arc::clone(meter);
+        lua.create_function(move |_, (s, p, init): (LuaString, LuaString, i64)| {
+            plain_find(&meter, &s.as_bytes(), &p.as_bytes(), init)
+        })?
+    };
+    let next_generation: Function = lua
+        .load(PRELUDE)
+        .set_name("=sandbox")
+        .set_mode(ChunkMode::Text)
+        .call((guard, charge, reserve_rep, plain_find, meter.interval()))?;
+
+    let globals = lua.globals();
+    let mut remove = Vec::new();
+    for pair in globals.pairs::<Value, Value>() {
+        let (key, _) = pair?;
+        let keep = matches!(&key, Value::String(name) if GLOBALS.contains(&&*name.to_string_lossy()));
+        if !keep {
+            remove.push(key);
+        }
+    }
+    for key in remove {
+        globals.raw_set(key, Value::Nil)?;
+    }
+    Ok(Sandbox {
+        lua,
+        next_generation,
+    })
+}
+
+/// Install the count hook. A global hook is inherited by every coroutine a
+/// script creates (Lua copies the hook into new threads), unlike a per-thread
+/// hook. Installing it again resets the main thread's instruction counter,
+/// which is what a budget reset wants.
+pub fn install_hook(lua: &Lua, meter: &Arc<Meter>) -> mlua::Result<()> {
+    let interval = meter.interval();
+    let meter = Arc::clone(meter);
+    let count = u32::try_from(interval).unwrap_or(u32::MAX);
+    lua.set_global_hook(
+        HookTriggers::new().every_nth_instruction(count),
+        move |_, _| {
+            meter.charge(interval)?;
+            Ok(VmState::Continue)
+        },
+    )
+}
+
+fn coerced_len(lua: &Lua, value: Value) -> mlua::Result<Option<u64>> {
+    Ok(match value {
+        Value::String(s) => Some(s.as_bytes().len() as u64),
+        Value::Integer(_) | Value::Number(_) => lua
+            .coerce_string(value)?
+            .map(|s| s.as_bytes().len() as u64),
+        _ => None,
+    })
+}
+
+/// string.rep's result must fit in the memory headroom; its copying is
+/// charged. Arguments the original would reject are left to it.
+fn reserve_rep(lua: &Lua, meter: &Meter, s: Value, n: Value, sep: Value) -> mlua::Result<()> {
+    let Some(len) = coerced_len(lua, s)? else {
+        return Ok(());
+    };
+    let Some(count) = lua.coerce_integer(n)? else {
+        return Ok(());
+    };
+    let sep_len = match sep {
+        Value::Nil => 0,
+        other => match coerced_len(lua, other)? {
+            Some(len) => len,
+            None => return Ok(()),
+        },
+    };
+    if count <= 0 || (len == 0 && sep_len == 0) {
+        return Ok(());
+    }
+    let count = count as u128;
+    let total = count * u128::from(len) + (count - 1) * u128::from(sep_len);
+    if total > u128::from(meter.memory_headroom()) {
+        return Err(meter.trip_limit(crate::meter::LimitTrip::Memory {
+            requested: u64::try_from(total).unwrap_or(u64::MAX),
+            used: meter.used_memory(),
+            limit: meter.memory_limit(),
+        }));
+    }
+    let total = total as u64;
+    if total > BIG_BYTES {
+        meter.charge(total / crate::meter::BYTES_PER_UNIT)?;
+    }
+    Ok(())
+}
+
+/// Literal search with the results of `string.find(s, p, init, true)`, in
+/// linear time (Lua's own `lmemfind` is quadratic in the worst case).
+fn plain_find(meter: &Meter, s: &[u8], p: &[u8], init: i64) -> mlua::Result<MultiValue> {
+    let len = s.len() as u64;
+    let start = if init > 0 {
+        init as u64
+    } else if init == 0 || init.unsigned_abs() > len {
+        1
+    } else {
+        len - init.unsigned_abs() + 1
+    } - 1;
+    if start > len {
+        return Ok(MultiValue::from_iter([Value::Nil]));
+    }
+    let scanned = len - start + p.len() as u64;
+    if scanned > BIG_BYTES {
+        meter.charge(scanned / crate::meter::BYTES_PER_UNIT)?;
+    }
+    let start = start as usize;
+    match memchr::memmem::find(&s[start..], p) {
+        Some(offset) => {
+            let first = (start + offset) as i64 + 1;
+            let last = first + p.len() as i64 - 1;
+            Ok(MultiValue::from_iter([
+                Value::Integer(first),
+                Value::Integer(last),
+            ]))
+        }
+        None => Ok(MultiValue::from_iter([Value::Nil])),
+    }
+}

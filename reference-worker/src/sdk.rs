@@ -1,0 +1,568 @@
+//! The Quirl Lua SDK: the global `quirl` table.
+//!
+//! `quirl.version`, `quirl.cwd()`, `quirl.config(t)`, `quirl.process.run(cmd)`,
+//! `quirl.prompt.add_segment{…}`, `quirl.completion.add_provider{…}`,
+//! `quirl.plugin.command{…}`, `quirl.events.subscribe{…}` and
+//! `quirl.extension.contribute{…}`. Every function first checks that the VM
+//! has not stopped. Registrations check their grant, read the metadata
+//! through Quirl's registration bounds, validate it, and keep the callback
+//! in the VM registry.
+//!
+//! `quirl.process.run` never starts a process: it checks `allow_process`,
+//! the `process.spawn` grant (or a scoped `process.spawn:<program>` grant)
+//! and that the parent enabled process access, then asks the parent through
+//! a [`HostPort`] and blocks for its answer.
+
+use crate::convert::{REGISTRATION_SHAPE, to_json};
+use crate::error::OpError;
+use crate::meter::{LimitTrip, Meter, Stop};
+use crate::registry::{self, Callback, EventCallback, Registry};
+use mlua::{Function, Lua, Table, Value};
+use serde::de::DeserializeOwned;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Host calls one request may make.
+pub const HOST_CALLS_MAX: u32 = 16;
+/// Bytes of a host-call command.
+pub const HOST_COMMAND_BYTES_MAX: usize = 1024 * 1024;
+/// Output bytes per stream requested from the parent.
+pub const HOST_OUTPUT_BYTES: u64 = 1024 * 1024;
+
+/// What the worker asks the parent to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRequest {
+    /// Command source.
+    pub command: String,
+    /// Milliseconds left in the request's budget (at least 1).
+    pub deadline_ms: u64,
+    /// Per-stream output cap.
+    pub max_output_bytes: u64,
+}
+
+/// A process result reported by the parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOutcome {
+    /// Exit status.
+    pub status: i32,
+    /// Captured stdout.
+    pub stdout: Option<String>,
+    /// Captured stderr.
+    pub stderr: Option<String>,
+}
+
+/// The parent's answer to a host call.
+#[derive(Debug, Clone)]
+pub enum HostReply {
+    /// The command ran.
+    Outcome(CommandOutcome),
+    /// The parent refused or failed to run it.
+    Error(OpError),
+    /// The parent broke the protocol (or the stream ended): the VM stops
+    /// and the worker exits without answering.
+    Violation(String),
+}
+
+/// The worker's channel to the parent for host calls. The serve loop
+/// implements it over the protocol session; tests use fakes.
+pub trait HostPort: Send {
+    /// Send one host call and wait for its answer.
+    fn call(&mut self, request: HostRequest) -> HostReply;
+}
+
+/// Capabilities fixed at initialize.
+#[derive(Debug, Clone)]
+pub struct Capabilities {
+    /// Policy switch for process access.
+    pub allow_process: bool,
+    /// Whether the parent offers a process host at all.
+    pub process_enabled: bool,
+    /// Granted capability strings.
+    pub grants: HashSet<String>,
+}
+
+/// Quirl's default grants when initialize carries none.
+pub fn default_grants(allow_process: bool) -> HashSet<String> {
+    let mut grants: HashSet<String> = [
+        "prompt.register",
+        "completion.register",
+        "commands.register",
+        "events.observe",
+        "extension.contribute",
+        "catalog.register",
+        "ui.panel",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    if allow_process {
+        grants.insert("process.spawn".to_owned());
+    }
+    grants
+}
+
+/// State shared by the SDK functions and the VM owner.
+pub struct SdkState {
+    /// Budgets and the stop record.
+    pub meter: Arc<Meter>,
+    /// Registrations and callbacks.
+    pub registry: Mutex<Registry>,
+    /// Fixed capabilities.
+    pub capabilities: Capabilities,
+    /// Channel to the parent, when process access is enabled.
+    pub host: Mutex<Option<Box<dyn HostPort>>>,
+    /// Host calls made in the current request.
+    pub host_calls: AtomicU32,
+    /// The worker's working directory, captured at start.
+    pub cwd: String,
+}
+
+impl SdkState {
+    /// Lock the registry (a poisoned lock is reported, never unwrapped).
+    pub fn registry(&self) -> mlua::Result<MutexGuard<'_, Registry>> {
+        self.registry
+            .lock()
+            .map_err(|_| mlua::Error::runtime("plugin state is unavailable"))
+    }
+}
+
+fn grant_denied(capability: &str) -> mlua::Error {
+    mlua::Error::external(
+        OpError::validation(format!("capability denied: {capability}"))
+            .with_context("lua failure: registration")
+            .with_help("Grant only the capability approved by the plugin policy"),
+    )
+}
+
+fn require(state: &SdkState, capability: &str) -> mlua::Result<()> {
+    if state.capabilities.grants.contains(capability) {
+        Ok(())
+    } else {
+        Err(grant_denied(capability))
+    }
+}
+
+/// Quirl's scoped process grants: `process.spawn` allows any command;
+/// `process.spawn:<program>` allows a single-line command of a small
+/// character set whose first word is `<program>`.
+pub fn process_granted(grants: &HashSet<String>, command: &str) -> bool {
+    if grants.contains("process.spawn") {
+        return true;
+    }
+    if command.is_empty() || command.trim() != command || command.chars().any(char::is_control) {
+        return false;
+    }
+    if !command
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == ' ' || "-_./:=,@%+".contains(c))
+    {
+        return false;
+    }
+    let program = command.split_whitespace().next().unwrap_or_default();
+    grants.contains(&format!("process.spawn:{program}"))
+}
+
+/// Read a registration table: the callback field must hold a function; the
+/// rest is metadata read through Quirl's registration bounds into `T`.
+fn read_spec<T: DeserializeOwned>(
+    lua: &Lua,
+    spec: &Table,
+    callback_field: &str,
+    what: &str,
+) -> mlua::Result<(T, Function)> {
+    let callback = match spec.raw_get::<Value>(callback_field)? {
+        Value::Function(f) => f,
+        _ => {
+            return Err(mlua::Error::external(registry::registration_error(format!(
+                "{what} `{callback_field}` must be a function"
+            ))));
+        }
+    };
+    let metadata = lua.create_table()?;
+    for pair in spec.pairs::<Value, Value>() {
+        let (key, value) = pair?;
+        let is_callback = matches!(&key, Value::String(k) if k.as_bytes() == callback_field.as_bytes());
+        if !is_callback {
+            metadata.raw_set(key, value)?;
+        }
+    }
+    let json = to_json(&Value::Table(metadata), &REGISTRATION_SHAPE, &format!("{what} registration"))
+        .map_err(mlua::Error::external)?;
+    let record = crate::lenient::from_json::<T>(&json).map_err(|e| {
+        mlua::Error::external(registry::registration_error(format!(
+            "invalid {what} registration: {e}"
+        )))
+    })?;
+    Ok((record, callback))
+}
+
+fn ext<T>(result: Result<T, OpError>) -> mlua::Result<T> {
+    result.map_err(mlua::Error::external)
+}
+
+fn duplicate(what: &str, name: &str) -> mlua::Error {
+    mlua::Error::external(registry::registration_error(format!(
+        "duplicate {what} `{name}`"
+    )))
+}
+
+/// Install the `quirl` global.
+pub fn install(lua: &Lua, state: &Arc<SdkState>) -> mlua::Result<()> {
+    let quirl = lua.create_table()?;
+    quirl.set("version", env!("CARGO_PKG_VERSION"))?;
+    {
+        let state = Arc::clone(state);
+        quirl.set(
+            "cwd",
+            lua.create_function(move |_, ()| {
+                state.meter.guard()?;
+                Ok(state.cwd.clone())
+            })?,
+        )?;
+    }
+    {
+        let state = Arc::clone(state);
+        quirl.set(
+            "config",
+            lua.create_function(move |_, value: Table| {
+                state.meter.guard()?;
+                Ok(value)
+            })?,
+        )?;
+    }
+
+    let process = lua.create_table()?;
+    {
+        let state = Arc::clone(state);
+        process.set(
+            "run",
+            lua.create_function(move |lua, command: String| process_run(lua, &state, command))?,
+        )?;
+    }
+    quirl.set("process", process)?;
+
+    let prompt = lua.create_table()?;
+    {
+        let state = Arc::clone(state);
+        prompt.set(
+            "add_segment",
+            lua.create_function(move |lua, spec: Table| {
+                state.meter.guard()?;
+                require(&state, "prompt.register")?;
+                let (r, render): (registry::PromptRegistration, _) =
+                    read_spec(lua, &spec, "render", "prompt segment")?;
+                ext(registry::check_prompt(&r))?;
+                let mut reg = state.registry()?;
+                if reg.prompts.contains_key(&r.name) {
+                    return Err(duplicate("prompt segment", &r.name));
+                }
+                let list = &reg.registrations.prompt_segments;
+                ext(registry::check_addition(
+                    "prompt segments",
+                    list.len(),
+                    list.iter().map(registry::prompt_bytes).sum(),
+                    registry::prompt_bytes(&r),
+                    registry::PROMPT_SEGMENTS_MAX,
+                    registry::PROMPT_BYTES_MAX,
+                ))?;
+                let function = lua.create_registry_value(render)?;
+                reg.prompts.insert(
+                    r.name.clone(),
+                    Callback {
+                        function,
+                        deadline: Duration::from_millis(r.deadline_ms),
+                    },
+                );
+                reg.registrations.prompt_segments.push(r);
+                Ok(())
+            })?,
+        )?;
+    }
+    quirl.set("prompt", prompt)?;
+
+    let completion = lua.create_table()?;
+    {
+        let state = Arc::clone(state);
+        completion.set(
+            "add_provider",
+            lua.create_function(move |lua, spec: Table| {
+                state.meter.guard()?;
+                require(&state, "completion.register")?;
+                let (r, complete): (registry::CompletionRegistration, _) =
+                    read_spec(lua, &spec, "complete", "completion provider")?;
+                ext(registry::check_completion(&r))?;
+                let mut reg = state.registry()?;
+                if reg.completions.contains_key(&r.command) {
+                    return Err(duplicate("completion provider", &r.command));
+                }
+                let list = &reg.registrations.completion_providers;
+                ext(registry::check_addition(
+                    "completion providers",
+                    list.len(),
+                    list.iter().map(registry::completion_bytes).sum(),
+                    registry::completion_bytes(&r),
+                    registry::COMPLETION_PROVIDERS_MAX,
+                    registry::COMPLETION_BYTES_MAX,
+                ))?;
+                let function = lua.create_registry_value(complete)?;
+                reg.completions.insert(r.command.clone(), function);
+                reg.registrations.completion_providers.push(r);
+                Ok(())
+            })?,
+        )?;
+    }
+    quirl.set("completion", completion)?;
+
+    let plugin = lua.create_table()?;
+    {
+        let state = Arc::clone(state);
+        plugin.set(
+            "command",
+            lua.create_function(move |lua, spec: Table| {
+                state.meter.guard()?;
+                require(&state, "commands.register")?;
+                let (r, run): (registry::CommandRegistration, _) =
+                    read_spec(lua, &spec, "run", "plugin command")?;
+                ext(registry::check_command(&r))?;
+                let mut reg = state.registry()?;
+                if reg.commands.contains_key(&r.name) {
+                    return Err(duplicate("plugin command", &r.name));
+                }
+                let list = &reg.registrations.commands;
+                ext(registry::check_addition(
+                    "plugin commands",
+                    list.len(),
+                    list.iter().map(registry::command_bytes).sum(),
+                    registry::command_bytes(&r),
+                    registry::COMMANDS_MAX,
+                    registry::COMMAND_BYTES_MAX,
+                ))?;
+                let function = lua.create_registry_value(run)?;
+                reg.commands.insert(r.name.clone(), function);
+                reg.registrations.commands.push(r);
+                Ok(())
+            })?,
+        )?;
+    }
+    quirl.set("plugin", plugin)?;
+
+    let events = lua.create_table()?;
+    {
+        let state = Arc::clone(state);
+        events.set(
+            "subscribe",
+            lua.create_function(move |lua, spec: Table| {
+                state.meter.guard()?;
+                require(&state, "events.observe")?;
+                let (r, observe): (registry::EventSubscription, _) =
+                    read_spec(lua, &spec, "observe", "event subscription")?;
+                ext(registry::check_event(&r))?;
+                for capability in &r.capabilities {
+                    require(&state, capability.grant())?;
+                }
+                let mut reg = state.registry()?;
+                if reg.events.contains_key(&r.name) {
+                    return Err(duplicate("event handler", &r.name));
+                }
+                let list = &reg.registrations.events;
+                ext(registry::check_addition(
+                    "event handlers",
+                    list.len(),
+                    list.iter().map(registry::event_bytes).sum(),
+                    registry::event_bytes(&r),
+                    registry::EVENT_HANDLERS_MAX,
+                    registry::EVENT_BYTES_MAX,
+                ))?;
+                let function = lua.create_registry_value(observe)?;
+                reg.events.insert(
+                    r.name.clone(),
+                    EventCallback {
+                        callback: Callback {
+                            function,
+                            deadline: Duration::from_millis(r.deadline_ms),
+                        },
+                        events: r.events.clone(),
+                        capabilities: r.capabilities.clone(),
+                    },
+                );
+                reg.registrations.events.push(r);
+                Ok(())
+            })?,
+        )?;
+    }
+    quirl.set("events", events)?;
+
+    let extension = lua.create_table()?;
+    {
+        let state = Arc::clone(state);
+        extension.set(
+            "contribute",
+            lua.create_function(move |lua, spec: Table| {
+                state.meter.guard()?;
+                require(&state, "extension.contribute")?;
+                let (r, provide): (registry::ContributionRegistration, _) =
+                    read_spec(lua, &spec, "provide", "extension contribution")?;
+                ext(registry::check_contribution(&r))?;
+                require(&state, r.kind.grant())?;
+                let mut reg = state.registry()?;
+                let key = (r.kind, r.name.clone());
+                if reg.contributions.contains_key(&key) {
+                    return Err(duplicate(
+                        &format!("{} contribution", r.kind.title()),
+                        &r.name,
+                    ));
+                }
+                let list = &reg.registrations.contributions;
+                let added = registry::contribution_bytes(&r);
+                ext(registry::check_addition(
+                    "contributions",
+                    list.len(),
+                    list.iter().map(registry::contribution_bytes).sum(),
+                    added,
+                    registry::CONTRIBUTIONS_MAX,
+                    registry::CONTRIBUTION_BYTES_MAX,
+                ))?;
+                if r.kind == registry::ContributionKind::Panel {
+                    let panels = list
+                        .iter()
+                        .filter(|c| c.kind == registry::ContributionKind::Panel);
+                    ext(registry::check_addition(
+                        "panel contributions",
+                        panels.clone().count(),
+                        panels.map(registry::contribution_bytes).sum(),
+                        added,
+                        registry::PANELS_MAX,
+                        registry::PANEL_BYTES_MAX,
+                    ))?;
+                }
+                let function = lua.create_registry_value(provide)?;
+                reg.contributions.insert(
+                    key,
+                    Callback {
+                        function,
+                        deadline: Duration::from_millis(r.deadline_ms),
+                    },
+                );
+                reg.registrations.contributions.push(r);
+                Ok(())
+            })?,
+        )?;
+    }
+    quirl.set("extension", extension)?;
+    lua.globals().set("quirl", quirl)
+}
+
+fn process_run(lua: &Lua, state: &SdkState, command: String) -> mlua::Result<Table> {
+    let meter = &state.meter;
+    meter.guard()?;
+    let capabilities = &state.capabilities;
+    if !capabilities.allow_process || !process_granted(&capabilities.grants, &command) {
+        return Err(mlua::Error::runtime("capability denied: process.spawn"));
+    }
+    if !capabilities.process_enabled {
+        return Err(mlua::Error::runtime(
+            "process host is unavailable; run Lua through the Quirl CLI or configure a process host",
+        ));
+    }
+    meter.check_clock()?;
+    let remaining = meter.remaining();
+    if remaining.is_zero() {
+        return Err(meter.trip_limit(LimitTrip::WallTime {
+            elapsed_ms: 0,
+            limit_ms: 0,
+        }));
+    }
+    if command.len() > HOST_COMMAND_BYTES_MAX {
+        return Err(mlua::Error::external(
+            OpError::resource_limit("quirl.process.run command exceeds its byte limit")
+                .with_context(format!(
+                    "observed: {}; limit: {HOST_COMMAND_BYTES_MAX}",
+                    command.len()
+                ))
+                .with_help("Reduce the guest process command"),
+        ));
+    }
+    let calls = state.host_calls.fetch_add(1, Ordering::Relaxed) + 1;
+    if calls > HOST_CALLS_MAX {
+        return Err(mlua::Error::external(
+            OpError::resource_limit("quirl.process.run exceeded its per-request call limit")
+                .with_context(format!("observed: {calls}; limit: {HOST_CALLS_MAX}"))
+                .with_help("Run fewer processes per request"),
+        ));
+    }
+    let deadline_ms = u64::try_from(remaining.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
+    let request = HostRequest {
+        command,
+        deadline_ms: deadline_ms.max(1),
+        max_output_bytes: HOST_OUTPUT_BYTES,
+    };
+    let reply = {
+        let mut host = state
+            .host
+            .lock()
+            .map_err(|_| mlua::Error::runtime("process host is unavailable"))?;
+        match host.as_mut() {
+            Some(host) => host.call(request),
+            None => {
+                return Err(mlua::Error::runtime(
+                    "process host is unavailable; run Lua through the Quirl CLI or configure a process host",
+                ));
+            }
+        }
+    };
+    let outcome = match reply {
+        HostReply::Outcome(outcome) => outcome,
+        HostReply::Violation(reason) => return Err(meter.trip(Stop::Violation(reason))),
+        HostReply::Error(error) if error.code == crate::error::ErrorCode::ResourceLimit => {
+            return Err(meter.trip_limit(LimitTrip::Host(error)));
+        }
+        HostReply::Error(error) => return Err(mlua::Error::external(error)),
+    };
+    let too_long = |s: &Option<String>| s.as_ref().is_some_and(|s| s.len() as u64 > HOST_OUTPUT_BYTES);
+    if too_long(&outcome.stdout) || too_long(&outcome.stderr) {
+        return Err(meter.trip(Stop::Violation(
+            "host response output exceeds the requested max_output_bytes".to_owned(),
+        )));
+    }
+    meter.check_clock()?;
+    let result = lua.create_table()?;
+    let ok = outcome.status == 0;
+    result.set("ok", ok)?;
+    result.set("status", outcome.status)?;
+    result.set("value", outcome.stdout.unwrap_or_default())?;
+    result.set("stderr", outcome.stderr.unwrap_or_default())?;
+    if !ok {
+        let error = OpError::new(
+            crate::error::ErrorCode::InvalidCommand,
+            "process invoked from Lua exited with a non-zero status",
+        )
+        .with_context(format!("exit status: {}", outcome.status))
+        .with_help("Inspect `stderr` and handle the status explicitly")
+        .with_exit_status(outcome.status);
+        let mut json = error.to_json();
+        if let Some(map) = json.as_object_mut() {
+            map.remove("command");
+        }
+        result.set("error", crate::convert::to_lua(lua, &json)?)?;
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scoped_process_grants_allow_one_simple_program() {
+        let grants: HashSet<String> = ["process.spawn:git".to_owned()].into();
+        assert!(process_granted(&grants, "git status --short"));
+        assert!(!process_granted(&grants, "git status; rm -rf /"));
+        assert!(!process_granted(&grants, "gitx status"));
+        assert!(!process_granted(&grants, " git status"));
+        assert!(!process_granted(&grants, "git\tstatus"));
+        assert!(process_granted(&default_grants(true), "anything | at all"));
+        assert!(!process_granted(&default_grants(false), "ls"));
+    }
+}

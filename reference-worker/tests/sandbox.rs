@@ -1,0 +1,453 @@
+//! The sandbox and its budgets, through the VM API: what a guest can reach,
+//! and every escape and evasion attempt ending as an error or a limit trip.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use quirl_lua_reference_worker::sandbox::GLOBALS;
+use quirl_lua_reference_worker::{ErrorCode, Policy, Verdict};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const BIG: Policy = Policy {
+    allow_process: false,
+    memory_limit_bytes: 16 * 1024 * 1024,
+    instruction_limit: 100_000_000,
+    wall_time_ms: 10_000,
+};
+
+#[test]
+fn answers_the_quirl_fixture_eval() {
+    assert_eq!(success(eval(&mut vm(), "return 42")), json!(42));
+}
+
+#[test]
+fn evaluates_expressions_like_quirl() {
+    let mut vm = vm();
+    assert_eq!(success(eval(&mut vm, "6 * 7")), json!(42));
+    assert_eq!(success(eval(&mut vm, "local x = 2; return x")), json!(2));
+    assert_eq!(success(eval(&mut vm, "x = 1")), json!(null));
+}
+
+#[test]
+fn reachable_globals_are_exactly_the_documented_list() {
+    let value = success(eval(
+        &mut vm(),
+        "local t = {} for k in pairs(_G) do t[#t + 1] = k end table.sort(t) return t",
+    ));
+    let mut expected: Vec<&str> = GLOBALS.to_vec();
+    expected.sort_unstable();
+    assert_eq!(value, json!(expected));
+}
+
+#[test]
+fn every_removed_global_is_absent() {
+    let mut vm = vm();
+    for name in [
+        "load", "loadstring", "loadfile", "dofile", "require", "print", "warn", "io", "os",
+        "package", "debug", "module", "setfenv", "getfenv", "unpack", "newproxy", "jit", "ffi",
+    ] {
+        assert_eq!(
+            success(eval(&mut vm, &format!("return {name} == nil"))),
+            json!(true),
+            "{name} must be removed"
+        );
+    }
+    assert_eq!(success(eval(&mut vm, "return string.dump == nil")), json!(true));
+}
+
+#[test]
+fn library_tables_hold_only_the_documented_functions() {
+    let value = success(eval(
+        &mut vm(),
+        "local out = {} for _, lib in ipairs({'string', 'table', 'math', 'utf8', 'coroutine'}) do
+           local names = {} for k in pairs(_G[lib]) do names[#names + 1] = k end
+           table.sort(names) out[lib] = table.concat(names, ',') end return out",
+    ));
+    assert_eq!(
+        value["string"],
+        "byte,char,find,format,gmatch,gsub,len,lower,match,pack,packsize,rep,reverse,sub,unpack,upper"
+    );
+    assert_eq!(value["table"], "concat,insert,move,pack,remove,sort,unpack");
+    assert_eq!(value["utf8"], "char,charpattern,codepoint,codes,len,offset");
+    assert_eq!(
+        value["coroutine"],
+        "close,create,isyieldable,resume,running,status,wrap,yield"
+    );
+}
+
+#[test]
+fn bytecode_is_never_loaded() {
+    let mut vm = vm();
+    let error = failure(eval(&mut vm, "\u{1b}Lua\u{54}\u{0}\u{19}\u{93}\r\n\u{1a}\n"));
+    assert_eq!(error.code, ErrorCode::Lua);
+    let error = failure(vm.handle(quirl_lua_reference_worker::Request::Check {
+        source: "\u{1b}LuaT".to_owned(),
+        source_name: "x".to_owned(),
+    }));
+    assert_eq!(error.code, ErrorCode::Lua);
+}
+
+#[test]
+fn native_patterns_are_refused_and_literal_find_works() {
+    let mut vm = vm();
+    for source in [
+        "return string.match('abc', 'b')",
+        "return ('abc'):gsub('b', 'x')",
+        "return string.gmatch('abc', '.')",
+        "return string.find('abc', 'b')",
+        "return ('abc'):find('b', 1, false)",
+    ] {
+        let error = failure(eval(&mut vm, source));
+        assert!(error.message.contains("native code"), "{source}: {error:?}");
+    }
+    assert_eq!(
+        success(eval(&mut vm, "return {string.find('hello world', 'o w', 1, true)}")),
+        json!([5, 7])
+    );
+    assert_eq!(
+        success(eval(&mut vm, "return {('aaa'):find('a', -1, true)}")),
+        json!([3, 3])
+    );
+    assert_eq!(
+        success(eval(&mut vm, "return select('#', ('abc'):find('', 10, true))")),
+        json!(1)
+    );
+    assert_eq!(success(eval(&mut vm, "return {('abc'):find('', 2, true)}")), json!([2, 1]));
+    assert_eq!(
+        success(eval(&mut vm, "return select('#', ('abc'):find('z', 1, true))")),
+        json!(1)
+    );
+}
+
+#[test]
+fn the_string_metatable_cannot_be_reached() {
+    let mut vm = vm();
+    assert_eq!(success(eval(&mut vm, "return getmetatable('')")), json!(false));
+    failure(eval(&mut vm, "getmetatable('').__index = {}"));
+    failure(eval(&mut vm, "setmetatable('', {})"));
+    assert_eq!(success(eval(&mut vm, "return ('x'):upper()")), json!("X"));
+}
+
+#[test]
+fn guest_finalizers_are_refused() {
+    let mut vm = vm_with(BIG);
+    let error = failure(eval(&mut vm, "setmetatable({}, {__gc = function() end})"));
+    assert!(error.message.contains("__gc"));
+    failure(eval(&mut vm, "setmetatable({}, {__gc = false})"));
+    // A __gc added after setmetatable, or reachable only through __index,
+    // never marks the object for finalization.
+    let value = success(eval(
+        &mut vm,
+        "ran = false
+         local mt = setmetatable({}, {__index = {__gc = function() ran = true end}})
+         do local t = setmetatable({}, mt) end
+         local late = {} do local t = setmetatable({}, late) end
+         late.__gc = function() ran = true end
+         for i = 1, 200 do local garbage = string.rep('x', 100000) end
+         return ran",
+    ));
+    assert_eq!(value, json!(false));
+}
+
+#[test]
+fn collectgarbage_only_counts() {
+    let mut vm = vm();
+    assert!(success(eval(&mut vm, "return collectgarbage('count')")).is_number());
+    for option in ["", "'collect'", "'stop'", "'step'", "'incremental'", "'generational'"] {
+        failure(eval(&mut vm, &format!("return collectgarbage({option})")));
+    }
+}
+
+#[test]
+fn globals_and_callbacks_persist_across_requests() {
+    let mut vm = vm();
+    success(eval(&mut vm, "counter = 41 function bump() counter = counter + 1 return counter end"));
+    assert_eq!(success(eval(&mut vm, "return bump()")), json!(42));
+    assert_eq!(success(eval(&mut vm, "return bump()")), json!(43));
+}
+
+#[test]
+fn budgets_reset_for_every_request() {
+    let mut vm = vm();
+    for _ in 0..3 {
+        success(eval(&mut vm, "local n = 0 for i = 1, 200000 do n = n + i end return n"));
+    }
+}
+
+#[test]
+fn an_infinite_loop_trips_the_instruction_budget() {
+    assert_eq!(tripped(eval(&mut vm(), "while true do end")), "instructions");
+}
+
+#[test]
+fn the_instruction_count_overshoots_by_at_most_one_interval() {
+    let error = retired(eval(
+        &mut vm_with(Policy {
+            instruction_limit: 10_000,
+            ..POLICY
+        }),
+        "while true do end",
+    ));
+    let observed: u64 = error.context[1]
+        .strip_prefix("observed: ")
+        .and_then(|s| s.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((10_001..=11_000).contains(&observed), "{observed}");
+}
+
+#[test]
+fn a_tiny_instruction_limit_is_respected() {
+    let mut vm = vm_with(Policy {
+        instruction_limit: 1,
+        ..POLICY
+    });
+    assert_eq!(tripped(eval(&mut vm, "local a = 1 local b = 2 return a + b")), "instructions");
+}
+
+#[test]
+fn protected_calls_cannot_swallow_a_limit() {
+    for source in [
+        "return pcall(function() while true do end end)",
+        "return xpcall(function() while true do end end, function() return 'caught' end)",
+        "for i = 1, 1e9 do pcall(function() while true do end end) end return 'survived'",
+        "local ok = pcall(pcall, function() while true do end end) return 'survived'",
+        "return xpcall(function() while true do end end, function() while true do end end)",
+        "local f = coroutine.wrap(function() while true do end end) return pcall(f)",
+        "local co = coroutine.create(function() while true do end end) return coroutine.resume(co)",
+        "local co = coroutine.create(function() while true do end end) coroutine.resume(co) return coroutine.close(co)",
+    ] {
+        assert_eq!(tripped(eval(&mut vm(), source)), "instructions", "{source}");
+    }
+}
+
+#[test]
+fn error_objects_with_looping_tostring_end_in_a_limit() {
+    for source in [
+        "error(setmetatable({}, {__tostring = function() while true do end end}))",
+        "local ok, e = pcall(error, setmetatable({}, {__tostring = function() while true do end end})) return tostring(e)",
+    ] {
+        assert_eq!(tripped(eval(&mut vm(), source)), "instructions", "{source}");
+    }
+}
+
+#[test]
+fn close_handlers_cannot_rescue_a_stopped_request() {
+    for source in [
+        "do local x <close> = setmetatable({}, {__close = function() while true do end end}) end",
+        "local ok = pcall(function()
+           local x <close> = setmetatable({}, {__close = function() return 'fine' end})
+           while true do end
+         end) return 'survived'",
+        "local ok = pcall(function()
+           local x <close> = setmetatable({}, {__close = function() error('replaced') end})
+           while true do end
+         end) return 'survived'",
+    ] {
+        assert_eq!(tripped(eval(&mut vm(), source)), "instructions", "{source}");
+    }
+}
+
+#[test]
+fn coroutines_cannot_hide_instructions_from_the_budget() {
+    // Each coroutine runs fewer instructions than one hook interval; without
+    // the per-coroutine charge this would run for ~10^10 instructions.
+    let started = Instant::now();
+    let verdict = eval(
+        &mut vm(),
+        "for i = 1, 1e7 do
+           local co = coroutine.create(function() for j = 1, 300 do end end)
+           coroutine.resume(co)
+         end",
+    );
+    assert_eq!(tripped(verdict), "instructions");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let verdict = eval(
+        &mut vm(),
+        "for i = 1, 1e7 do coroutine.wrap(function() for j = 1, 300 do end end)() end",
+    );
+    assert_eq!(tripped(verdict), "instructions");
+}
+
+#[test]
+fn memory_bombs_trip_the_memory_limit() {
+    for source in [
+        "return string.rep('x', 1e9)",
+        "return #string.rep('x', 2^40, ',')",
+        "local s = 'x' while true do s = s .. s end",
+        "local t = {} for i = 1, 1e9 do t[i] = i end",
+        "local t = {} for i = 1, 1e9 do t[#t + 1] = tostring(i) end",
+        "for i = 1, 100 do pcall(string.rep, 'x', 1e9) end return 'survived'",
+        "local ok = pcall(function() local t = {} for i = 1, 1e9 do t[i] = {} end end) return 'survived'",
+        "local ok = pcall(function()
+           local c <close> = setmetatable({}, {__close = function() error('replaced') end})
+           local t = {} for i = 1, 1e9 do t[i] = i end
+         end) return 'survived'",
+        "return table.concat(setmetatable({}, {__index = function() return string.rep('y', 65536) end}), '', 1, 1e6)",
+    ] {
+        assert_eq!(tripped(eval(&mut vm_with(BIG), source)), "memory", "{source}");
+    }
+}
+
+#[test]
+fn native_loops_are_charged_before_they_run() {
+    for source in [
+        "table.move({}, 1, math.maxinteger, 2)",
+        "table.move({}, 1, 1e12, 1, {})",
+        "table.move(setmetatable({}, {__index = function() return 1 end}), 1, 1e12, 1, {})",
+        "return table.concat({}, '', 1, 1e12)",
+        "local t = setmetatable({}, {__len = function() return math.maxinteger - 1 end}) table.insert(t, 1, 'x')",
+        "local t = setmetatable({}, {__len = function() return 2^40 end}) table.remove(t, 1)",
+        "return select('#', table.unpack({}, 1, 2000000))",
+    ] {
+        let verdict = eval(&mut vm(), source);
+        assert!(
+            matches!(&verdict, Verdict::Retired(_) | Verdict::Failure(_)),
+            "{source}: {verdict:?}"
+        );
+        if let Verdict::Retired(error) = verdict {
+            assert!(
+                error.context.iter().any(|c| c == "limit: instructions" || c == "limit: memory"),
+                "{source}: {error:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn table_functions_keep_their_results() {
+    let mut vm = vm();
+    let value = success(eval(
+        &mut vm,
+        "local t = {1, 2, 3}
+         table.insert(t, 1, 0) table.insert(t, 4) local r = table.remove(t, 2)
+         local m = table.move({1, 2, 3}, 1, 3, 2)
+         local p = setmetatable({}, {__index = function(_, i) return i * 10 end, __len = function() return 3 end})
+         table.sort(t, function(a, b) return a > b end)
+         return {t = t, r = r, m = m, c = table.concat(p, ','), u = {table.unpack(p)},
+                 up = string.upper('ab'), sub = ('hello'):sub(2, 3), f = string.format('%d-%s', 4, 'x')}",
+    ));
+    assert_eq!(
+        value,
+        json!({"t": [4, 3, 2, 0], "r": 1, "m": [1, 1, 2, 3], "c": "10,20,30",
+               "u": [10, 20, 30], "up": "AB", "sub": "el", "f": "4-x"})
+    );
+}
+
+#[test]
+fn deep_recursion_is_an_error_not_a_crash() {
+    for source in [
+        "local function f(n) return 1 + f(n + 1) end return f(1)",
+        "local t = setmetatable({}, {}) getmetatable(t).__index = function(t, k) return t[k] end return t.x",
+        "local function f() return pcall(f) end return f()",
+        "local function f() return tostring(setmetatable({}, {__tostring = f})) end return f()",
+        "local s = '' for i = 1, 300 do s = s .. '(' end return s",
+    ] {
+        let verdict = eval(&mut vm_with(BIG), source);
+        assert!(
+            !matches!(verdict, Verdict::Violation(_)),
+            "{source}: {verdict:?}"
+        );
+    }
+    let error = failure(eval(
+        &mut vm_with(Policy {
+            memory_limit_bytes: 64 * 1024 * 1024,
+            ..BIG
+        }),
+        "local function f(n) return 1 + f(n + 1) end return f(1)",
+    ));
+    assert!(error.message.contains("stack overflow"), "{error:?}");
+}
+
+#[test]
+fn the_wall_deadline_stops_a_request() {
+    let mut vm = vm_with(Policy {
+        wall_time_ms: 50,
+        ..BIG
+    });
+    let started = Instant::now();
+    assert_eq!(tripped(eval(&mut vm, "while true do end")), "wall_time");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn cancellation_is_observed_by_the_hook() {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut vm = quirl_lua_reference_worker::Vm::new(
+        &quirl_lua_reference_worker::VmConfig {
+            policy: BIG,
+            grants: None,
+            process_enabled: false,
+        },
+        Arc::clone(&cancel),
+        None,
+    )
+    .unwrap();
+    let flag = Arc::clone(&cancel);
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        flag.store(true, Ordering::Relaxed);
+    });
+    assert_eq!(tripped(eval(&mut vm, "while true do end")), "cancellation");
+    setter.join().unwrap();
+}
+
+#[test]
+fn a_stopped_vm_stays_stopped() {
+    let mut vm = vm();
+    tripped(eval(&mut vm, "while true do end"));
+    assert_eq!(tripped(eval(&mut vm, "return 1")), "instructions");
+}
+
+#[test]
+fn guest_errors_carry_a_label_at_the_reported_line() {
+    let error = failure(eval(&mut vm(), "local x = 1\nlocal y = nil\nreturn y.z"));
+    assert_eq!(error.code, ErrorCode::Lua);
+    let label = &error.labels[0];
+    let source = label.source.as_deref().unwrap();
+    assert_eq!(&source[label.start as usize..label.end as usize], "return y.z");
+    let error = failure(eval(&mut vm(), "local x = = 1"));
+    assert!(error.message.starts_with("Lua syntax error"), "{error:?}");
+    assert_eq!(error.labels.len(), 1);
+}
+
+#[test]
+fn huge_error_messages_are_bounded() {
+    let mut vm = vm_with(Policy {
+        memory_limit_bytes: 64 * 1024 * 1024,
+        ..BIG
+    });
+    let error = failure(eval(&mut vm, "error(string.rep('x', 4000000))"));
+    assert!(error.text_bytes() <= 256 * 1024);
+}
+
+#[test]
+fn a_memory_limit_below_the_sandbox_is_refused() {
+    let result = quirl_lua_reference_worker::Vm::new(
+        &quirl_lua_reference_worker::VmConfig {
+            policy: Policy {
+                memory_limit_bytes: 1,
+                ..POLICY
+            },
+            grants: None,
+            process_enabled: false,
+        },
+        Arc::new(AtomicBool::new(false)),
+        None,
+    );
+    assert_eq!(result.err().map(|e| e.code), Some(ErrorCode::ResourceLimit));
+}
+
+#[test]
+fn results_must_be_json_compatible() {
+    let mut vm = vm();
+    for source in ["return type", "return function() end", "return {f = type}", "return 0/0"] {
+        failure(eval(&mut vm, source));
+    }
+    assert_eq!(success(eval(&mut vm, "return {a = {1, 2.5}, b = 'x'}")), json!({"a": [1, 2.5], "b": "x"}));
+}
