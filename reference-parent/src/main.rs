@@ -23,7 +23,5 @@ fn main() -> ExitCode {
 
 /// Worker mode: speak `quirl.lua-worker@1` on stdin/stderr.
 fn worker_mode() -> ExitCode {
-    // TEMPORARY until the reference worker's stdio entry point lands on
-    // main: exit without writing a frame (the parent reports a crash).
-    ExitCode::from(70)
+    quirl_lua_reference_worker::run_stdio_worker()
 }

@@ -125,7 +125,9 @@ impl Default for PromptConfig {
     fn default() -> Self {
         Self {
             symbols: "auto".to_owned(),
-            left: ["directory", "git_branch", "git_state"].map(str::to_owned).to_vec(),
+            left: ["directory", "git_branch", "git_state"]
+                .map(str::to_owned)
+                .to_vec(),
             right: ["rust_version", "jobs", "duration", "status"]
                 .map(str::to_owned)
                 .to_vec(),
@@ -327,20 +329,20 @@ impl QuirlConfig {
     fn validate_themes(&self, source: &str) -> Result<(), OpError> {
         theme_name(source, "ui.theme", &self.ui.theme)?;
         if self.ui.themes.len() > CUSTOM_THEMES_MAX {
-            return Err(OpError::resource_limit(
-                "custom theme count exceeds its configured limit",
-            )
-            .with_context(format!(
-                "themes: {}; limit: {CUSTOM_THEMES_MAX}",
-                self.ui.themes.len()
-            ))
-            .with_label(Label {
-                source: Some(source.to_owned()),
-                start: 0,
-                end: 0,
-                message: "too many custom themes".to_owned(),
-            })
-            .with_help("Keep only the themes used by this configuration"));
+            return Err(
+                OpError::resource_limit("custom theme count exceeds its configured limit")
+                    .with_context(format!(
+                        "themes: {}; limit: {CUSTOM_THEMES_MAX}",
+                        self.ui.themes.len()
+                    ))
+                    .with_label(Label {
+                        source: Some(source.to_owned()),
+                        start: 0,
+                        end: 0,
+                        message: "too many custom themes".to_owned(),
+                    })
+                    .with_help("Keep only the themes used by this configuration"),
+            );
         }
         for (name, colors) in &self.ui.themes {
             theme_name(source, "custom theme name", name)?;

@@ -88,7 +88,12 @@ impl Walk<'_> {
     fn node(&mut self) -> Result<(), OpError> {
         self.nodes += 1;
         if self.nodes > self.shape.nodes {
-            return Err(shape_limit(self.what, "nodes", self.nodes, self.shape.nodes));
+            return Err(shape_limit(
+                self.what,
+                "nodes",
+                self.nodes,
+                self.shape.nodes,
+            ));
         }
         Ok(())
     }
@@ -96,7 +101,12 @@ impl Walk<'_> {
     fn text(&mut self, bytes: &[u8]) -> Result<String, OpError> {
         self.bytes = self.bytes.saturating_add(bytes.len());
         if self.bytes > self.shape.bytes {
-            return Err(shape_limit(self.what, "retained bytes", self.bytes, self.shape.bytes));
+            return Err(shape_limit(
+                self.what,
+                "retained bytes",
+                self.bytes,
+                self.shape.bytes,
+            ));
         }
         String::from_utf8(bytes.to_vec())
             .map_err(|_| unsupported(self.what, "a string is not valid UTF-8"))
@@ -125,7 +135,10 @@ impl Walk<'_> {
             return Err(shape_limit(self.what, "depth", depth + 1, self.shape.depth));
         }
         if !self.seen.insert(table.to_pointer()) {
-            return Err(unsupported(self.what, "it contains a cyclic or repeated table"));
+            return Err(unsupported(
+                self.what,
+                "it contains a cyclic or repeated table",
+            ));
         }
         let mut object = Map::new();
         let mut items: Vec<(i64, Json)> = Vec::new();
@@ -257,8 +270,14 @@ mod tests {
         assert_eq!(eval(&lua, "return 2.5").unwrap(), json!(2.5));
         assert_eq!(eval(&lua, "return nil").unwrap(), json!(null));
         assert_eq!(eval(&lua, "return {}").unwrap(), json!({}));
-        assert_eq!(eval(&lua, "return {1, 'a', true}").unwrap(), json!([1, "a", true]));
-        assert_eq!(eval(&lua, "return {[1]=1, [3]=3}").unwrap(), json!([1, null, 3]));
+        assert_eq!(
+            eval(&lua, "return {1, 'a', true}").unwrap(),
+            json!([1, "a", true])
+        );
+        assert_eq!(
+            eval(&lua, "return {[1]=1, [3]=3}").unwrap(),
+            json!([1, null, 3])
+        );
         assert_eq!(
             eval(&lua, "return {b = 1, a = {2}}").unwrap(),
             json!({"a": [2], "b": 1})
@@ -268,7 +287,10 @@ mod tests {
     #[test]
     fn floats_keep_their_float_representation() {
         let lua = Lua::new();
-        assert_eq!(serde_json::to_string(&eval(&lua, "return 2.0").unwrap()).unwrap(), "2.0");
+        assert_eq!(
+            serde_json::to_string(&eval(&lua, "return 2.0").unwrap()).unwrap(),
+            "2.0"
+        );
     }
 
     #[test]
@@ -294,7 +316,10 @@ mod tests {
     fn enforces_the_return_shape_bounds() {
         let lua = Lua::new();
         let deep = format!("return {}1{}", "{".repeat(17), "}".repeat(17));
-        assert_eq!(eval(&lua, &deep).unwrap_err().code, crate::error::ErrorCode::ResourceLimit);
+        assert_eq!(
+            eval(&lua, &deep).unwrap_err().code,
+            crate::error::ErrorCode::ResourceLimit
+        );
         let wide = "local t = {} for i = 1, 3000 do t['k'..i] = i end return t";
         assert!(eval(&lua, wide).is_err());
         let big = "return string.rep('x', 300000)";

@@ -56,7 +56,9 @@ pub fn line_span(text: &str, line: u64) -> Option<(usize, usize)> {
             if current == line {
                 return Some((start, i));
             }
-            let pair = bytes.get(i + 1).is_some_and(|&n| (n == b'\n' || n == b'\r') && n != b);
+            let pair = bytes
+                .get(i + 1)
+                .is_some_and(|&n| (n == b'\n' || n == b'\r') && n != b);
             i += if pair { 2 } else { 1 };
             current += 1;
             start = i;

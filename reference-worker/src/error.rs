@@ -102,9 +102,34 @@ pub struct Label {
     pub message: String,
 }
 
-/// An operation failure, shaped like the v1 error record.
+/// An operation failure: a boxed [`ErrorRecord`] (boxed so that results
+/// carrying it stay small). Its fields are reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpError {
+pub struct OpError(Box<ErrorRecord>);
+
+impl std::ops::Deref for OpError {
+    type Target = ErrorRecord;
+
+    fn deref(&self) -> &ErrorRecord {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for OpError {
+    fn deref_mut(&mut self) -> &mut ErrorRecord {
+        &mut self.0
+    }
+}
+
+impl From<ErrorRecord> for OpError {
+    fn from(record: ErrorRecord) -> Self {
+        Self(Box::new(record))
+    }
+}
+
+/// The fields of the v1 error record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorRecord {
     /// Stable category.
     pub code: ErrorCode,
     /// Primary message.
@@ -124,7 +149,7 @@ pub struct OpError {
 impl OpError {
     /// A new error with empty details.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
+        Self(Box::new(ErrorRecord {
             code,
             message: message.into(),
             labels: Vec::new(),
@@ -132,7 +157,7 @@ impl OpError {
             help: Vec::new(),
             command: None,
             exit_status: None,
-        }
+        }))
     }
 
     /// `validation` error.
@@ -200,6 +225,14 @@ impl OpError {
     /// always kept (cut if needed).
     #[must_use]
     pub fn bounded(mut self) -> Self {
+        let record = &mut *self.0;
+        record.bound();
+        self
+    }
+}
+
+impl ErrorRecord {
+    fn bound(&mut self) {
         self.message = clip(&self.message, ITEM_BYTES_MAX);
         self.labels.truncate(ERROR_ITEMS_MAX);
         self.context.truncate(ERROR_ITEMS_MAX);
@@ -251,7 +284,6 @@ impl OpError {
                 break;
             }
         }
-        self
     }
 
     /// Total text bytes as the v1 bound counts them.
@@ -271,7 +303,9 @@ impl OpError {
         }
         total
     }
+}
 
+impl OpError {
     /// The record as a JSON value with every field present, as Quirl's
     /// worker writes error records nested inside operation results.
     pub fn to_json(&self) -> Value {

@@ -37,10 +37,10 @@ fn safe_text(what: &str, text: Option<&Json>) -> Result<(), OpError> {
     if let Some(Json::String(text)) = text
         && has_terminal_controls(text)
     {
-        return Err(event_error(format!(
-            "{what} contains forbidden terminal control bytes"
-        ))
-        .with_help("Return plain text or typed styled values; Quirl owns terminal control"));
+        return Err(
+            event_error(format!("{what} contains forbidden terminal control bytes"))
+                .with_help("Return plain text or typed styled values; Quirl owns terminal control"),
+        );
     }
     Ok(())
 }
@@ -100,7 +100,11 @@ impl Event {
             }
             if let Some(Json::Object(error)) = data.get_mut("error") {
                 for key in ["labels", "context", "help"] {
-                    if error.get(key).and_then(Json::as_array).is_some_and(Vec::is_empty) {
+                    if error
+                        .get(key)
+                        .and_then(Json::as_array)
+                        .is_some_and(Vec::is_empty)
+                    {
                         error.remove(key);
                     }
                 }
@@ -171,10 +175,10 @@ fn portable(what: &str, value: &str) -> Result<(), OpError> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c))
     {
-        return Err(event_error(format!(
-            "{what} `{value}` contains unsupported characters"
-        ))
-        .with_help("Use ASCII letters, digits, dot, underscore, dash, or slash"));
+        return Err(
+            event_error(format!("{what} `{value}` contains unsupported characters"))
+                .with_help("Use ASCII letters, digits, dot, underscore, dash, or slash"),
+        );
     }
     Ok(())
 }
@@ -225,7 +229,11 @@ pub fn reject_json_terminal_controls(what: &str, value: &Json) -> Result<(), OpE
 }
 
 /// Read and validate a handler's return value.
-pub fn actions(value: &Json, handler: &str, granted: &[Capability]) -> Result<Vec<Action>, OpError> {
+pub fn actions(
+    value: &Json,
+    handler: &str,
+    granted: &[Capability],
+) -> Result<Vec<Action>, OpError> {
     let actions: Vec<Action> = crate::lenient::from_json(value).map_err(|e| {
         OpError::validation(format!(
             "event handler must return an array of declared actions: {e}"
@@ -290,7 +298,11 @@ mod tests {
     #[test]
     fn output_text_is_visible_only_with_output_read() {
         let event = Event::from_json(&output_event(1), None).unwrap();
-        assert!(event.view(&[Capability::EventsObserve])["data"].get("text").is_none());
+        assert!(
+            event.view(&[Capability::EventsObserve])["data"]
+                .get("text")
+                .is_none()
+        );
         assert_eq!(
             event.view(&[Capability::EventsObserve, Capability::OutputRead])["data"]["text"],
             "abc"
@@ -301,7 +313,14 @@ mod tests {
     fn actions_need_their_capability() {
         let value = json!([{"action": "block_execution", "reason": "no"}]);
         assert!(actions(&value, "h", &[Capability::EventsObserve]).is_err());
-        assert!(actions(&value, "h", &[Capability::EventsObserve, Capability::ExecutionBlock]).is_ok());
+        assert!(
+            actions(
+                &value,
+                "h",
+                &[Capability::EventsObserve, Capability::ExecutionBlock]
+            )
+            .is_ok()
+        );
         assert!(actions(&json!({}), "h", &[]).unwrap().is_empty());
     }
 

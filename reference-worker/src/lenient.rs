@@ -64,7 +64,10 @@ impl<'de> MapAccess<'de> for Object<'de> {
         }
     }
 
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Self::Error> {
+    fn next_value_seed<V: DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, Self::Error> {
         match self.value.take() {
             Some(value) => seed.deserialize(Lenient(value)),
             None => Err(de::Error::custom("value requested before its key")),

@@ -11,12 +11,17 @@ pub mod diag;
 pub mod error;
 pub mod events;
 mod lenient;
+pub mod lockdown;
 pub mod meter;
 pub mod registry;
 pub mod runner;
 pub mod sandbox;
 pub mod sdk;
+pub mod serve;
+mod stdio;
 pub mod vm;
 
 pub use error::{ErrorCode, Label, OpError};
+pub use serve::{Ending, ServeOptions, WorkerError, serve};
+pub use stdio::{EXIT_END_OF_INPUT, EXIT_RETIRED, EXIT_VIOLATION, run_stdio_worker};
 pub use vm::{Policy, Request, Verdict, Vm, VmConfig};

@@ -1,1 +1,11 @@
-fn main() {}
+//! `quirl-worker`: the reference worker of `quirl.lua-worker@1`.
+//!
+//! Reads parent frames on stdin and writes worker frames on stderr; stdout
+//! is never written. It accepts (and ignores) Quirl's worker-mode argument
+//! `--internal-lua-worker-v1`, so it can stand in for `quirl` directly.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    quirl_lua_reference_worker::run_stdio_worker()
+}

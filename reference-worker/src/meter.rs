@@ -220,8 +220,10 @@ impl Meter {
             u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
-        self.deadline_ns
-            .store(now.saturating_add(wall_ns).min(NO_DEADLINE - 1), Ordering::Relaxed);
+        self.deadline_ns.store(
+            now.saturating_add(wall_ns).min(NO_DEADLINE - 1),
+            Ordering::Relaxed,
+        );
     }
 
     /// Leave request mode: no deadline applies until the next `begin`.
@@ -350,7 +352,8 @@ impl Meter {
     /// replaced by `nsize` bytes.
     pub fn allocated(&self, ptr: usize, osize: usize, nsize: usize, old: usize) {
         let memory = &self.memory;
-        let delta = i64::try_from(nsize).unwrap_or(i64::MAX) - i64::try_from(old).unwrap_or(i64::MAX);
+        let delta =
+            i64::try_from(nsize).unwrap_or(i64::MAX) - i64::try_from(old).unwrap_or(i64::MAX);
         memory.used.fetch_add(delta, Ordering::Relaxed);
         if memory.pending.load(Ordering::Relaxed)
             && memory.pending_ptr.load(Ordering::Relaxed) == ptr
@@ -440,7 +443,10 @@ mod tests {
         assert!(meter.charge(1).is_err());
         assert!(matches!(
             meter.stopped(),
-            Some(Stop::Limit(LimitTrip::Instructions { charged: 11, limit: 10 }))
+            Some(Stop::Limit(LimitTrip::Instructions {
+                charged: 11,
+                limit: 10
+            }))
         ));
         meter.begin(10, Duration::from_secs(10));
         assert!(meter.guard().is_err(), "a new budget must not clear a stop");
@@ -451,7 +457,10 @@ mod tests {
         let meter = meter(10);
         let _ = meter.trip_limit(LimitTrip::Cancelled);
         let _ = meter.trip(Stop::Violation("late".to_owned()));
-        assert!(matches!(meter.stopped(), Some(Stop::Limit(LimitTrip::Cancelled))));
+        assert!(matches!(
+            meter.stopped(),
+            Some(Stop::Limit(LimitTrip::Cancelled))
+        ));
     }
 
     #[test]

@@ -412,10 +412,22 @@ pub fn check_command(r: &CommandRegistration) -> Result<(), OpError> {
             r.output_type
         )));
     }
-    string_list("plugin command examples", &r.examples, EXAMPLES_MAX, EXAMPLE_BYTES_MAX)?;
-    string_list("plugin command effects", &r.effects, EFFECTS_MAX, EFFECT_BYTES_MAX)?;
+    string_list(
+        "plugin command examples",
+        &r.examples,
+        EXAMPLES_MAX,
+        EXAMPLE_BYTES_MAX,
+    )?;
+    string_list(
+        "plugin command effects",
+        &r.effects,
+        EFFECTS_MAX,
+        EFFECT_BYTES_MAX,
+    )?;
     if r.error_codes.is_empty() {
-        return Err(registration_error("plugin command error_codes must not be empty"));
+        return Err(registration_error(
+            "plugin command error_codes must not be empty",
+        ));
     }
     if r.error_codes.len() > ERROR_CODES_MAX {
         return Err(registration_limit(
@@ -506,7 +518,11 @@ pub fn command_bytes(r: &CommandRegistration) -> usize {
         + r.details.len()
         + r.input_type.len()
         + r.output_type.len()
-        + r.examples.iter().chain(&r.effects).map(String::len).sum::<usize>()
+        + r.examples
+            .iter()
+            .chain(&r.effects)
+            .map(String::len)
+            .sum::<usize>()
         + r.error_codes
             .iter()
             .map(|(k, v)| k.len() + v.len())
@@ -535,7 +551,12 @@ pub fn check_addition(
     bytes_max: usize,
 ) -> Result<(), OpError> {
     if count + 1 > count_max {
-        return Err(registration_limit(what, "registrations", count + 1, count_max));
+        return Err(registration_limit(
+            what,
+            "registrations",
+            count + 1,
+            count_max,
+        ));
     }
     if bytes + added > bytes_max {
         return Err(registration_limit(what, "bytes", bytes + added, bytes_max));

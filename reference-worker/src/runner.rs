@@ -155,7 +155,11 @@ impl RunContext {
                 self.environment.len(),
             ));
         }
-        let bytes: usize = self.environment.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let bytes: usize = self
+            .environment
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum();
         if bytes > ENVIRONMENT_BYTES_MAX {
             return Err(limit_error(
                 "Lua runner environment bytes",
@@ -183,9 +187,7 @@ impl RunContext {
             ));
         }
         if self.working_directory.is_empty() {
-            return Err(abi_error(
-                "Lua runner working directory must not be empty",
-            ));
+            return Err(abi_error("Lua runner working directory must not be empty"));
         }
         validate_input(&self.input)?;
         match self.output.get("kind").and_then(Json::as_str) {
@@ -287,15 +289,25 @@ impl ValueWalk {
                 }
                 return Ok(json!({"type": "nothing"}));
             }
-            "bool" => Json::Bool(content.and_then(Json::as_bool).ok_or_else(|| need("a boolean"))?),
-            "int" => Json::from(content.and_then(Json::as_i64).ok_or_else(|| need("an integer"))?),
+            "bool" => Json::Bool(
+                content
+                    .and_then(Json::as_bool)
+                    .ok_or_else(|| need("a boolean"))?,
+            ),
+            "int" => Json::from(
+                content
+                    .and_then(Json::as_i64)
+                    .ok_or_else(|| need("an integer"))?,
+            ),
             "u_int" => Json::from(
                 content
                     .and_then(Json::as_u64)
                     .ok_or_else(|| need("a non-negative integer"))?,
             ),
             "decimal" | "string" | "path" | "date_time" | "pattern" => {
-                let text = content.and_then(Json::as_str).ok_or_else(|| need("a string"))?;
+                let text = content
+                    .and_then(Json::as_str)
+                    .ok_or_else(|| need("a string"))?;
                 self.text(text.len())?;
                 Json::String(text.to_owned())
             }
@@ -312,7 +324,9 @@ impl ValueWalk {
                 Json::Array(out)
             }
             "record" => {
-                let map = content.and_then(Json::as_object).ok_or_else(|| need("a record"))?;
+                let map = content
+                    .and_then(Json::as_object)
+                    .ok_or_else(|| need("a record"))?;
                 let mut out = Map::new();
                 for (key, item) in map {
                     self.text(key.len())?;
@@ -321,7 +335,11 @@ impl ValueWalk {
                 Json::Object(out)
             }
             "duration" | "size" => {
-                let field = if kind == "duration" { "nanoseconds" } else { "bytes" };
+                let field = if kind == "duration" {
+                    "nanoseconds"
+                } else {
+                    "bytes"
+                };
                 let inner = content
                     .and_then(Json::as_object)
                     .filter(|m| m.len() == 1)
@@ -538,7 +556,7 @@ impl ErrorWire {
                 total,
             ));
         }
-        Ok(OpError {
+        Ok(crate::error::ErrorRecord {
             code,
             message: self.message,
             labels,
@@ -546,7 +564,8 @@ impl ErrorWire {
             help: self.help,
             command: self.command,
             exit_status: self.exit_status,
-        })
+        }
+        .into())
     }
 }
 
@@ -588,7 +607,9 @@ fn typed_output(output: &Json) -> Result<Json, OpError> {
         "inherited" | "bytes" => Err(abi_error(
             "Lua runner ABI v1 returns typed values, not inherited or byte output",
         )
-        .with_help("Return `output = { kind = 'value', value = ... }` or a bounded `values` batch")),
+        .with_help(
+            "Return `output = { kind = 'value', value = ... }` or a bounded `values` batch",
+        )),
         _ => Err(abi_error(format!("invalid `output` of kind `{kind}`"))),
     }
 }
@@ -607,9 +628,9 @@ pub fn decode_result(value: &Json, source: &str) -> Result<Json, OpError> {
                 "successful Lua runner result must not contain `error`",
             ));
         }
-        let status = wire.status.ok_or_else(|| {
-            abi_error("successful Lua runner result requires integer `status`")
-        })?;
+        let status = wire
+            .status
+            .ok_or_else(|| abi_error("successful Lua runner result requires integer `status`"))?;
         let output = wire
             .output
             .ok_or_else(|| abi_error("successful Lua runner result requires typed `output`"))?;
@@ -692,7 +713,10 @@ mod tests {
         assert_eq!(error.context, vec!["c".to_owned()]);
         let bad = json!({"abi_version": 1, "ok": false,
             "error": {"code": "lua", "message": "\u{1b}[2J"}});
-        assert_eq!(decode_result(&bad, "s").unwrap_err().code, ErrorCode::Validation);
+        assert_eq!(
+            decode_result(&bad, "s").unwrap_err().code,
+            ErrorCode::Validation
+        );
     }
 
     #[test]

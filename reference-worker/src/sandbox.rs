@@ -14,11 +14,10 @@
 //! finalizers from guest metatables.
 
 use crate::meter::Meter;
-use mlua::{
-    Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib, Value,
-    VmState,
-};
 use mlua::chunk::ChunkMode;
+use mlua::{
+    Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib, Value, VmState,
+};
 use std::sync::Arc;
 
 /// Every global a guest can reach, with the SDK table `quirl`.
@@ -108,7 +107,8 @@ pub fn build(meter: &Arc<Meter>) -> mlua::Result<Sandbox> {
     let mut remove = Vec::new();
     for pair in globals.pairs::<Value, Value>() {
         let (key, _) = pair?;
-        let keep = matches!(&key, Value::String(name) if GLOBALS.contains(&&*name.to_string_lossy()));
+        let keep =
+            matches!(&key, Value::String(name) if GLOBALS.contains(&&*name.to_string_lossy()));
         if !keep {
             remove.push(key);
         }
@@ -142,9 +142,9 @@ pub fn install_hook(lua: &Lua, meter: &Arc<Meter>) -> mlua::Result<()> {
 fn coerced_len(lua: &Lua, value: Value) -> mlua::Result<Option<u64>> {
     Ok(match value {
         Value::String(s) => Some(s.as_bytes().len() as u64),
-        Value::Integer(_) | Value::Number(_) => lua
-            .coerce_string(value)?
-            .map(|s| s.as_bytes().len() as u64),
+        Value::Integer(_) | Value::Number(_) => {
+            lua.coerce_string(value)?.map(|s| s.as_bytes().len() as u64)
+        }
         _ => None,
     })
 }

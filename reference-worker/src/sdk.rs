@@ -175,21 +175,26 @@ fn read_spec<T: DeserializeOwned>(
     let callback = match spec.raw_get::<Value>(callback_field)? {
         Value::Function(f) => f,
         _ => {
-            return Err(mlua::Error::external(registry::registration_error(format!(
-                "{what} `{callback_field}` must be a function"
-            ))));
+            return Err(mlua::Error::external(registry::registration_error(
+                format!("{what} `{callback_field}` must be a function"),
+            )));
         }
     };
     let metadata = lua.create_table()?;
     for pair in spec.pairs::<Value, Value>() {
         let (key, value) = pair?;
-        let is_callback = matches!(&key, Value::String(k) if k.as_bytes() == callback_field.as_bytes());
+        let is_callback =
+            matches!(&key, Value::String(k) if k.as_bytes() == callback_field.as_bytes());
         if !is_callback {
             metadata.raw_set(key, value)?;
         }
     }
-    let json = to_json(&Value::Table(metadata), &REGISTRATION_SHAPE, &format!("{what} registration"))
-        .map_err(mlua::Error::external)?;
+    let json = to_json(
+        &Value::Table(metadata),
+        &REGISTRATION_SHAPE,
+        &format!("{what} registration"),
+    )
+    .map_err(mlua::Error::external)?;
     let record = crate::lenient::from_json::<T>(&json).map_err(|e| {
         mlua::Error::external(registry::registration_error(format!(
             "invalid {what} registration: {e}"
@@ -520,7 +525,10 @@ fn process_run(lua: &Lua, state: &SdkState, command: String) -> mlua::Result<Tab
         }
         HostReply::Error(error) => return Err(mlua::Error::external(error)),
     };
-    let too_long = |s: &Option<String>| s.as_ref().is_some_and(|s| s.len() as u64 > HOST_OUTPUT_BYTES);
+    let too_long = |s: &Option<String>| {
+        s.as_ref()
+            .is_some_and(|s| s.len() as u64 > HOST_OUTPUT_BYTES)
+    };
     if too_long(&outcome.stdout) || too_long(&outcome.stderr) {
         return Err(meter.trip(Stop::Violation(
             "host response output exceeds the requested max_output_bytes".to_owned(),

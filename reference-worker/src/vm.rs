@@ -23,8 +23,8 @@ use crate::registry::{ContributionKind, Registry};
 use crate::runner::{self, RunContext};
 use crate::sandbox;
 use crate::sdk::{self, Capabilities, HostPort, SdkState};
-use mlua::{Function, Lua, Table, Value};
 use mlua::chunk::ChunkMode;
+use mlua::{Function, Lua, Table, Value};
 use serde_json::Value as Json;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -78,17 +78,51 @@ pub struct VmConfig {
 #[derive(Debug, Clone)]
 #[allow(missing_docs)]
 pub enum Request {
-    Eval { source: String },
-    Check { source: String, source_name: String },
-    LoadConfig { source: String, source_name: String },
-    LoadPlugin { source: String, source_name: String },
-    RenderPrompt { name: String, context: Json },
-    Complete { command: String, context: Json },
-    Contribution { kind: String, name: String, context: Json },
-    Run { source: String, source_name: String, context: Json },
-    PluginCommand { name: String, context: Json, deadline_ms: u64 },
-    Event { event: Json },
-    Test { source: String, source_name: String },
+    Eval {
+        source: String,
+    },
+    Check {
+        source: String,
+        source_name: String,
+    },
+    LoadConfig {
+        source: String,
+        source_name: String,
+    },
+    LoadPlugin {
+        source: String,
+        source_name: String,
+    },
+    RenderPrompt {
+        name: String,
+        context: Json,
+    },
+    Complete {
+        command: String,
+        context: Json,
+    },
+    Contribution {
+        kind: String,
+        name: String,
+        context: Json,
+    },
+    Run {
+        source: String,
+        source_name: String,
+        context: Json,
+    },
+    PluginCommand {
+        name: String,
+        context: Json,
+        deadline_ms: u64,
+    },
+    Event {
+        event: Json,
+    },
+    Test {
+        source: String,
+        source_name: String,
+    },
 }
 
 /// How a request ended.
@@ -435,9 +469,10 @@ impl Vm {
     fn render_prompt(&mut self, name: &str, context: &Json) -> Result<Json, OpError> {
         let (function, deadline) = {
             let registry = self.state.registry().map_err(|e| lua_failure(&e, &[]))?;
-            let callback = registry.prompts.get(name).ok_or_else(|| {
-                OpError::schema(name, format!("unknown prompt segment `{name}`"))
-            })?;
+            let callback = registry
+                .prompts
+                .get(name)
+                .ok_or_else(|| OpError::schema(name, format!("unknown prompt segment `{name}`")))?;
             (self.callback(&callback.function)?, callback.deadline)
         };
         let context = self.context(context)?;
@@ -675,7 +710,12 @@ impl Vm {
         Ok(value)
     }
 
-    fn plugin_command(&mut self, name: &str, context: &Json, deadline_ms: u64) -> Result<Json, OpError> {
+    fn plugin_command(
+        &mut self,
+        name: &str,
+        context: &Json,
+        deadline_ms: u64,
+    ) -> Result<Json, OpError> {
         let received = Instant::now();
         let context = RunContext::from_json(context)?;
         let function = {
@@ -728,7 +768,10 @@ impl Vm {
                 continue;
             }
             let Value::Function(test) = value else {
-                return Err(OpError::schema(&chunk.name, format!("{name} must be a function")));
+                return Err(OpError::schema(
+                    &chunk.name,
+                    format!("{name} must be a function"),
+                ));
             };
             tests.push((name, test));
         }
@@ -741,8 +784,10 @@ impl Vm {
         }
         for (name, test) in &tests {
             self.begin(self.policy_wall())?;
-            test.call::<()>(())
-                .map_err(|e| self.fail(&e, Some(&chunk)).with_context(format!("test: {name}")))?;
+            test.call::<()>(()).map_err(|e| {
+                self.fail(&e, Some(&chunk))
+                    .with_context(format!("test: {name}"))
+            })?;
         }
         Ok(Json::from(tests.len() as u64))
     }

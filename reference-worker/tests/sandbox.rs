@@ -47,8 +47,24 @@ fn reachable_globals_are_exactly_the_documented_list() {
 fn every_removed_global_is_absent() {
     let mut vm = vm();
     for name in [
-        "load", "loadstring", "loadfile", "dofile", "require", "print", "warn", "io", "os",
-        "package", "debug", "module", "setfenv", "getfenv", "unpack", "newproxy", "jit", "ffi",
+        "load",
+        "loadstring",
+        "loadfile",
+        "dofile",
+        "require",
+        "print",
+        "warn",
+        "io",
+        "os",
+        "package",
+        "debug",
+        "module",
+        "setfenv",
+        "getfenv",
+        "unpack",
+        "newproxy",
+        "jit",
+        "ffi",
     ] {
         assert_eq!(
             success(eval(&mut vm, &format!("return {name} == nil"))),
@@ -56,7 +72,10 @@ fn every_removed_global_is_absent() {
             "{name} must be removed"
         );
     }
-    assert_eq!(success(eval(&mut vm, "return string.dump == nil")), json!(true));
+    assert_eq!(
+        success(eval(&mut vm, "return string.dump == nil")),
+        json!(true)
+    );
 }
 
 #[test]
@@ -82,7 +101,10 @@ fn library_tables_hold_only_the_documented_functions() {
 #[test]
 fn bytecode_is_never_loaded() {
     let mut vm = vm();
-    let error = failure(eval(&mut vm, "\u{1b}Lua\u{54}\u{0}\u{19}\u{93}\r\n\u{1a}\n"));
+    let error = failure(eval(
+        &mut vm,
+        "\u{1b}Lua\u{54}\u{0}\u{19}\u{93}\r\n\u{1a}\n",
+    ));
     assert_eq!(error.code, ErrorCode::Lua);
     let error = failure(vm.handle(quirl_lua_reference_worker::Request::Check {
         source: "\u{1b}LuaT".to_owned(),
@@ -105,7 +127,10 @@ fn native_patterns_are_refused_and_literal_find_works() {
         assert!(error.message.contains("native code"), "{source}: {error:?}");
     }
     assert_eq!(
-        success(eval(&mut vm, "return {string.find('hello world', 'o w', 1, true)}")),
+        success(eval(
+            &mut vm,
+            "return {string.find('hello world', 'o w', 1, true)}"
+        )),
         json!([5, 7])
     );
     assert_eq!(
@@ -113,12 +138,21 @@ fn native_patterns_are_refused_and_literal_find_works() {
         json!([3, 3])
     );
     assert_eq!(
-        success(eval(&mut vm, "return select('#', ('abc'):find('', 10, true))")),
+        success(eval(
+            &mut vm,
+            "return select('#', ('abc'):find('', 10, true))"
+        )),
         json!(1)
     );
-    assert_eq!(success(eval(&mut vm, "return {('abc'):find('', 2, true)}")), json!([2, 1]));
     assert_eq!(
-        success(eval(&mut vm, "return select('#', ('abc'):find('z', 1, true))")),
+        success(eval(&mut vm, "return {('abc'):find('', 2, true)}")),
+        json!([2, 1])
+    );
+    assert_eq!(
+        success(eval(
+            &mut vm,
+            "return select('#', ('abc'):find('z', 1, true))"
+        )),
         json!(1)
     );
 }
@@ -126,7 +160,10 @@ fn native_patterns_are_refused_and_literal_find_works() {
 #[test]
 fn the_string_metatable_cannot_be_reached() {
     let mut vm = vm();
-    assert_eq!(success(eval(&mut vm, "return getmetatable('')")), json!(false));
+    assert_eq!(
+        success(eval(&mut vm, "return getmetatable('')")),
+        json!(false)
+    );
     failure(eval(&mut vm, "getmetatable('').__index = {}"));
     failure(eval(&mut vm, "setmetatable('', {})"));
     assert_eq!(success(eval(&mut vm, "return ('x'):upper()")), json!("X"));
@@ -157,7 +194,14 @@ fn guest_finalizers_are_refused() {
 fn collectgarbage_only_counts() {
     let mut vm = vm();
     assert!(success(eval(&mut vm, "return collectgarbage('count')")).is_number());
-    for option in ["", "'collect'", "'stop'", "'step'", "'incremental'", "'generational'"] {
+    for option in [
+        "",
+        "'collect'",
+        "'stop'",
+        "'step'",
+        "'incremental'",
+        "'generational'",
+    ] {
         failure(eval(&mut vm, &format!("return collectgarbage({option})")));
     }
 }
@@ -165,7 +209,10 @@ fn collectgarbage_only_counts() {
 #[test]
 fn globals_and_callbacks_persist_across_requests() {
     let mut vm = vm();
-    success(eval(&mut vm, "counter = 41 function bump() counter = counter + 1 return counter end"));
+    success(eval(
+        &mut vm,
+        "counter = 41 function bump() counter = counter + 1 return counter end",
+    ));
     assert_eq!(success(eval(&mut vm, "return bump()")), json!(42));
     assert_eq!(success(eval(&mut vm, "return bump()")), json!(43));
 }
@@ -174,13 +221,19 @@ fn globals_and_callbacks_persist_across_requests() {
 fn budgets_reset_for_every_request() {
     let mut vm = vm();
     for _ in 0..3 {
-        success(eval(&mut vm, "local n = 0 for i = 1, 200000 do n = n + i end return n"));
+        success(eval(
+            &mut vm,
+            "local n = 0 for i = 1, 200000 do n = n + i end return n",
+        ));
     }
 }
 
 #[test]
 fn an_infinite_loop_trips_the_instruction_budget() {
-    assert_eq!(tripped(eval(&mut vm(), "while true do end")), "instructions");
+    assert_eq!(
+        tripped(eval(&mut vm(), "while true do end")),
+        "instructions"
+    );
 }
 
 #[test]
@@ -207,7 +260,10 @@ fn a_tiny_instruction_limit_is_respected() {
         instruction_limit: 1,
         ..POLICY
     });
-    assert_eq!(tripped(eval(&mut vm, "local a = 1 local b = 2 return a + b")), "instructions");
+    assert_eq!(
+        tripped(eval(&mut vm, "local a = 1 local b = 2 return a + b")),
+        "instructions"
+    );
 }
 
 #[test]
@@ -290,7 +346,11 @@ fn memory_bombs_trip_the_memory_limit() {
          end) return 'survived'",
         "return table.concat(setmetatable({}, {__index = function() return string.rep('y', 65536) end}), '', 1, 1e6)",
     ] {
-        assert_eq!(tripped(eval(&mut vm_with(BIG), source)), "memory", "{source}");
+        assert_eq!(
+            tripped(eval(&mut vm_with(BIG), source)),
+            "memory",
+            "{source}"
+        );
     }
 }
 
@@ -312,7 +372,10 @@ fn native_loops_are_charged_before_they_run() {
         );
         if let Verdict::Retired(error) = verdict {
             assert!(
-                error.context.iter().any(|c| c == "limit: instructions" || c == "limit: memory"),
+                error
+                    .context
+                    .iter()
+                    .any(|c| c == "limit: instructions" || c == "limit: memory"),
                 "{source}: {error:?}"
             );
         }
@@ -410,7 +473,10 @@ fn guest_errors_carry_a_label_at_the_reported_line() {
     assert_eq!(error.code, ErrorCode::Lua);
     let label = &error.labels[0];
     let source = label.source.as_deref().unwrap();
-    assert_eq!(&source[label.start as usize..label.end as usize], "return y.z");
+    assert_eq!(
+        &source[label.start as usize..label.end as usize],
+        "return y.z"
+    );
     let error = failure(eval(&mut vm(), "local x = = 1"));
     assert!(error.message.starts_with("Lua syntax error"), "{error:?}");
     assert_eq!(error.labels.len(), 1);
@@ -446,8 +512,16 @@ fn a_memory_limit_below_the_sandbox_is_refused() {
 #[test]
 fn results_must_be_json_compatible() {
     let mut vm = vm();
-    for source in ["return type", "return function() end", "return {f = type}", "return 0/0"] {
+    for source in [
+        "return type",
+        "return function() end",
+        "return {f = type}",
+        "return 0/0",
+    ] {
         failure(eval(&mut vm, source));
     }
-    assert_eq!(success(eval(&mut vm, "return {a = {1, 2.5}, b = 'x'}")), json!({"a": [1, 2.5], "b": "x"}));
+    assert_eq!(
+        success(eval(&mut vm, "return {a = {1, 2.5}, b = 'x'}")),
+        json!({"a": [1, 2.5], "b": "x"})
+    );
 }

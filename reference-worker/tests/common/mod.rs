@@ -64,7 +64,10 @@ pub fn retired(verdict: Verdict) -> OpError {
 #[track_caller]
 pub fn tripped(verdict: Verdict) -> String {
     let error = retired(verdict);
-    assert_eq!(error.code, quirl_lua_reference_worker::ErrorCode::ResourceLimit);
+    assert_eq!(
+        error.code,
+        quirl_lua_reference_worker::ErrorCode::ResourceLimit
+    );
     error
         .context
         .iter()

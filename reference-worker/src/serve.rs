@@ -1,0 +1,442 @@
+//! The serve loop: the protocol session around one [`Vm`].
+//!
+//! [`serve`] reads parent frames from `input`, runs them through the
+//! protocol crate's strict decoder and [`WorkerSession`], and writes the
+//! worker's frames to `output`. It builds no VM before a valid
+//! `initialize`. It ends:
+//! - with [`Ending::EndOfInput`] when the input ends at a frame boundary
+//!   outside a request;
+//! - with [`Ending::Retired`] after answering a request during which a
+//!   budget tripped, or an `initialize` that failed; the VM is then leaked,
+//!   never closed (its finalizers must not run), and the process should
+//!   exit;
+//! - with a [`WorkerError`] on any protocol violation in either direction
+//!   (including a bad host response, which the guest never sees) and on any
+//!   I/O failure; nothing further is executed or written.
+
+use crate::error::{ErrorCode, Label, OpError};
+use crate::sdk::{CommandOutcome, HostPort, HostReply, HostRequest};
+use crate::vm::{Policy, Request as VmRequest, Verdict, Vm, VmConfig};
+use quirl_lua_protocol::records as wire;
+use quirl_lua_protocol::{
+    ErrorKind, Operation, ParentFrame, ProtocolError, WorkerSession, read_payload,
+};
+use std::fmt;
+use std::io::{Read, Write};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+/// Options of [`serve`].
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// Cancellation flag observed by the VM's hook and allocator; setting it
+    /// stops the current request with a `cancellation` limit.
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// How a session ended without a violation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The input ended at a frame boundary while no request was in flight.
+    EndOfInput,
+    /// The worker answered and retired its VM (a budget tripped, or
+    /// `initialize` failed).
+    Retired,
+}
+
+/// Why a session failed.
+#[derive(Debug, Clone)]
+pub struct WorkerError {
+    error: ProtocolError,
+}
+
+impl WorkerError {
+    /// The protocol error kind (`io_error` for stream failures).
+    pub fn kind(&self) -> ErrorKind {
+        self.error.kind()
+    }
+
+    /// The underlying protocol error.
+    pub fn protocol_error(&self) -> &ProtocolError {
+        &self.error
+    }
+}
+
+impl fmt::Display for WorkerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "worker session failed: {}", self.error)
+    }
+}
+
+impl std::error::Error for WorkerError {}
+
+impl From<ProtocolError> for WorkerError {
+    fn from(error: ProtocolError) -> Self {
+        Self { error }
+    }
+}
+
+/// The stream and the session, shared by the loop and the host port.
+struct Channel<R, W> {
+    input: R,
+    output: W,
+    session: WorkerSession,
+    /// The violation a host call ran into (the VM only records a reason).
+    violation: Option<ProtocolError>,
+}
+
+impl<R: Read, W: Write> Channel<R, W> {
+    fn write(&mut self, bytes: &[u8]) -> Result<(), ProtocolError> {
+        self.output
+            .write_all(bytes)
+            .and_then(|()| self.output.flush())
+            .map_err(|e| {
+                ProtocolError::new(ErrorKind::IoError, format!("writing a frame failed: {e}"))
+            })
+    }
+
+    fn respond(
+        &mut self,
+        result: Result<serde_json::Value, wire::ShellError>,
+    ) -> Result<(), ProtocolError> {
+        let bytes = match self.session.respond(result) {
+            Ok(bytes) => bytes,
+            // Not a violation: the result could not be sent (too large, or
+            // not the operation's typed result). Answer with an error.
+            Err(error) if self.session.poison_cause().is_none() => {
+                let record = to_wire(
+                    &OpError::new(
+                        if error.kind() == ErrorKind::OversizedFrame {
+                            ErrorCode::ResourceLimit
+                        } else {
+                            ErrorCode::Validation
+                        },
+                        "the worker could not send the operation's result",
+                    )
+                    .with_context(error.to_string())
+                    .bounded(),
+                );
+                self.session.respond(Err(record))?
+            }
+            Err(error) => return Err(error),
+        };
+        self.write(&bytes)
+    }
+}
+
+type Shared<R, W> = Arc<Mutex<Channel<R, W>>>;
+
+fn lock<R, W>(
+    channel: &Shared<R, W>,
+) -> Result<std::sync::MutexGuard<'_, Channel<R, W>>, ProtocolError> {
+    channel
+        .lock()
+        .map_err(|_| ProtocolError::new(ErrorKind::IoError, "the worker channel is unavailable"))
+}
+
+/// The host port over the session: host call out, host response in.
+struct SessionHost<R, W> {
+    channel: Shared<R, W>,
+}
+
+impl<R: Read + Send, W: Write + Send> HostPort for SessionHost<R, W> {
+    fn call(&mut self, request: HostRequest) -> HostReply {
+        let Ok(mut channel) = self.channel.lock() else {
+            return HostReply::Violation("the worker channel is unavailable".to_owned());
+        };
+        match exchange(&mut channel, request) {
+            Ok(reply) => reply,
+            Err(error) => {
+                let reason = error.to_string();
+                channel.violation.get_or_insert(error);
+                HostReply::Violation(reason)
+            }
+        }
+    }
+}
+
+fn exchange<R: Read, W: Write>(
+    channel: &mut Channel<R, W>,
+    request: HostRequest,
+) -> Result<HostReply, ProtocolError> {
+    let bytes = channel.session.host_call(
+        request.command,
+        request.deadline_ms,
+        request.max_output_bytes,
+    )?;
+    channel.write(&bytes)?;
+    let Some(payload) = read_payload(&mut channel.input)? else {
+        return Err(ProtocolError::new(
+            ErrorKind::TruncatedHeader,
+            "the input ended while a host call was pending",
+        ));
+    };
+    match channel.session.receive_payload(&payload)? {
+        ParentFrame::HostResponse { response } => Ok(match response.result {
+            Ok(outcome) => HostReply::Outcome(CommandOutcome {
+                status: outcome.status,
+                stdout: outcome.stdout,
+                stderr: outcome.stderr,
+            }),
+            Err(error) => HostReply::Error(from_wire(&error)),
+        }),
+        // The session rejects a request while a host call is pending; this
+        // arm is never reached with a healthy session.
+        ParentFrame::Request { .. } => Err(ProtocolError::new(
+            ErrorKind::UnexpectedFrame,
+            "a request arrived while a host call was pending",
+        )),
+    }
+}
+
+fn code_to_wire(code: ErrorCode) -> wire::ErrorCode {
+    match code {
+        ErrorCode::InvalidCommand => wire::ErrorCode::InvalidCommand,
+        ErrorCode::InvalidArgument => wire::ErrorCode::InvalidArgument,
+        ErrorCode::Data => wire::ErrorCode::Data,
+        ErrorCode::Io => wire::ErrorCode::Io,
+        ErrorCode::ProcessSpawn => wire::ErrorCode::ProcessSpawn,
+        ErrorCode::ScriptRead => wire::ErrorCode::ScriptRead,
+        ErrorCode::Lua => wire::ErrorCode::Lua,
+        ErrorCode::Validation => wire::ErrorCode::Validation,
+        ErrorCode::ResourceLimit => wire::ErrorCode::ResourceLimit,
+    }
+}
+
+/// An operation error as the protocol's error record.
+pub fn to_wire(error: &OpError) -> wire::ShellError {
+    wire::ShellError {
+        code: code_to_wire(error.code),
+        message: error.message.clone(),
+        labels: error
+            .labels
+            .iter()
+            .map(|label| wire::ErrorLabel {
+                source: label.source.clone(),
+                start: label.start,
+                end: label.end,
+                message: label.message.clone(),
+            })
+            .collect(),
+        context: error.context.clone(),
+        help: error.help.clone(),
+        command: error.command.clone(),
+        exit_status: error.exit_status,
+    }
+}
+
+/// A protocol error record as an operation error.
+pub fn from_wire(error: &wire::ShellError) -> OpError {
+    crate::error::ErrorRecord {
+        code: ErrorCode::parse(error.code.as_str()).unwrap_or(ErrorCode::Validation),
+        message: error.message.clone(),
+        labels: error
+            .labels
+            .iter()
+            .map(|label| Label {
+                source: label.source.clone(),
+                start: label.start,
+                end: label.end,
+                message: label.message.clone(),
+            })
+            .collect(),
+        context: error.context.clone(),
+        help: error.help.clone(),
+        command: error.command.clone(),
+        exit_status: error.exit_status,
+    }
+    .into()
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, ProtocolError> {
+    serde_json::to_value(value).map_err(|e| {
+        ProtocolError::new(ErrorKind::WrongType, format!("record cannot be read: {e}"))
+    })
+}
+
+/// The VM request for a decoded operation (`initialize` excluded).
+fn vm_request(operation: Operation) -> Result<VmRequest, ProtocolError> {
+    Ok(match operation {
+        Operation::Initialize { .. } => {
+            return Err(ProtocolError::new(
+                ErrorKind::UnexpectedFrame,
+                "a second initialize request",
+            ));
+        }
+        Operation::Eval { source } => VmRequest::Eval { source },
+        Operation::Check {
+            source,
+            source_name,
+        } => VmRequest::Check {
+            source,
+            source_name,
+        },
+        Operation::LoadConfig {
+            source,
+            source_name,
+        } => VmRequest::LoadConfig {
+            source,
+            source_name,
+        },
+        Operation::LoadPlugin {
+            source,
+            source_name,
+        } => VmRequest::LoadPlugin {
+            source,
+            source_name,
+        },
+        Operation::RenderPrompt { name, context } => VmRequest::RenderPrompt { name, context },
+        Operation::Complete { command, context } => VmRequest::Complete { command, context },
+        Operation::Contribution {
+            kind,
+            name,
+            context,
+        } => VmRequest::Contribution {
+            kind: kind.as_str().to_owned(),
+            name,
+            context,
+        },
+        Operation::Run {
+            source,
+            source_name,
+            context,
+        } => VmRequest::Run {
+            source,
+            source_name,
+            context: json(&context)?,
+        },
+        Operation::PluginCommand {
+            name,
+            context,
+            deadline_ms,
+        } => VmRequest::PluginCommand {
+            name,
+            context: json(&context)?,
+            deadline_ms,
+        },
+        Operation::Event { event } => VmRequest::Event {
+            event: json(&event)?,
+        },
+        Operation::Test {
+            source,
+            source_name,
+        } => VmRequest::Test {
+            source,
+            source_name,
+        },
+    })
+}
+
+/// Serve one session over `input`/`output` (see the module docs).
+pub fn serve<R, W>(input: R, output: W, options: ServeOptions) -> Result<Ending, WorkerError>
+where
+    R: Read + Send + 'static,
+    W: Write + Send + 'static,
+{
+    let channel: Shared<R, W> = Arc::new(Mutex::new(Channel {
+        input,
+        output,
+        session: WorkerSession::new(),
+        violation: None,
+    }));
+    let mut vm: Option<Vm> = None;
+    let result = serve_loop(&channel, &mut vm, &options);
+    match &result {
+        // A VM whose budget tripped is never closed: its finalizers and
+        // close handlers must not run again in this process.
+        Ok(Ending::Retired) | Err(_) => std::mem::forget(vm),
+        Ok(Ending::EndOfInput) => drop(vm),
+    }
+    result
+}
+
+fn serve_loop<R, W>(
+    channel: &Shared<R, W>,
+    vm: &mut Option<Vm>,
+    options: &ServeOptions,
+) -> Result<Ending, WorkerError>
+where
+    R: Read + Send + 'static,
+    W: Write + Send + 'static,
+{
+    loop {
+        let frame = {
+            let mut guard = lock(channel)?;
+            let channel = &mut *guard;
+            match read_payload(&mut channel.input)? {
+                None => return Ok(Ending::EndOfInput),
+                Some(payload) => channel.session.receive_payload(&payload)?,
+            }
+        };
+        // The session accepts only requests here: a host response without a
+        // pending host call is a violation it has already reported.
+        let ParentFrame::Request { request } = frame else {
+            return Err(ProtocolError::new(
+                ErrorKind::UnexpectedFrame,
+                "a host response without a host call",
+            )
+            .into());
+        };
+        match request.operation {
+            Operation::Initialize {
+                policy,
+                grants,
+                process_enabled,
+                ..
+            } => {
+                let config = VmConfig {
+                    policy: Policy {
+                        allow_process: policy.allow_process(),
+                        memory_limit_bytes: policy.memory_limit_bytes(),
+                        instruction_limit: policy.instruction_limit(),
+                        wall_time_ms: policy.wall_time_ms(),
+                    },
+                    grants,
+                    process_enabled,
+                };
+                let host: Option<Box<dyn HostPort>> = process_enabled.then(|| {
+                    Box::new(SessionHost {
+                        channel: Arc::clone(channel),
+                    }) as Box<dyn HostPort>
+                });
+                match Vm::new(&config, Arc::clone(&options.cancel), host) {
+                    Ok(built) => {
+                        *vm = Some(built);
+                        crate::lockdown::after_vm_built()
+                            .map_err(|e| ProtocolError::new(ErrorKind::IoError, e.to_string()))?;
+                        lock(channel)?.respond(Ok(serde_json::Value::Null))?;
+                    }
+                    Err(error) => {
+                        lock(channel)?.respond(Err(to_wire(&error.bounded())))?;
+                        return Ok(Ending::Retired);
+                    }
+                }
+            }
+            operation => {
+                let request = vm_request(operation)?;
+                let Some(current) = vm.as_mut() else {
+                    return Err(ProtocolError::new(
+                        ErrorKind::UnexpectedFrame,
+                        "a request before initialize",
+                    )
+                    .into());
+                };
+                match current.handle(request) {
+                    Verdict::Success(value) => lock(channel)?.respond(Ok(value))?,
+                    Verdict::Failure(error) => lock(channel)?.respond(Err(to_wire(&error)))?,
+                    Verdict::Retired(error) => {
+                        lock(channel)?.respond(Err(to_wire(&error)))?;
+                        return Ok(Ending::Retired);
+                    }
+                    Verdict::Violation(reason) => {
+                        let mut guard = lock(channel)?;
+                        let error = guard.violation.take().unwrap_or_else(|| {
+                            ProtocolError::new(ErrorKind::UnexpectedFrame, reason)
+                        });
+                        return Err(error.into());
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! The real `quirl-worker` binary: stdio, exit statuses, the Quirl fixture,
+//! limits, and every reject fixture of `fixtures/manifest.json`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use quirl_lua_protocol::LUA_WORKER_PROTOCOL_DESCRIPTOR;
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_quirl-worker");
+
+struct Run {
+    status: Option<i32>,
+    output: Vec<u8>,
+}
+
+/// Feed `input` to a fresh worker, close stdin, collect stderr, and reap
+/// it (killing it if it is still alive after `limit`).
+fn run_worker(input: Vec<u8>, limit: Duration) -> Run {
+    let mut child = Command::new(WORKER)
+        .arg("--internal-lua-worker-v1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        // The worker may stop reading early (a violation); that is fine.
+        let _ = stdin.write_all(&input);
+    });
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = stderr.read_to_end(&mut out);
+        out
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            let _ = child.wait().unwrap();
+            panic!("the worker did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    writer.join().unwrap();
+    Run {
+        status: status.code(),
+        output: reader.join().unwrap(),
+    }
+}
+
+fn frame(value: &Value) -> Vec<u8> {
+    let payload = serde_json::to_vec(value).unwrap();
+    let mut out = (payload.len() as u32).to_be_bytes().to_vec();
+    out.extend(payload);
+    out
+}
+
+fn initialize() -> Vec<u8> {
+    frame(
+        &json!({"kind": "request", "request": {"version": 1, "id": 1, "operation": {
+        "operation": "initialize", "protocol_descriptor": LUA_WORKER_PROTOCOL_DESCRIPTOR,
+        "policy": {"allow_process": false, "memory_limit_bytes": 8_388_608,
+                   "instruction_limit": 2_000_000, "wall_time_ms": 1_000},
+        "grants": null, "process_enabled": false}}}),
+    )
+}
+
+fn eval(id: u64, source: &str) -> Vec<u8> {
+    frame(
+        &json!({"kind": "request", "request": {"version": 1, "id": id,
+        "operation": {"operation": "eval", "source": source}}}),
+    )
+}
+
+fn frames(output: &[u8]) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut rest = output;
+    while rest.len() >= 4 {
+        let len = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+        out.push(serde_json::from_slice(&rest[4..4 + len]).unwrap());
+        rest = &rest[4 + len..];
+    }
+    assert!(rest.is_empty(), "the worker wrote a partial frame");
+    out
+}
+
+#[test]
+fn answers_the_quirl_fixture_byte_for_byte_and_exits_zero_at_eof() {
+    let fixture = std::fs::read(fixtures().join("frames/quirl_request_fixture_v1.bin")).unwrap();
+    let expected = std::fs::read(fixtures().join("frames/quirl_response_fixture_v1.bin")).unwrap();
+    let mut input = initialize();
+    input.extend(fixture);
+    let run = run_worker(input, Duration::from_secs(10));
+    assert_eq!(run.status, Some(0));
+    assert!(run.output.ends_with(&expected));
+    assert_eq!(frames(&run.output).len(), 2);
+}
+
+#[test]
+fn an_empty_input_is_a_clean_end() {
+    let run = run_worker(Vec::new(), Duration::from_secs(10));
+    assert_eq!(run.status, Some(0));
+    assert!(run.output.is_empty());
+}
+
+#[test]
+fn a_violation_exits_nonzero_without_another_frame() {
+    let mut input = initialize();
+    input.extend(eval(1, "return 1"));
+    let run = run_worker(input, Duration::from_secs(10));
+    assert_eq!(run.status, Some(1));
+    assert_eq!(frames(&run.output).len(), 1);
+}
+
+#[test]
+fn a_tripped_limit_is_answered_then_the_worker_exits() {
+    let mut input = initialize();
+    input.extend(eval(
+        2,
+        "for i = 1, 1e9 do pcall(function() while true do end end) end return 1",
+    ));
+    input.extend(eval(3, "return 2"));
+    let run = run_worker(input, Duration::from_secs(10));
+    assert_eq!(run.status, Some(0));
+    let frames = frames(&run.output);
+    assert_eq!(
+        frames.len(),
+        2,
+        "nothing after the limit response: {frames:?}"
+    );
+    assert_eq!(frames[1]["response"]["error"]["code"], "resource_limit");
+}
+
+#[test]
+fn a_memory_bomb_is_answered_then_the_worker_exits() {
+    let mut input = initialize();
+    input.extend(eval(2, "local s = 'x' while true do s = s .. s end"));
+    let run = run_worker(input, Duration::from_secs(10));
+    assert_eq!(run.status, Some(0));
+    let frames = frames(&run.output);
+    assert_eq!(frames[1]["response"]["error"]["code"], "resource_limit");
+    assert!(
+        frames[1]["response"]["error"]["context"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("limit: memory"))
+    );
+}
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
+}
+
+#[test]
+fn every_reject_fixture_ends_the_worker_without_a_success() {
+    let manifest: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(fixtures().join("manifest.json")).unwrap()).unwrap();
+    let rejects: Vec<&Value> = manifest
+        .iter()
+        .filter(|e| e["direction"] == "parent_to_worker" && e["expect"] == "reject")
+        .collect();
+    assert!(rejects.len() > 100);
+    for entry in rejects {
+        let bytes = std::fs::read(fixtures().join(entry["file"].as_str().unwrap())).unwrap();
+        // Alone: nothing is written at all.
+        let run = run_worker(bytes.clone(), Duration::from_secs(10));
+        assert_ne!(run.status, Some(0), "{entry}");
+        assert!(run.output.is_empty(), "{entry}");
+        // After a valid initialize: only the initialize answer is written.
+        let mut input = initialize();
+        input.extend(bytes);
+        let run = run_worker(input, Duration::from_secs(10));
+        assert_ne!(run.status, Some(0), "{entry}");
+        assert_eq!(frames(&run.output).len(), 1, "{entry}");
+    }
+}
