@@ -1,0 +1,142 @@
+//! The parent against the real reference worker (`quirl-lua
+//! --internal-lua-worker-v1`): results, guest errors, and workers stuck in
+//! native code killed at the deadline.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/procfs.rs"]
+mod procfs;
+
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use quirl_lua_reference_parent::{
+    ErrorKind, Policy, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig,
+};
+
+const CLI: &str = env!("CARGO_BIN_EXE_quirl-lua");
+/// Generous only where the bound is the behaviour.
+const LATE_MAX: Duration = Duration::from_millis(200);
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn real(wall_ms: u64) -> WorkerConfig {
+    let policy = Policy::new(false, 32 << 20, 100_000_000, wall_ms).unwrap();
+    WorkerConfig::new(WorkerCommand::new(CLI).arg(WORKER_ARGUMENT), policy)
+        .startup_timeout(Duration::from_secs(10))
+}
+
+#[test]
+fn cli_eval_prints_forty_two() {
+    let output = Command::new(CLI)
+        .args(["eval", "return 6 * 7"])
+        .env_remove("QUIRL_LUA_WORKER")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "42\n",
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(output.status.code(), Some(0));
+}
+
+#[test]
+fn globals_persist_across_requests_of_one_worker() {
+    let _guard = serial();
+    let mut worker = Worker::spawn(real(5_000)).unwrap();
+    worker.eval("counter = 41").unwrap();
+    assert_eq!(
+        worker.eval("counter = counter + 1 return counter").unwrap(),
+        serde_json::json!(42)
+    );
+    worker.shutdown().unwrap();
+}
+
+#[test]
+fn guest_error_leaves_the_worker_usable() {
+    let _guard = serial();
+    let mut worker = Worker::spawn(real(5_000)).unwrap();
+    let error = worker.eval("error('boom')").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Guest, "{error}");
+    assert_eq!(error.code().as_str(), "lua");
+    assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
+}
+
+fn assert_killed_at_the_deadline(source: &str, wall_ms: u64) {
+    let _guard = serial();
+    let mut worker = Worker::spawn(real(wall_ms)).unwrap();
+    let pid = i32::try_from(worker.pid()).unwrap();
+    let started = Instant::now();
+    let error = worker.eval(source).unwrap_err();
+    let elapsed = started.elapsed();
+    assert_eq!(error.code().as_str(), "resource_limit", "{error}");
+    assert!(
+        elapsed <= Duration::from_millis(wall_ms) + LATE_MAX,
+        "returned after {elapsed:?}: {error}"
+    );
+    // Either the parent's deadline fired (the worker was killed) or the
+    // worker's own wall-time hook answered first; both are bounded.
+    if error.kind() == ErrorKind::Deadline {
+        assert!(worker.is_poisoned());
+    } else {
+        assert_eq!(error.kind(), ErrorKind::Guest, "{error}");
+    }
+    drop(worker);
+    assert!(procfs::living_members_after(pid, Duration::from_secs(1)).is_empty());
+    assert!(procfs::own_zombies().is_empty());
+}
+
+#[test]
+fn table_move_over_the_whole_integer_range_is_refused_by_the_instruction_budget() {
+    // The reference worker charges table.move's element count up front.
+    let _guard = serial();
+    let mut worker = Worker::spawn(real(5_000)).unwrap();
+    let started = Instant::now();
+    let error = worker
+        .eval("table.move({}, 1, math.maxinteger - 1, 2)")
+        .unwrap_err();
+    assert_eq!(error.code().as_str(), "resource_limit", "{error}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn worker_stuck_in_table_move_is_killed_at_the_deadline() {
+    // One C call (90 million element moves, seconds of native work, within
+    // the instruction budget) that never returns to a Lua hook: only the
+    // parent's deadline can stop it.
+    let _guard = serial();
+    let mut worker = Worker::spawn(real(200)).unwrap();
+    let pid = i32::try_from(worker.pid()).unwrap();
+    let started = Instant::now();
+    let error = worker.eval("table.move({}, 1, 90000000, 2)").unwrap_err();
+    let elapsed = started.elapsed();
+    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+    assert!(
+        elapsed <= Duration::from_millis(200) + LATE_MAX,
+        "returned after {elapsed:?}"
+    );
+    assert!(worker.is_poisoned());
+    assert_eq!(
+        worker.eval("return 1").unwrap_err().kind(),
+        ErrorKind::Unavailable
+    );
+    assert!(procfs::living_members_after(pid, Duration::from_secs(1)).is_empty());
+    assert!(procfs::own_zombies().is_empty());
+}
+
+#[test]
+fn worker_looping_over_large_native_string_calls_is_stopped_in_time() {
+    assert_killed_at_the_deadline(
+        "local s = ('x'):rep(1000000) for i = 1, 1e9 do s = s:upper():lower() end",
+        300,
+    );
+}
