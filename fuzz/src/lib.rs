@@ -1,0 +1,8 @@
+//! Fuzz targets of `quirl-lua-protocol` as plain functions.
+//!
+//! `fuzz_targets/*.rs` are thin libFuzzer wrappers around [`targets`]; the
+//! stable test `protocol/tests/fuzz_corpus_replay.rs` includes the same
+//! files with `#[path]` and replays every committed corpus and crash file.
+
+pub mod generate;
+pub mod targets;

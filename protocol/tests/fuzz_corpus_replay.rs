@@ -1,0 +1,96 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Replays every committed fuzz corpus file and crash regression through
+//! the same target functions the libFuzzer harness runs (`fuzz/src/`), on
+//! the stable toolchain, so a regression fails `cargo test`.
+//!
+//! Layout: `fuzz/corpus/<target>/<file>` (seeds, see `fuzz/seed_corpus.py`)
+//! and `fuzz/artifacts-regressions/<target>/<file>` (minimized crash inputs
+//! of bugs that were fixed).
+
+#[allow(dead_code)]
+#[path = "../../fuzz/src/generate.rs"]
+mod generate;
+#[allow(dead_code)]
+#[path = "../../fuzz/src/targets.rs"]
+mod targets;
+
+use std::path::{Path, PathBuf};
+
+type Target = fn(&[u8]);
+
+const TARGETS: &[(&str, Target)] = &[
+    ("decoder_chunking", targets::decoder_chunking),
+    ("parent_frame", targets::parent_frame),
+    ("worker_frame", targets::worker_frame),
+    ("round_trip", targets::round_trip),
+    ("validation", targets::validation),
+    ("strictness", targets::strictness),
+];
+
+fn fuzz_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
+}
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+fn replay(root: &str, require_files: bool) -> usize {
+    let base = fuzz_dir().join(root);
+    let mut total = 0;
+    if let Ok(entries) = std::fs::read_dir(&base) {
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if !path.is_dir() {
+                continue;
+            }
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                TARGETS.iter().any(|(target, _)| *target == name),
+                "{root}/{name} names no fuzz target"
+            );
+        }
+    }
+    for (name, target) in TARGETS {
+        let files = files_in(&base.join(name));
+        if require_files {
+            assert!(!files.is_empty(), "{root}/{name} has no committed inputs");
+        }
+        for file in files {
+            let data = std::fs::read(&file).unwrap();
+            let outcome = std::panic::catch_unwind(|| target(&data));
+            assert!(outcome.is_ok(), "{} fails target {name}", file.display());
+            total += 1;
+        }
+    }
+    total
+}
+
+#[test]
+fn every_committed_corpus_file_passes_its_target() {
+    let replayed = replay("corpus", true);
+    assert!(replayed >= TARGETS.len(), "only {replayed} corpus files");
+}
+
+#[test]
+fn every_committed_crash_regression_passes_its_target() {
+    // Empty until a crash is found; each fixed crash adds a file here.
+    replay("artifacts-regressions", false);
+}
+
+#[test]
+fn empty_and_tiny_inputs_pass_every_target() {
+    for (_, target) in TARGETS {
+        for data in [&[][..], &[0], &[0xff], &[0, 0, 0, 1, b'1'], &[0xff; 64]] {
+            target(data);
+        }
+    }
+}
