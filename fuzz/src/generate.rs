@@ -130,8 +130,26 @@ impl<'a> Source<'a> {
     /// One character, drawn from an alphabet heavy in JSON-relevant cases.
     pub fn any_char(&mut self) -> char {
         const SPECIAL: [char; 20] = [
-            '"', '\\', '/', '\n', '\t', '\r', '\u{0}', '\u{1}', '\u{1f}', '\u{7f}', 'é', 'ß',
-            '\u{2028}', '\u{2029}', '\u{feff}', '\u{ffff}', '😀', '\u{10ffff}', '=', ' ',
+            '"',
+            '\\',
+            '/',
+            '\n',
+            '\t',
+            '\r',
+            '\u{0}',
+            '\u{1}',
+            '\u{1f}',
+            '\u{7f}',
+            'é',
+            'ß',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{feff}',
+            '\u{ffff}',
+            '😀',
+            '\u{10ffff}',
+            '=',
+            ' ',
         ];
         let byte = self.byte();
         match byte {
@@ -206,7 +224,7 @@ fn boundaries(text: &str) -> Vec<usize> {
 pub fn error_label(src: &mut Source<'_>) -> ErrorLabel {
     let source = src.flag().then(|| src.text(12));
     let (start, end) = match &source {
-        Some(text) if src.byte() % 4 != 0 => {
+        Some(text) if !src.byte().is_multiple_of(4) => {
             let points = boundaries(text);
             let a = points[src.below(points.len())];
             let b = points[src.below(points.len())];
@@ -300,7 +318,11 @@ pub fn free_value(src: &mut Source<'_>, depth: usize) -> Value {
         }
         5 => Value::from([0.0, -0.0, 1.0, 0.1, 1e300, -2.5e-308, 9007199254740993.0][src.below(7)]),
         6 => Value::String(src.text(10)),
-        7 => Value::Array((0..src.below(4)).map(|_| free_value(src, depth - 1)).collect()),
+        7 => Value::Array(
+            (0..src.below(4))
+                .map(|_| free_value(src, depth - 1))
+                .collect(),
+        ),
         _ => {
             let mut map = serde_json::Map::new();
             for _ in 0..src.below(4) {
@@ -524,7 +546,7 @@ pub fn response(src: &mut Source<'_>) -> Response {
 
 /// A valid parent→worker frame.
 pub fn parent_frame(src: &mut Source<'_>) -> ParentFrame {
-    if src.byte() % 4 != 0 {
+    if !src.byte().is_multiple_of(4) {
         ParentFrame::Request {
             request: request(src),
         }

@@ -5,4 +5,5 @@
 //! files with `#[path]` and replays every committed corpus and crash file.
 
 pub mod generate;
+pub mod sessions;
 pub mod targets;

@@ -108,7 +108,8 @@ fn same_json(left: &Value, right: &Value) -> bool {
             if a.is_f64() || b.is_f64() {
                 match (a.as_f64(), b.as_f64()) {
                     (Some(x), Some(y)) => {
-                        x == y || (x.to_bits().abs_diff(y.to_bits()) <= 2 && x.signum() == y.signum())
+                        x == y
+                            || (x.to_bits().abs_diff(y.to_bits()) <= 2 && x.signum() == y.signum())
                     }
                     _ => false,
                 }
@@ -121,8 +122,7 @@ fn same_json(left: &Value, right: &Value) -> bool {
         }
         (Value::Object(a), Value::Object(b)) => {
             a.len() == b.len()
-                && a
-                    .iter()
+                && a.iter()
                     .all(|(key, x)| b.get(key).is_some_and(|y| same_json(x, y)))
         }
         _ => left == right,
@@ -360,7 +360,10 @@ fn run_decoder(stream: &[u8], max: usize, plan: &[usize]) -> (Vec<Vec<u8>>, Endi
     let mut consumed_total = 0_usize;
     let mut boundary = 0_usize;
     while offset < stream.len() {
-        let mut size = plan.get(step % plan.len().max(1)).copied().unwrap_or(usize::MAX);
+        let mut size = plan
+            .get(step % plan.len().max(1))
+            .copied()
+            .unwrap_or(usize::MAX);
         step += 1;
         if size == 0 {
             match decoder.feed(&[]) {
@@ -396,8 +399,14 @@ fn run_decoder(stream: &[u8], max: usize, plan: &[usize]) -> (Vec<Vec<u8>>, Endi
                     assert!(consumed >= 1 && consumed <= chunk.len(), "bad consumed");
                     consumed_total += consumed;
                     boundary += 4 + payload.len();
-                    assert_eq!(consumed_total, boundary, "consumed bytes do not end at the frame end");
-                    assert!(decoder.is_at_boundary(), "decoder not idle at a frame boundary");
+                    assert_eq!(
+                        consumed_total, boundary,
+                        "consumed bytes do not end at the frame end"
+                    );
+                    assert!(
+                        decoder.is_at_boundary(),
+                        "decoder not idle at a frame boundary"
+                    );
                     frames.push(payload);
                     chunk = &chunk[consumed..];
                     since_boundary = 0;
@@ -418,7 +427,11 @@ fn sticky(
     frames: Vec<Vec<u8>>,
     error: ProtocolError,
 ) -> (Vec<Vec<u8>>, Ending) {
-    assert_eq!(decoder.buffer_capacity(), 0, "a failed decoder keeps its buffer");
+    assert_eq!(
+        decoder.buffer_capacity(),
+        0,
+        "a failed decoder keeps its buffer"
+    );
     for _ in 0..2 {
         let again = decoder
             .feed(&[0, 0, 0, 1, b'1'])
@@ -505,20 +518,38 @@ pub fn decoder_chunking(data: &[u8]) {
     };
     let count = usize::from(control & 0x0f).min(rest.len());
     let (sizes, stream) = rest.split_at(count);
-    const LIMITS: [usize; 8] = [oracle::FRAME_MAX, 1, 2, 16, 100, 4096, 65_536, oracle::FRAME_MAX - 1];
+    const LIMITS: [usize; 8] = [
+        oracle::FRAME_MAX,
+        1,
+        2,
+        16,
+        100,
+        4096,
+        65_536,
+        oracle::FRAME_MAX - 1,
+    ];
     let max = LIMITS[usize::from(control >> 4 & 7)];
     let plan = chunk_plan(sizes);
 
     let expected = reference_split(stream, max);
     let whole = run_decoder(stream, max, &[usize::MAX]);
-    assert_eq!(whole, expected, "one-piece decoding disagrees with the reference");
+    assert_eq!(
+        whole, expected,
+        "one-piece decoding disagrees with the reference"
+    );
     let chunked = run_decoder(stream, max, &plan);
-    assert_eq!(chunked, expected, "chunked decoding disagrees with one-piece decoding");
+    assert_eq!(
+        chunked, expected,
+        "chunked decoding disagrees with one-piece decoding"
+    );
     let bytewise = run_decoder(stream, max, &[1]);
     assert_eq!(bytewise, expected, "byte-by-byte decoding disagrees");
     if max == oracle::FRAME_MAX {
         let blocking = run_blocking(stream, &plan);
-        assert_eq!(blocking, expected, "read_payload disagrees with the push decoder");
+        assert_eq!(
+            blocking, expected,
+            "read_payload disagrees with the push decoder"
+        );
     }
     for payload in expected.0.iter().take(4) {
         if control & 0x80 == 0 {
@@ -599,7 +630,10 @@ fn round_trip_one<F: WireFrame + PartialEq + std::fmt::Debug>(
     write_shuffled(&tree, src, &keep, &mut 0, &mut shuffled);
     let reordered = F::decode(shuffled.as_bytes())
         .unwrap_or_else(|error| panic!("reordered frame rejected: {error}\n{shuffled}"));
-    assert_eq!(&reordered, frame, "member order changed the frame\n{shuffled}");
+    assert_eq!(
+        &reordered, frame,
+        "member order changed the frame\n{shuffled}"
+    );
     assert_eq!(
         reordered.encode().ok().as_deref(),
         Some(bytes.as_slice()),
@@ -656,7 +690,10 @@ fn check_policy(src: &mut Source<'_>) {
             );
         }
         Err(error) => {
-            assert!(!valid, "Policy::new rejected {memory}/{instructions}/{wall}");
+            assert!(
+                !valid,
+                "Policy::new rejected {memory}/{instructions}/{wall}"
+            );
             assert_eq!(error.kind(), ErrorKind::PolicyOutOfRange);
         }
     }
@@ -668,7 +705,10 @@ fn check_policy(src: &mut Source<'_>) {
     );
     match decode_parent_frame(frame.as_bytes()) {
         Ok(ParentFrame::Request { request }) => {
-            assert!(valid, "decoder accepted policy {memory}/{instructions}/{wall}");
+            assert!(
+                valid,
+                "decoder accepted policy {memory}/{instructions}/{wall}"
+            );
             let Operation::Initialize { policy, .. } = request.operation else {
                 panic!("initialize decoded as another operation");
             };
@@ -808,7 +848,11 @@ fn expect_bounds<T: std::fmt::Debug>(what: &str, valid: bool, result: Result<T, 
         Ok(_) => assert!(valid, "{what} accepted an out-of-bounds error record"),
         Err(error) => {
             assert!(!valid, "{what} rejected a valid error record: {error}");
-            assert_eq!(error.kind(), ErrorKind::ErrorRecordBounds, "{what}: {error}");
+            assert_eq!(
+                error.kind(),
+                ErrorKind::ErrorRecordBounds,
+                "{what}: {error}"
+            );
         }
     }
 }
@@ -1168,7 +1212,9 @@ fn check_mutation<F: WireFrame + PartialEq + std::fmt::Debug>(
         (Expect::Reject(kind), Err(error)) => {
             assert_eq!(error.kind(), kind, "{what}: {error}\n{text}");
         }
-        (expected, Ok(frame)) => panic!("{what}: expected {expected:?}, accepted\n{text}\n{frame:?}"),
+        (expected, Ok(frame)) => {
+            panic!("{what}: expected {expected:?}, accepted\n{text}\n{frame:?}")
+        }
         (expected, Err(error)) => panic!("{what}: expected {expected:?}, got {error}\n{text}"),
     }
 }
@@ -1246,12 +1292,18 @@ fn strictness_one<F: WireFrame + PartialEq + std::fmt::Debug>(
             let at = src.below(entries.len() + 1);
             entries.insert(at, (key, value));
             mutated.write(&mut out);
-            check_mutation::<F>(&out, Expect::Reject(ErrorKind::DuplicateKey), "duplicate key");
+            check_mutation::<F>(
+                &out,
+                Expect::Reject(ErrorKind::DuplicateKey),
+                "duplicate key",
+            );
         }
         Mutation::Trailing => {
             // Trailing whitespace or bytes after the value.
             const TAILS: [&str; 8] = [" ", "\n", "\t", "\r\n", "  ", "0", "{}", "\u{0}"];
-            let tail: String = (0..=src.below(3)).map(|_| TAILS[src.below(TAILS.len())]).collect();
+            let tail: String = (0..=src.below(3))
+                .map(|_| TAILS[src.below(TAILS.len())])
+                .collect();
             check_mutation::<F>(
                 &format!("{text}{tail}"),
                 Expect::Reject(ErrorKind::TrailingBytes),
@@ -1277,14 +1329,20 @@ fn strictness_one<F: WireFrame + PartialEq + std::fmt::Debug>(
                 *object = Json::Arr(values);
             }
             mutated.write(&mut out);
-            check_mutation::<F>(&out, Expect::Reject(ErrorKind::NotAnObject), "record as array");
+            check_mutation::<F>(
+                &out,
+                Expect::Reject(ErrorKind::NotAnObject),
+                "record as array",
+            );
         }
         Mutation::Tag => {
             // An unknown tag value, or no tag at all.
             let Role::Record { tag: Some(tag), .. } = role else {
                 return;
             };
-            let Some(index) = entries.iter().position(|(key, _)| Json::plain_key(key) == tag)
+            let Some(index) = entries
+                .iter()
+                .position(|(key, _)| Json::plain_key(key) == tag)
             else {
                 panic!("tagged object without its tag: {text}");
             };
@@ -1319,7 +1377,10 @@ fn strictness_one<F: WireFrame + PartialEq + std::fmt::Debug>(
             // Cut short anywhere: always a reject.
             let cut = src.below(text.len());
             let bytes = &text.as_bytes()[..cut];
-            assert!(F::decode(bytes).is_err(), "a truncated payload was accepted");
+            assert!(
+                F::decode(bytes).is_err(),
+                "a truncated payload was accepted"
+            );
         }
         Mutation::Relayout => {
             // Whitespace between tokens and member order are free.
@@ -1392,5 +1453,8 @@ pub fn strictness(data: &[u8]) {
     let Some((&first, rest)) = data.split_first() else {
         return;
     };
-    strictness_case(rest, Mutation::ALL[usize::from(first) % Mutation::ALL.len()]);
+    strictness_case(
+        rest,
+        Mutation::ALL[usize::from(first) % Mutation::ALL.len()],
+    );
 }

@@ -11,6 +11,9 @@
 #[path = "../../fuzz/src/generate.rs"]
 mod generate;
 #[allow(dead_code)]
+#[path = "../../fuzz/src/sessions.rs"]
+mod sessions;
+#[allow(dead_code)]
 #[path = "../../fuzz/src/targets.rs"]
 mod targets;
 
@@ -25,25 +28,35 @@ const TARGETS: &[(&str, Target)] = &[
     ("round_trip", targets::round_trip),
     ("validation", targets::validation),
     ("strictness", targets::strictness),
+    ("parent_session", sessions::parent_session),
+    ("worker_session", sessions::worker_session),
 ];
 
 fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
 }
 
-fn files_in(dir: &Path) -> Vec<PathBuf> {
+/// Files of `dir` whose names start with `prefix`. In `corpus/` only the
+/// committed `seed-*` files are replayed: a local fuzzer run may be adding
+/// and removing its own finds there at the same time.
+fn files_in(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut files: Vec<PathBuf> = entries
         .map(|entry| entry.unwrap().path())
-        .filter(|path| path.is_file())
+        .filter(|path| {
+            path.is_file()
+                && path
+                    .file_name()
+                    .is_some_and(|name| name.to_string_lossy().starts_with(prefix))
+        })
         .collect();
     files.sort();
     files
 }
 
-fn replay(root: &str, require_files: bool) -> usize {
+fn replay(root: &str, prefix: &str, require_files: bool) -> usize {
     let base = fuzz_dir().join(root);
     let mut total = 0;
     if let Ok(entries) = std::fs::read_dir(&base) {
@@ -60,7 +73,7 @@ fn replay(root: &str, require_files: bool) -> usize {
         }
     }
     for (name, target) in TARGETS {
-        let files = files_in(&base.join(name));
+        let files = files_in(&base.join(name), prefix);
         if require_files {
             assert!(!files.is_empty(), "{root}/{name} has no committed inputs");
         }
@@ -76,14 +89,14 @@ fn replay(root: &str, require_files: bool) -> usize {
 
 #[test]
 fn every_committed_corpus_file_passes_its_target() {
-    let replayed = replay("corpus", true);
+    let replayed = replay("corpus", "seed-", true);
     assert!(replayed >= TARGETS.len(), "only {replayed} corpus files");
 }
 
 #[test]
 fn every_committed_crash_regression_passes_its_target() {
     // Empty until a crash is found; each fixed crash adds a file here.
-    replay("artifacts-regressions", false);
+    replay("artifacts-regressions", "", false);
 }
 
 #[test]
