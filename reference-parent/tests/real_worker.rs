@@ -140,3 +140,118 @@ fn worker_looping_over_large_native_string_calls_is_stopped_in_time() {
         300,
     );
 }
+
+fn cli(args: &[&str]) -> std::process::Output {
+    Command::new(CLI)
+        .args(args)
+        .env_remove("QUIRL_LUA_WORKER")
+        .output()
+        .unwrap()
+}
+
+fn write_temp(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("quirl-lua-real-worker-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn cli_plugin_lists_registrations_and_renders_a_prompt() {
+    let plugin = write_temp(
+        "plugin.lua",
+        r#"quirl.prompt.add_segment({ name = "hello", render = function(ctx) return "hi there" end })"#,
+    );
+    let plugin = plugin.to_str().unwrap();
+    let listed = cli(&["plugin", plugin]);
+    assert_eq!(
+        listed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let registrations: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(registrations["prompt_segments"][0]["name"], "hello");
+    let rendered = cli(&["plugin", plugin, "--prompt", "hello"]);
+    assert_eq!(String::from_utf8_lossy(&rendered.stdout), "\"hi there\"\n");
+}
+
+#[test]
+fn cli_run_passes_arguments_and_maps_a_nonzero_status_to_exit_one() {
+    let module = |status: u8| {
+        format!(
+            "return {{ abi_version = 1, main = function(ctx) return {{ abi_version = 1, ok = true, status = {status}, output = {{ kind = 'value', value = {{ type = 'string', value = table.concat(ctx.args, ',') }} }} }} end }}"
+        )
+    };
+    let ok = write_temp("ok.lua", &module(0));
+    let output = cli(&["run", ok.to_str().unwrap(), "a", "b"]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let outcome: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(outcome["output"]["value"]["value"], "a,b");
+    let failing = write_temp("fail.lua", &module(2));
+    assert_eq!(
+        cli(&["run", failing.to_str().unwrap()]).status.code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn cli_test_prints_the_number_of_tests() {
+    let tests = write_temp(
+        "tests.lua",
+        "return { test_one = function() assert(1 == 1) end, test_two = function() end }",
+    );
+    let output = cli(&["test", tests.to_str().unwrap()]);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "2\n",
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn cli_limits_exit_three() {
+    assert_eq!(
+        cli(&["--instructions", "100000", "eval", "while true do end"])
+            .status
+            .code(),
+        Some(3)
+    );
+    assert_eq!(
+        cli(&["--memory", "1MiB", "eval", "return ('x'):rep(1e7)"])
+            .status
+            .code(),
+        Some(3)
+    );
+}
+
+#[test]
+fn cli_runs_a_granted_process_through_the_parent() {
+    let granted = cli(&[
+        "--allow-process",
+        "--grant",
+        "process.spawn:echo",
+        "eval",
+        "return quirl.process.run('echo hi').value",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&granted.stdout),
+        "\"hi\\n\"\n",
+        "{}",
+        String::from_utf8_lossy(&granted.stderr)
+    );
+    let denied = cli(&[
+        "--allow-process",
+        "eval",
+        "return quirl.process.run('echo hi').value",
+    ]);
+    assert_eq!(denied.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&denied.stderr).contains("capability denied"));
+}

@@ -13,7 +13,6 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
-use quirl_lua_protocol::limits::CAPTURE_BYTES_MAX;
 use quirl_lua_protocol::{
     ErrorCode, ExecutionContext, ExecutionEffects, ExecutionInput, ExecutionStatus, ExtensionEvent,
     Operation, OutputTarget, ParentFrame, Policy, decode_parent_frame,
@@ -190,7 +189,7 @@ pub(crate) fn empty_context() -> Value {
 }
 
 /// The context of `run` and plugin commands: arguments, no environment, the
-/// current directory, no input, output captured.
+/// current directory, no input, typed value output (the runner ABI v1 form).
 pub(crate) fn execution_context(args: &[String]) -> Result<ExecutionContext, Failure> {
     let cwd = std::env::current_dir()
         .map_err(|error| Failure::Usage(format!("cannot read the working directory: {error}")))?;
@@ -199,9 +198,7 @@ pub(crate) fn execution_context(args: &[String]) -> Result<ExecutionContext, Fai
         environment: BTreeMap::new(),
         working_directory: cwd.to_string_lossy().into_owned(),
         input: ExecutionInput::None,
-        output: OutputTarget::Capture {
-            max_bytes_per_stream: CAPTURE_BYTES_MAX,
-        },
+        output: OutputTarget::Value,
         declared_effects: ExecutionEffects::default(),
     };
     context
