@@ -16,6 +16,7 @@ local guard, charge, reserve_rep, plain_find, interval = ...
 
 local type, select, error, getmetatable, rawlen = type, select, error, getmetatable, rawlen
 local tointeger = math.tointeger
+local maxinteger = math.maxinteger
 local raw_setmetatable = setmetatable
 
 -- Native work below these sizes is covered by the instructions that call it.
@@ -301,7 +302,7 @@ do
     end
     local n = last - first
     if n < 0 then -- overflow: the original rejects such ranges
-      return math.maxinteger
+      return maxinteger
     end
     return n + 1
   end
@@ -322,11 +323,11 @@ do
       return result
     end
     if ei >= fi then
-      if not (fi > 0 or ei < math.maxinteger + fi) then
+      if not (fi > 0 or ei < maxinteger + fi) then
         error("bad argument #3 to 'move' (too many elements to move)", 2)
       end
       local n = ei - fi
-      if not (ti <= math.maxinteger - n) then
+      if not (ti <= maxinteger - n) then
         error("bad argument #4 to 'move' (destination wrap around)", 2)
       end
       if ti > ei or ti <= fi or tt ~= a1 then

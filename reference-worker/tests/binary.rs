@@ -182,3 +182,93 @@ fn every_reject_fixture_ends_the_worker_without_a_success() {
         assert_eq!(frames(&run.output).len(), 1, "{entry}");
     }
 }
+
+fn host_enabled_initialize() -> Vec<u8> {
+    frame(
+        &json!({"kind": "request", "request": {"version": 1, "id": 1, "operation": {
+        "operation": "initialize", "protocol_descriptor": LUA_WORKER_PROTOCOL_DESCRIPTOR,
+        "policy": {"allow_process": true, "memory_limit_bytes": 8_388_608,
+                   "instruction_limit": 2_000_000, "wall_time_ms": 1_000},
+        "grants": null, "process_enabled": true}}}),
+    )
+}
+
+fn host_response(request_id: u64, call_id: u32) -> Vec<u8> {
+    frame(
+        &json!({"kind": "host_response", "response": {"request_id": request_id,
+        "call_id": call_id, "outcome": {"status": 0, "stdout": "", "stderr": ""}}}),
+    )
+}
+
+#[test]
+fn hostile_parent_sequences_end_the_worker_without_a_success() {
+    let guarded = "local ok = pcall(quirl.process.run, 'ls') return 'survived'";
+    let cases: Vec<(&str, Vec<u8>, usize)> = vec![
+        ("request before initialize", eval(1, "return 1"), 0),
+        (
+            "second initialize",
+            [initialize(), host_enabled_initialize()].concat(),
+            1,
+        ),
+        (
+            "host response without a host call",
+            [initialize(), host_response(1, 1)].concat(),
+            1,
+        ),
+        (
+            "wrong call id",
+            [
+                host_enabled_initialize(),
+                eval(2, guarded),
+                host_response(2, 2),
+            ]
+            .concat(),
+            2,
+        ),
+        (
+            "wrong request id",
+            [
+                host_enabled_initialize(),
+                eval(2, guarded),
+                host_response(9, 1),
+            ]
+            .concat(),
+            2,
+        ),
+        (
+            "request while a host call is pending",
+            [
+                host_enabled_initialize(),
+                eval(2, guarded),
+                eval(3, "return 1"),
+            ]
+            .concat(),
+            2,
+        ),
+    ];
+    for (name, input, frames_written) in cases {
+        let run = run_worker(input, Duration::from_secs(10));
+        assert_eq!(run.status, Some(1), "{name}");
+        let frames = frames(&run.output);
+        assert_eq!(frames.len(), frames_written, "{name}: {frames:?}");
+        assert!(
+            frames.iter().skip(1).all(|f| f["response"]["ok"] != true),
+            "{name}: {frames:?}"
+        );
+    }
+}
+
+#[test]
+fn a_host_call_round_trip_through_the_binary() {
+    let input = [
+        host_enabled_initialize(),
+        eval(2, "return quirl.process.run('ls').ok"),
+        host_response(2, 1),
+    ]
+    .concat();
+    let run = run_worker(input, Duration::from_secs(10));
+    assert_eq!(run.status, Some(0));
+    let frames = frames(&run.output);
+    assert_eq!(frames[1]["kind"], "host_call");
+    assert_eq!(frames[2]["response"]["result"], true);
+}

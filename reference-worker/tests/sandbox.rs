@@ -525,3 +525,10 @@ fn results_must_be_json_compatible() {
         json!({"a": [1, 2.5], "b": "x"})
     );
 }
+
+#[test]
+fn deeply_nested_source_is_a_syntax_error() {
+    let source = format!("return {}1{}", "(".repeat(100_000), ")".repeat(100_000));
+    let error = failure(eval(&mut vm_with(BIG), &source));
+    assert_eq!(error.code, ErrorCode::Lua);
+}
