@@ -14,6 +14,8 @@
 //! | [`Unavailable`](ErrorKind::Unavailable) | `lua` | (already gone) |
 //! | [`Spawn`](ErrorKind::Spawn) | `process_spawn` (or the worker's code if it refused `initialize`) | killed and reaped |
 //! | [`InvalidInput`](ErrorKind::InvalidInput) | `validation` / `invalid_argument` | untouched: nothing was sent |
+//! | [`Quarantined`](ErrorKind::Quarantined) | `lua` | none was used (restart budget spent) |
+//! | [`Overloaded`](ErrorKind::Overloaded) | `resource_limit` | none was used (pool queue full) |
 //!
 //! Context entries are bounded so the record always stays within the v1
 //! error-record bounds, however much cleanup has to report.
@@ -49,6 +51,12 @@ pub enum ErrorKind {
     Spawn,
     /// The caller's input was rejected before anything was sent.
     InvalidInput,
+    /// The plugin or pool spent its restart budget and is quarantined until
+    /// an explicit reset (the lifecycle module); no worker was used.
+    Quarantined,
+    /// Every pool member was busy and the bounded queue was full (or the
+    /// wait for a member timed out); no worker was used.
+    Overloaded,
 }
 
 impl ErrorKind {
@@ -63,6 +71,8 @@ impl ErrorKind {
             Self::Unavailable => "unavailable",
             Self::Spawn => "spawn",
             Self::InvalidInput => "invalid_input",
+            Self::Quarantined => "quarantined",
+            Self::Overloaded => "overloaded",
         }
     }
 
