@@ -4,6 +4,7 @@ pub mod command;
 mod containment;
 pub mod error;
 mod host;
+pub mod lifecycle;
 mod poll;
 pub mod process_host;
 mod transport;

@@ -1,0 +1,425 @@
+//! What a pool or plugin host is started from: [`PoolOptions`] (size,
+//! restart budget, queue) and [`PluginManifest`] (one plugin: name, source
+//! file, policy, grants, declared environment, and its pool options).
+//!
+//! Both are plain data with builder methods; they are checked when a pool
+//! or host starts, and a bad value is an [`ErrorKind::InvalidInput`] error
+//! before any process is spawned.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use quirl_lua_protocol::limits::SOURCE_BYTES_MAX;
+use quirl_lua_protocol::{ErrorCode, Policy};
+
+use crate::command::WorkerCommand;
+use crate::error::{Error, ErrorKind};
+use crate::process_host::{Environment, Grants, ProcessAccess, ProcessHostConfig};
+use crate::worker::WorkerConfig;
+
+/// Default restart budget: failures tolerated inside the window.
+pub const DEFAULT_MAX_RESTARTS: u32 = 3;
+/// Default forgiveness window: a failure counts against the budget for
+/// five minutes.
+pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(300);
+/// Default number of callers that may wait for an idle member.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 64;
+/// Default longest wait for an idle member.
+pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest pool.
+pub const POOL_SIZE_MAX: usize = 64;
+/// Largest restart budget.
+pub const MAX_RESTARTS_MAX: u32 = 10_000;
+/// Largest queue.
+pub const QUEUE_CAPACITY_MAX: usize = 65_536;
+/// Longest plugin name, in bytes.
+pub const PLUGIN_NAME_BYTES_MAX: usize = 128;
+
+/// Size, restart budget and queue of a pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolOptions {
+    size: usize,
+    max_restarts: u32,
+    restart_window: Option<Duration>,
+    queue_capacity: usize,
+    queue_timeout: Duration,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        Self {
+            size: 1,
+            max_restarts: DEFAULT_MAX_RESTARTS,
+            restart_window: Some(DEFAULT_RESTART_WINDOW),
+            queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            queue_timeout: DEFAULT_QUEUE_TIMEOUT,
+        }
+    }
+}
+
+impl PoolOptions {
+    /// One member, [`DEFAULT_MAX_RESTARTS`] within [`DEFAULT_RESTART_WINDOW`],
+    /// a queue of [`DEFAULT_QUEUE_CAPACITY`] waiting at most
+    /// [`DEFAULT_QUEUE_TIMEOUT`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of workers (1..=[`POOL_SIZE_MAX`]).
+    #[must_use]
+    pub fn size(mut self, size: usize) -> Self {
+        self.size = size;
+        self
+    }
+
+    /// Failures tolerated inside the window before quarantine
+    /// (0..=[`MAX_RESTARTS_MAX`]; 0 quarantines on the first failure).
+    #[must_use]
+    pub fn max_restarts(mut self, max_restarts: u32) -> Self {
+        self.max_restarts = max_restarts;
+        self
+    }
+
+    /// How long a failure counts against the budget; `None`: for ever
+    /// (until [`reset`](super::WorkerPool::reset)). A zero window is refused.
+    #[must_use]
+    pub fn restart_window(mut self, window: Option<Duration>) -> Self {
+        self.restart_window = window;
+        self
+    }
+
+    /// Callers that may wait for an idle member (0..=[`QUEUE_CAPACITY_MAX`];
+    /// 0: a call fails at once when every member is busy).
+    #[must_use]
+    pub fn queue_capacity(mut self, capacity: usize) -> Self {
+        self.queue_capacity = capacity;
+        self
+    }
+
+    /// Longest wait in the queue before the call fails as overloaded.
+    #[must_use]
+    pub fn queue_timeout(mut self, timeout: Duration) -> Self {
+        self.queue_timeout = timeout;
+        self
+    }
+
+    /// Number of workers.
+    pub fn pool_size(&self) -> usize {
+        self.size
+    }
+
+    /// The restart budget.
+    pub fn restart_budget(&self) -> u32 {
+        self.max_restarts
+    }
+
+    /// The forgiveness window.
+    pub fn forgiveness_window(&self) -> Option<Duration> {
+        self.restart_window
+    }
+
+    /// The queue bound.
+    pub fn waiting_capacity(&self) -> usize {
+        self.queue_capacity
+    }
+
+    /// The queue wait bound.
+    pub fn waiting_timeout(&self) -> Duration {
+        self.queue_timeout
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if self.size == 0 || self.size > POOL_SIZE_MAX {
+            return Err(invalid(format!(
+                "pool size {} is outside 1..={POOL_SIZE_MAX}",
+                self.size
+            )));
+        }
+        if self.max_restarts > MAX_RESTARTS_MAX {
+            return Err(invalid(format!(
+                "max_restarts {} is above {MAX_RESTARTS_MAX}",
+                self.max_restarts
+            )));
+        }
+        if self.restart_window == Some(Duration::ZERO) {
+            return Err(invalid("the restart window must not be zero")
+                .with_help("use None to never forgive failures"));
+        }
+        if self.queue_capacity > QUEUE_CAPACITY_MAX {
+            return Err(invalid(format!(
+                "queue capacity {} is above {QUEUE_CAPACITY_MAX}",
+                self.queue_capacity
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One plugin: where its source is, how its workers run, and its pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginManifest {
+    name: String,
+    source: PathBuf,
+    policy: Policy,
+    grants: Vec<String>,
+    environment: Vec<(String, String)>,
+    working_dir: Option<PathBuf>,
+    worker: Option<WorkerCommand>,
+    options: PoolOptions,
+}
+
+impl PluginManifest {
+    /// A plugin named `name` loaded from the file `source`, with
+    /// [`Policy::script`], no grants, no declared environment, the default
+    /// worker command (this executable in worker mode) and default
+    /// [`PoolOptions`].
+    pub fn new(name: impl Into<String>, source: impl Into<PathBuf>) -> Self {
+        Self {
+            name: name.into(),
+            source: source.into(),
+            policy: Policy::script(),
+            grants: Vec::new(),
+            environment: Vec::new(),
+            working_dir: None,
+            worker: None,
+            options: PoolOptions::default(),
+        }
+    }
+
+    /// The policy every worker of the plugin is initialized with.
+    #[must_use]
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Add a capability grant (e.g. `process.spawn:git`).
+    #[must_use]
+    pub fn grant(mut self, grant: impl Into<String>) -> Self {
+        self.grants.push(grant.into());
+        self
+    }
+
+    /// Declare an environment entry for the processes the plugin runs
+    /// through `quirl.process.run`, on top of `PATH` and `HOME`.
+    #[must_use]
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.environment.push((name.into(), value.into()));
+        self
+    }
+
+    /// Working directory of the processes the plugin runs (default: this
+    /// process's working directory when the host starts).
+    #[must_use]
+    pub fn working_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.working_dir = Some(dir.into());
+        self
+    }
+
+    /// The worker command (default: this executable in worker mode).
+    #[must_use]
+    pub fn worker(mut self, command: WorkerCommand) -> Self {
+        self.worker = Some(command);
+        self
+    }
+
+    /// Pool size, restart budget and queue.
+    #[must_use]
+    pub fn pool(mut self, options: PoolOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Number of workers (shorthand for [`PoolOptions::size`]).
+    #[must_use]
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.options = self.options.size(size);
+        self
+    }
+
+    /// Restart budget (shorthand for [`PoolOptions::max_restarts`]).
+    #[must_use]
+    pub fn max_restarts(mut self, max_restarts: u32) -> Self {
+        self.options = self.options.max_restarts(max_restarts);
+        self
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The plugin's source file.
+    pub fn source_path(&self) -> &Path {
+        &self.source
+    }
+
+    /// The pool options.
+    pub fn options(&self) -> PoolOptions {
+        self.options
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        validate_name(&self.name)?;
+        self.options.validate()
+    }
+
+    /// Read and check the plugin's source file: at most
+    /// [`SOURCE_BYTES_MAX`] bytes of UTF-8.
+    pub(crate) fn read_source(&self) -> Result<String, Error> {
+        let path = &self.source;
+        let unreadable = |error: std::io::Error| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                ErrorCode::ScriptRead,
+                "cannot read the plugin source",
+            )
+            .with_context(format!("plugin `{}`: {}: {error}", self.name, path.display()))
+        };
+        let metadata = std::fs::metadata(path).map_err(unreadable)?;
+        if metadata.len() > SOURCE_BYTES_MAX as u64 {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                ErrorCode::ResourceLimit,
+                "the plugin source is too large",
+            )
+            .with_context(format!(
+                "plugin `{}`: {} is {} bytes; the limit is {SOURCE_BYTES_MAX}",
+                self.name,
+                path.display(),
+                metadata.len()
+            )));
+        }
+        let bytes = std::fs::read(path).map_err(unreadable)?;
+        if bytes.len() > SOURCE_BYTES_MAX {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                ErrorCode::ResourceLimit,
+                "the plugin source is too large",
+            )
+            .with_context(format!(
+                "plugin `{}`: {} grew past {SOURCE_BYTES_MAX} bytes while read",
+                self.name,
+                path.display()
+            )));
+        }
+        String::from_utf8(bytes).map_err(|error| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                ErrorCode::ScriptRead,
+                "the plugin source is not UTF-8",
+            )
+            .with_context(format!(
+                "plugin `{}`: {}: {error}",
+                self.name,
+                path.display()
+            ))
+        })
+    }
+
+    /// The worker configuration every member of this plugin's pool uses.
+    pub(crate) fn worker_config(&self) -> Result<WorkerConfig, Error> {
+        let command = match &self.worker {
+            Some(command) => command.clone(),
+            None => WorkerCommand::current_exe().map_err(|error| {
+                Error::new(
+                    ErrorKind::Spawn,
+                    ErrorCode::ProcessSpawn,
+                    "cannot find this executable to run as the worker",
+                )
+                .with_context(error.to_string())
+            })?,
+        };
+        let bad_grant = |error: crate::process_host::HostError| {
+            invalid(format!("plugin `{}`: {error}", self.name))
+        };
+        let grants = Grants::parse(self.grants.iter()).map_err(bad_grant)?;
+        let mut environment = Environment::from_parent();
+        for (name, value) in &self.environment {
+            environment.set(name, value.as_str()).map_err(bad_grant)?;
+        }
+        let cwd = match &self.working_dir {
+            Some(dir) => dir.clone(),
+            None => std::env::current_dir().unwrap_or_else(|_| "/".into()),
+        };
+        let access = ProcessAccess {
+            allow_process: self.policy.allow_process(),
+            process_enabled: self.policy.allow_process(),
+        };
+        let host = ProcessHostConfig::new(access, grants, environment, cwd).map_err(bad_grant)?;
+        let mut config = WorkerConfig::new(command, self.policy).process_host(host);
+        if !self.grants.is_empty() {
+            config = config.grants(self.grants.clone());
+        }
+        Ok(config)
+    }
+}
+
+fn validate_name(name: &str) -> Result<(), Error> {
+    if name.is_empty() || name.len() > PLUGIN_NAME_BYTES_MAX {
+        return Err(invalid(format!(
+            "a plugin name has 1..={PLUGIN_NAME_BYTES_MAX} bytes; this one has {}",
+            name.len()
+        )));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(invalid("a plugin name must not contain control characters"));
+    }
+    Ok(())
+}
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidInput, ErrorCode::InvalidArgument, message)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_options_refuse_out_of_range_values() {
+        assert!(PoolOptions::new().validate().is_ok());
+        for bad in [
+            PoolOptions::new().size(0),
+            PoolOptions::new().size(POOL_SIZE_MAX + 1),
+            PoolOptions::new().max_restarts(MAX_RESTARTS_MAX + 1),
+            PoolOptions::new().restart_window(Some(Duration::ZERO)),
+            PoolOptions::new().queue_capacity(QUEUE_CAPACITY_MAX + 1),
+        ] {
+            let error = bad.validate().unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::InvalidInput, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn plugin_names_are_bounded_and_printable() {
+        assert!(validate_name("git-status").is_ok());
+        assert!(validate_name("").is_err());
+        assert!(validate_name("a\nb").is_err());
+        assert!(validate_name(&"x".repeat(PLUGIN_NAME_BYTES_MAX + 1)).is_err());
+    }
+
+    #[test]
+    fn a_missing_source_is_a_script_read_error() {
+        let manifest = PluginManifest::new("p", "/nonexistent/quirl-lua-plugin.lua");
+        let error = manifest.read_source().unwrap_err();
+        assert_eq!(error.code(), ErrorCode::ScriptRead);
+        assert_eq!(error.kind(), ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn declared_environment_reaches_the_process_host() {
+        let manifest = PluginManifest::new("p", "/dev/null")
+            .worker(WorkerCommand::new("/bin/true"))
+            .env("PLUGIN_MODE", "test");
+        assert!(manifest.worker_config().is_ok());
+        let bad = PluginManifest::new("p", "/dev/null")
+            .worker(WorkerCommand::new("/bin/true"))
+            .env("1BAD", "x");
+        assert_eq!(
+            bad.worker_config().unwrap_err().kind(),
+            ErrorKind::InvalidInput
+        );
+    }
+}

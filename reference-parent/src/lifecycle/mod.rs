@@ -1,0 +1,149 @@
+//! Plugin lifecycle: generations, the restart budget, quarantine, pools,
+//! stats and shutdown (requirements P5–P9).
+//!
+//! A [`Worker`](crate::Worker) is one process that is never reused once it
+//! fails. This module keeps a plugin (or a batch of evals) running across
+//! such failures without letting a broken plugin turn into a restart storm:
+//!
+//! - [`PluginHost`] owns one plugin ([`PluginManifest`]: name, source file,
+//!   policy, grants, declared environment, pool size, restart budget) and
+//!   the pool of workers that have loaded its current generation.
+//! - [`WorkerPool`] is the same pool without a plugin, for plain eval
+//!   batches (`quirl-lua batch --pool N`).
+//! - [`PoolStats`] / [`MemberStats`] are serializable snapshots;
+//!   [`ShutdownReport`] says what a shutdown did.
+//!
+//! What this module is not: a scheduler with priorities, or a process
+//! supervisor that outlives its handle. It starts no long-lived thread:
+//! every call runs on the caller's thread.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use quirl_lua_reference_parent::lifecycle::{PluginHost, PluginManifest};
+//!
+//! let host = PluginHost::start(
+//!     PluginManifest::new("git-prompt", "plugins/git.lua").pool_size(2).max_restarts(3),
+//! )?;
+//! let text = host.render_prompt("branch", serde_json::json!({}))?;
+//! host.reload()?; // picks up an edited file; a broken edit keeps the old code serving
+//! println!("{}", serde_json::to_string(&host.stats()).unwrap_or_default());
+//! host.shutdown(Duration::from_secs(3));
+//! # Ok::<(), quirl_lua_reference_parent::Error>(())
+//! ```
+//!
+//! # Generations
+//!
+//! A generation is one version of the plugin's source as loaded into
+//! workers: generation 1 at start, one more per successful
+//! [`reload`](PluginHost::reload). A reload reads the file again and starts
+//! a complete new set of workers (spawn, `initialize`, `load_plugin`)
+//! *before* touching the serving one; if any step fails, the new workers
+//! are killed and reaped, the old generation keeps serving, and the error
+//! says why (the worker's own record for a syntax error, with context
+//! naming both generations). On success, idle members switch at once, busy
+//! members when their call returns, and the old workers are closed and
+//! reaped. A poisoned worker is never reused: its member gets a fresh
+//! worker of the *same* generation (same validated source) on its next
+//! call — a restart.
+//!
+//! # Restart budget and quarantine
+//!
+//! These rules apply per plugin (per pool), across all of its members.
+//!
+//! 1. A **failure** is a call or a restart that ends with the worker killed
+//!    for a reason attributable to the plugin or the worker: the request's
+//!    deadline passed (`timeouts`), the worker crashed, exited or closed
+//!    its stream (`crashes`), the worker violated the protocol
+//!    (`violations`), or a replacement worker could not be started,
+//!    initialized or loaded with the plugin (`spawn_failures`).
+//! 2. Not failures: guest errors, including limits the worker enforces
+//!    itself (instruction and memory limits come back as well-formed error
+//!    responses and the worker stays usable); cancellations by the host
+//!    (shutdown); calls refused by quarantine, a full queue or shutdown;
+//!    a failed reload (the serving generation is not harmed).
+//! 3. After a failure, the member's next call starts a fresh worker
+//!    (`restarts` counts these), as long as the failure did not spend the
+//!    budget.
+//! 4. **Forgiveness window.** A failure counts against the budget for
+//!    `restart_window` (default 5 minutes, [`DEFAULT_RESTART_WINDOW`]) and
+//!    is then forgotten. Successes forgive nothing: a plugin that fails
+//!    every other call is still failing. With no window (`None`), failures
+//!    are never forgotten. The window bounds restarts to `max_restarts` per
+//!    window, as crash-loop limits of service managers and editors'
+//!    extension hosts do, while a plugin that fails rarely over a long
+//!    session is not disabled for it.
+//! 5. **Quarantine.** When a failure leaves more than `max_restarts`
+//!    failures inside the window (default `max_restarts` 3,
+//!    [`DEFAULT_MAX_RESTARTS`]), the plugin is quarantined at once: no
+//!    further restart is attempted, idle workers are closed and reaped,
+//!    queued callers are woken, and every call fails immediately (without
+//!    touching a process) with [`ErrorKind::Quarantined`](crate::ErrorKind::Quarantined)
+//!    (code `lua`; exit code 5 in the CLI), whose context gives the
+//!    failure count and the last failure. With the defaults that is the
+//!    fourth failure: the first one plus three failed restarts.
+//!    `max_restarts` 0 quarantines on the first failure.
+//! 6. Quarantine is sticky. Time does not lift it and neither does a
+//!    reload; only an explicit [`reset`](PluginHost::reset), which also
+//!    forgets every recorded failure. Members then start fresh workers on
+//!    their next call.
+//!
+//! # Pools and dispatch
+//!
+//! A pool has `size` members (1..=[`POOL_SIZE_MAX`]); each holds at most one
+//! worker and runs one call at a time. A call goes to an idle member,
+//! round-robin among the idle ones (a member without a worker counts as
+//! idle and starts one). When every member is busy the caller waits in a
+//! first-come-first-served queue of at most `queue_capacity` callers
+//! (default [`DEFAULT_QUEUE_CAPACITY`]) for at most `queue_timeout`
+//! (default [`DEFAULT_QUEUE_TIMEOUT`]); a full queue or an expired wait
+//! fails at once with [`ErrorKind::Overloaded`](crate::ErrorKind::Overloaded)
+//! (code `resource_limit`). Members share nothing but the budget: one
+//! member's failure kills only its own worker, and calls on the others
+//! proceed. Which member serves a call is not specified, so state a plugin
+//! keeps in Lua globals is per member.
+//!
+//! # Stats
+//!
+//! [`PluginHost::stats`] returns a [`PoolStats`]: name, generation,
+//! quarantine state, budget and window, queue, refused calls, the sum of
+//! the member counters (`invocations`, `successes`, `guest_errors`,
+//! `timeouts`, `crashes`, `violations`, `cancellations`, `spawn_failures`,
+//! `restarts`), the last error code and class, latency percentiles
+//! (p50/p90/p99/max over each member's last [`LATENCY_SAMPLES_MAX`] calls,
+//! measured from dispatch to return, including a restart) and one
+//! [`MemberStats`] per member (generation, pid, running, state, the same
+//! counters, last error, latency).
+//!
+//! # Shutdown
+//!
+//! [`PluginHost::shutdown`] refuses new calls, wakes queued callers, cancels
+//! busy requests (their workers are killed and reaped by the calls holding
+//! them), gives idle workers their end of input and
+//! [`SHUTDOWN_GRACE`](crate::worker::SHUTDOWN_GRACE) to exit (in parallel,
+//! on threads joined before it returns; killed at once when the bound is
+//! shorter than that), reaps them, and waits up to the bound for busy
+//! members to return. The [`ShutdownReport`] lists anything that was not
+//! clean. Dropping a host or pool shuts it down with
+//! [`DEFAULT_SHUTDOWN_BOUND`].
+
+mod budget;
+mod manifest;
+mod plugin;
+mod pool;
+mod stats;
+mod worker_pool;
+
+use std::time::Duration;
+
+pub use manifest::{
+    DEFAULT_MAX_RESTARTS, DEFAULT_QUEUE_CAPACITY, DEFAULT_QUEUE_TIMEOUT, DEFAULT_RESTART_WINDOW,
+    MAX_RESTARTS_MAX, PLUGIN_NAME_BYTES_MAX, POOL_SIZE_MAX, PluginManifest, PoolOptions,
+    QUEUE_CAPACITY_MAX,
+};
+pub use plugin::{PluginHost, Reload};
+pub use pool::ShutdownReport;
+pub use stats::{Counters, LATENCY_SAMPLES_MAX, Latency, MemberState, MemberStats, PoolStats};
+pub use worker_pool::WorkerPool;
+
+/// How long dropping a host or pool waits for busy members.
+pub const DEFAULT_SHUTDOWN_BOUND: Duration = Duration::from_secs(3);

@@ -1,0 +1,814 @@
+//! The pool core shared by [`WorkerPool`](super::WorkerPool) and
+//! [`PluginHost`](super::PluginHost): members, dispatch, the bounded queue,
+//! the restart budget, quarantine, reload installation, stats and shutdown.
+//!
+//! The pool owns no thread. A call runs on the caller's thread: it takes an
+//! idle member out of the pool under the lock (waiting in the queue if
+//! none is idle), runs the request with the lock released, and puts the
+//! member back. The lock is never held while a worker runs, starts or is
+//! killed, so one member's slow or failing request never blocks the
+//! others. Only [`Core::shutdown`] starts threads (scoped, to retire idle
+//! workers in parallel), and joins them before it returns.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use quirl_lua_protocol::{ErrorCode, PluginRegistrations};
+
+use crate::error::{Error, ErrorKind};
+use crate::process_host::Cancel;
+use crate::worker::{PIPE_RELEASE_WAIT, SHUTDOWN_GRACE, Worker, WorkerConfig};
+
+use super::budget::{RestartBudget, Verdict};
+use super::manifest::PoolOptions;
+use super::stats::{Counters, Latency, LatencyRing, MemberState, MemberStats, PoolStats};
+
+/// One code generation: what every worker of the pool is loaded with.
+#[derive(Debug)]
+pub(crate) struct Generation {
+    pub(crate) number: u64,
+    pub(crate) program: Program,
+}
+
+/// What a fresh worker is given after `initialize`.
+#[derive(Debug)]
+pub(crate) enum Program {
+    /// Nothing: a pool of plain eval workers.
+    Bare,
+    /// A plugin, loaded with `load_plugin` into every worker.
+    Plugin {
+        source: String,
+        source_name: String,
+        registrations: PluginRegistrations,
+    },
+}
+
+/// What [`Core::shutdown`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Idle workers closed (input closed, exit awaited, group killed, reaped).
+    pub retired: usize,
+    /// Busy members whose request was cancelled (their workers were killed
+    /// and reaped by the calls that held them).
+    pub cancelled: usize,
+    /// Busy members that had not come back when the bound passed. Their
+    /// callers still hold them; each worker is killed and reaped when its
+    /// call returns.
+    pub still_busy: usize,
+    /// Workers that did not exit cleanly by themselves, and other cleanup
+    /// problems, one sentence each.
+    pub problems: Vec<String>,
+    /// How long shutdown took.
+    pub elapsed: Duration,
+}
+
+impl ShutdownReport {
+    /// Whether every worker was accounted for in time without problems.
+    pub fn is_clean(&self) -> bool {
+        self.still_busy == 0 && self.problems.is_empty()
+    }
+}
+
+pub(crate) struct Core {
+    name: String,
+    options: PoolOptions,
+    config: WorkerConfig,
+    /// Fired once, at shutdown: cancels every request and start in flight.
+    shutdown_token: Cancel,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+struct State {
+    generation: Arc<Generation>,
+    members: Vec<Member>,
+    /// Where the round-robin scan for an idle member starts.
+    cursor: usize,
+    /// Tickets of waiting callers, first come first served.
+    queue: VecDeque<u64>,
+    next_ticket: u64,
+    budget: RestartBudget,
+    quarantine: Option<Quarantine>,
+    closing: bool,
+    rejected: u64,
+    last_error: Option<(ErrorCode, &'static str)>,
+}
+
+struct Quarantine {
+    since: Instant,
+    failures: usize,
+    cause: String,
+}
+
+struct Member {
+    slot: Slot,
+    /// Generation of the member's current (or last) worker.
+    generation: u64,
+    pid: Option<u32>,
+    /// A worker of a newer generation, installed by a reload while the
+    /// member was busy; it replaces the old worker when the call returns.
+    pending: Option<Worker>,
+    counters: Counters,
+    latency: LatencyRing,
+    last_error: Option<(ErrorCode, &'static str)>,
+}
+
+enum Slot {
+    Idle(Box<Worker>),
+    Busy,
+    /// No worker; the next call dispatched here starts one.
+    /// `after_failure`: that start is a restart.
+    Vacant {
+        after_failure: bool,
+    },
+}
+
+/// A member taken out of the pool for one call.
+struct Checkout {
+    index: usize,
+    worker: Option<Worker>,
+    generation: Arc<Generation>,
+}
+
+impl Core {
+    /// Start `workers` (already spawned and loaded with `generation`) as
+    /// the pool's members.
+    pub(crate) fn new(
+        name: String,
+        options: PoolOptions,
+        config: WorkerConfig,
+        shutdown_token: Cancel,
+        generation: Generation,
+        workers: Vec<Worker>,
+    ) -> Self {
+        let number = generation.number;
+        let members = workers
+            .into_iter()
+            .map(|worker| Member {
+                generation: number,
+                pid: Some(worker.pid()),
+                slot: Slot::Idle(Box::new(worker)),
+                pending: None,
+                counters: Counters::default(),
+                latency: LatencyRing::default(),
+                last_error: None,
+            })
+            .collect();
+        Self {
+            name,
+            options,
+            config,
+            shutdown_token,
+            state: Mutex::new(State {
+                generation: Arc::new(generation),
+                members,
+                cursor: 0,
+                queue: VecDeque::new(),
+                next_ticket: 0,
+                budget: RestartBudget::new(options.restart_budget(), options.forgiveness_window()),
+                quarantine: None,
+                closing: false,
+                rejected: 0,
+                last_error: None,
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn config(&self) -> &WorkerConfig {
+        &self.config
+    }
+
+    pub(crate) fn options(&self) -> PoolOptions {
+        self.options
+    }
+
+    pub(crate) fn shutdown_token(&self) -> &Cancel {
+        &self.shutdown_token
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while the lock is held leaves counters at worst stale;
+        // the slots are only ever replaced whole.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The generation now serving.
+    pub(crate) fn generation(&self) -> Arc<Generation> {
+        Arc::clone(&self.lock().generation)
+    }
+
+    /// Dispatch one call to an idle member and run `f` on its worker,
+    /// starting a fresh worker first if the member has none.
+    pub(crate) fn call<T>(
+        &self,
+        f: impl FnOnce(&mut Worker, &Generation) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let checkout = self.checkout()?;
+        let started = Instant::now();
+        let index = checkout.index;
+        let generation = checkout.generation;
+        let mut worker = match checkout.worker {
+            Some(worker) => worker,
+            None => match start_worker(&self.config, &self.shutdown_token, &generation) {
+                Ok(worker) => {
+                    let mut state = self.lock();
+                    let member = &mut state.members[index];
+                    member.pid = Some(worker.pid());
+                    member.generation = generation.number;
+                    drop(state);
+                    worker
+                }
+                Err(error) => {
+                    let error = error.with_context(format!(
+                        "{}: could not start a replacement worker for member {index}",
+                        self.name
+                    ));
+                    let retired = self.checkin(index, None, Err(&error), started.elapsed());
+                    drop(retired);
+                    return Err(error);
+                }
+            },
+        };
+        let result = f(&mut worker, &generation);
+        let elapsed = started.elapsed();
+        let alive = !worker.is_poisoned();
+        let outcome = match &result {
+            Ok(_) if !alive => Err(Error::new(
+                ErrorKind::WorkerCrashed,
+                ErrorCode::Lua,
+                "the Lua worker failed during the call",
+            )),
+            Ok(_) => Ok(()),
+            Err(error) => Err(error.clone()),
+        };
+        let retired = self.checkin(
+            index,
+            alive.then_some(worker),
+            outcome.as_ref().map(|_| ()),
+            elapsed,
+        );
+        // Killed and reaped here, outside the lock (a poisoned worker was
+        // already reaped by the handle itself).
+        drop(retired);
+        result
+    }
+
+    /// Take an idle member out of the pool, waiting in the queue if needed.
+    fn checkout(&self) -> Result<Checkout, Error> {
+        let mut state = self.lock();
+        let deadline = Instant::now() + self.options.waiting_timeout();
+        let mut ticket: Option<u64> = None;
+        loop {
+            if state.closing || state.quarantine.is_some() {
+                state.leave_queue(ticket);
+                state.rejected += 1;
+                self.changed.notify_all();
+                return Err(if state.closing {
+                    self.shut_down_error()
+                } else {
+                    self.quarantine_error(&state)
+                });
+            }
+            let my_turn = match ticket {
+                None => state.queue.is_empty(),
+                Some(ticket) => state.queue.front() == Some(&ticket),
+            };
+            if my_turn && let Some(index) = state.pick_idle() {
+                if ticket.is_some() {
+                    state.queue.pop_front();
+                    // The next in line may find another idle member.
+                    self.changed.notify_all();
+                }
+                return Ok(state.take(index));
+            }
+            if ticket.is_none() {
+                if state.queue.len() >= self.options.waiting_capacity() {
+                    state.rejected += 1;
+                    return Err(self.overloaded(
+                        &state,
+                        format!(
+                            "all {} members are busy and the queue is full ({} waiting)",
+                            state.members.len(),
+                            state.queue.len()
+                        ),
+                    ));
+                }
+                let new = state.next_ticket;
+                state.next_ticket += 1;
+                state.queue.push_back(new);
+                ticket = Some(new);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                state.leave_queue(ticket);
+                state.rejected += 1;
+                self.changed.notify_all();
+                return Err(self.overloaded(
+                    &state,
+                    format!(
+                        "no member became idle within {} ms",
+                        self.options.waiting_timeout().as_millis()
+                    ),
+                ));
+            }
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Put a member back after a call; returns workers to retire (to be
+    /// dropped outside the lock).
+    fn checkin(
+        &self,
+        index: usize,
+        worker: Option<Worker>,
+        outcome: Result<(), &Error>,
+        elapsed: Duration,
+    ) -> Vec<Worker> {
+        let now = Instant::now();
+        let mut retire = Vec::new();
+        let mut state = self.lock();
+        let current = state.generation.number;
+        let closing = state.closing;
+        let quarantined = state.quarantine.is_some();
+        let member = &mut state.members[index];
+        member.latency.record(elapsed);
+        member.counters.count(&outcome);
+        let last_error = outcome.err().map(|error| (error.code(), error.kind().as_str()));
+        if last_error.is_some() {
+            member.last_error = last_error;
+        }
+        match worker {
+            Some(worker) => {
+                if closing || quarantined {
+                    retire.push(worker);
+                    retire.extend(member.pending.take());
+                    member.slot = Slot::Vacant {
+                        after_failure: false,
+                    };
+                } else if let Some(fresh) = member.pending.take() {
+                    retire.push(worker);
+                    member.pid = Some(fresh.pid());
+                    member.generation = current;
+                    member.slot = Slot::Idle(Box::new(fresh));
+                } else if member.generation == current {
+                    member.slot = Slot::Idle(Box::new(worker));
+                } else {
+                    retire.push(worker);
+                    member.slot = Slot::Vacant {
+                        after_failure: false,
+                    };
+                }
+            }
+            None => {
+                member.slot = match member.pending.take() {
+                    Some(fresh) if !closing && !quarantined => {
+                        member.pid = Some(fresh.pid());
+                        member.generation = current;
+                        Slot::Idle(Box::new(fresh))
+                    }
+                    other => {
+                        retire.extend(other);
+                        Slot::Vacant {
+                            after_failure: true,
+                        }
+                    }
+                };
+                let counts = outcome
+                    .err()
+                    .is_none_or(|error| error.kind() != ErrorKind::Cancelled);
+                if counts
+                    && !closing
+                    && !quarantined
+                    && state.budget.record_failure(now) == Verdict::Quarantine
+                {
+                    let failures = state.budget.failures_in_window(now);
+                    let cause = outcome
+                        .err()
+                        .map_or_else(|| "worker failure".to_owned(), ToString::to_string);
+                    state.enter_quarantine(now, failures, cause, &mut retire);
+                }
+            }
+        }
+        if last_error.is_some() {
+            state.last_error = last_error;
+        }
+        drop(state);
+        self.changed.notify_all();
+        retire
+    }
+
+    /// Install a new generation whose workers were started by the caller.
+    /// On refusal (the pool is shutting down) the workers are handed back.
+    pub(crate) fn install(
+        &self,
+        generation: Generation,
+        workers: Vec<Worker>,
+    ) -> Result<(), (Error, Vec<Worker>)> {
+        let mut state = self.lock();
+        if state.closing {
+            drop(state);
+            return Err((self.shut_down_error(), workers));
+        }
+        let number = generation.number;
+        state.generation = Arc::new(generation);
+        let mut retire = Vec::new();
+        for (member, fresh) in state.members.iter_mut().zip(workers) {
+            match std::mem::replace(
+                &mut member.slot,
+                Slot::Vacant {
+                    after_failure: false,
+                },
+            ) {
+                Slot::Busy => {
+                    member.slot = Slot::Busy;
+                    retire.extend(member.pending.replace(fresh));
+                }
+                Slot::Idle(old) => {
+                    retire.push(*old);
+                    member.pid = Some(fresh.pid());
+                    member.generation = number;
+                    member.slot = Slot::Idle(Box::new(fresh));
+                }
+                Slot::Vacant { .. } => {
+                    member.pid = Some(fresh.pid());
+                    member.generation = number;
+                    member.slot = Slot::Idle(Box::new(fresh));
+                }
+            }
+        }
+        drop(state);
+        self.changed.notify_all();
+        drop(retire);
+        Ok(())
+    }
+
+    /// Lift the quarantine and forget every failure. Returns whether the
+    /// pool was quarantined.
+    pub(crate) fn reset(&self) -> bool {
+        let mut state = self.lock();
+        let was = state.quarantine.take().is_some();
+        state.budget.clear();
+        for member in &mut state.members {
+            if let Slot::Vacant { after_failure } = &mut member.slot {
+                *after_failure = false;
+            }
+        }
+        drop(state);
+        self.changed.notify_all();
+        was
+    }
+
+    pub(crate) fn is_quarantined(&self) -> bool {
+        self.lock().quarantine.is_some()
+    }
+
+    pub(crate) fn stats(&self) -> PoolStats {
+        let now = Instant::now();
+        let state = self.lock();
+        let quarantined = state.quarantine.is_some();
+        let mut totals = Counters::default();
+        let mut all_samples = Vec::new();
+        let members: Vec<MemberStats> = state
+            .members
+            .iter()
+            .enumerate()
+            .map(|(index, member)| {
+                totals.add(&member.counters);
+                all_samples.extend_from_slice(member.latency.samples());
+                let (state, running) = match member.slot {
+                    Slot::Idle(_) if quarantined => (MemberState::Quarantined, true),
+                    Slot::Idle(_) => (MemberState::Idle, true),
+                    Slot::Busy => (MemberState::Busy, true),
+                    Slot::Vacant { .. } if quarantined => (MemberState::Quarantined, false),
+                    Slot::Vacant { .. } => (MemberState::Vacant, false),
+                };
+                MemberStats {
+                    index,
+                    generation: member.generation,
+                    pid: member.pid,
+                    running,
+                    state,
+                    quarantined,
+                    counters: member.counters,
+                    last_error_code: member.last_error.map(|(code, _)| code),
+                    last_error_kind: member.last_error.map(|(_, kind)| kind),
+                    latency: Latency::of(member.latency.samples().to_vec()),
+                }
+            })
+            .collect();
+        PoolStats {
+            name: self.name.clone(),
+            generation: state.generation.number,
+            pool_size: members.len(),
+            running: members.iter().filter(|m| m.running).count(),
+            busy: members
+                .iter()
+                .filter(|m| m.state == MemberState::Busy)
+                .count(),
+            quarantined,
+            max_restarts: state.budget.max_restarts(),
+            restart_window_ms: state
+                .budget
+                .window()
+                .map(|window| u64::try_from(window.as_millis()).unwrap_or(u64::MAX)),
+            failures_in_window: state.budget.failures_in_window(now),
+            queued: state.queue.len(),
+            queue_capacity: self.options.waiting_capacity(),
+            rejected: state.rejected,
+            totals,
+            last_error_code: state.last_error.map(|(code, _)| code),
+            last_error_kind: state.last_error.map(|(_, kind)| kind),
+            latency: Latency::of(all_samples),
+            members,
+        }
+    }
+
+    /// Refuse new calls, cancel the busy ones, close idle workers, and wait
+    /// up to `bound` for busy members to come back.
+    ///
+    /// Idle workers get their input closed and [`SHUTDOWN_GRACE`] to exit
+    /// by themselves when `bound` leaves room for it, and are killed
+    /// otherwise; either way they are reaped before this returns. Returns
+    /// within about `bound` (plus [`PIPE_RELEASE_WAIT`] if a killed worker's
+    /// pipe is held by an escaped process). Idempotent.
+    pub(crate) fn shutdown(&self, bound: Duration) -> ShutdownReport {
+        let started = Instant::now();
+        let deadline = started + bound;
+        let mut report = ShutdownReport::default();
+        let mut idle = Vec::new();
+        {
+            let mut state = self.lock();
+            let first = !state.closing;
+            state.closing = true;
+            self.shutdown_token.cancel();
+            for member in &mut state.members {
+                idle.extend(member.pending.take());
+                match std::mem::replace(
+                    &mut member.slot,
+                    Slot::Vacant {
+                        after_failure: false,
+                    },
+                ) {
+                    Slot::Idle(worker) => idle.push(*worker),
+                    Slot::Busy => {
+                        member.slot = Slot::Busy;
+                        if first {
+                            report.cancelled += 1;
+                        }
+                    }
+                    vacant @ Slot::Vacant { .. } => member.slot = vacant,
+                }
+            }
+        }
+        self.changed.notify_all();
+        report.retired = idle.len();
+        report.problems = retire_all(idle, deadline);
+        let mut state = self.lock();
+        loop {
+            let busy = state
+                .members
+                .iter()
+                .filter(|member| matches!(member.slot, Slot::Busy))
+                .count();
+            let now = Instant::now();
+            if busy == 0 || now >= deadline {
+                report.still_busy = busy;
+                break;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        drop(state);
+        if report.still_busy > 0 {
+            report.problems.push(format!(
+                "{}: {} busy member(s) did not return within {} ms; each worker is killed and reaped when its call returns",
+                self.name,
+                report.still_busy,
+                bound.as_millis()
+            ));
+        }
+        report.elapsed = started.elapsed();
+        report
+    }
+
+    fn shut_down_error(&self) -> Error {
+        Error::new(
+            ErrorKind::Unavailable,
+            ErrorCode::Lua,
+            format!("`{}` was shut down", self.name),
+        )
+        .with_help("start a new pool or plugin host")
+    }
+
+    fn quarantine_error(&self, state: &State) -> Error {
+        let mut error = Error::new(
+            ErrorKind::Quarantined,
+            ErrorCode::Lua,
+            format!("`{}` is quarantined", self.name),
+        );
+        if let Some(quarantine) = &state.quarantine {
+            let window = match state.budget.window() {
+                Some(window) => format!("within {} s", window.as_secs_f64()),
+                None => "in its lifetime".to_owned(),
+            };
+            error = error
+                .with_context(format!(
+                    "{} worker failures {window} exceeded the restart budget of {}; quarantined {} ms ago",
+                    quarantine.failures,
+                    state.budget.max_restarts(),
+                    quarantine.since.elapsed().as_millis()
+                ))
+                .with_context(format!("last failure: {}", quarantine.cause));
+        }
+        error.with_help("fix the plugin, reload it if needed, then reset it to lift the quarantine")
+    }
+
+    fn overloaded(&self, state: &State, why: String) -> Error {
+        Error::new(
+            ErrorKind::Overloaded,
+            ErrorCode::ResourceLimit,
+            format!("`{}` is overloaded", self.name),
+        )
+        .with_context(why)
+        .with_context(format!(
+            "pool size {}, queue capacity {}",
+            state.members.len(),
+            self.options.waiting_capacity()
+        ))
+        .with_help("retry later, or raise the pool size or queue capacity")
+    }
+}
+
+impl State {
+    /// Round-robin among members that are not busy, starting at the cursor.
+    fn pick_idle(&mut self) -> Option<usize> {
+        let count = self.members.len();
+        let index = (0..count)
+            .map(|offset| (self.cursor + offset) % count)
+            .find(|&index| !matches!(self.members[index].slot, Slot::Busy))?;
+        self.cursor = (index + 1) % count;
+        Some(index)
+    }
+
+    fn take(&mut self, index: usize) -> Checkout {
+        let generation = Arc::clone(&self.generation);
+        let member = &mut self.members[index];
+        member.counters.invocations += 1;
+        let worker = match std::mem::replace(&mut member.slot, Slot::Busy) {
+            Slot::Idle(worker) => Some(*worker),
+            Slot::Vacant { after_failure } => {
+                if after_failure {
+                    member.counters.restarts += 1;
+                }
+                None
+            }
+            Slot::Busy => None,
+        };
+        Checkout {
+            index,
+            worker,
+            generation,
+        }
+    }
+
+    fn leave_queue(&mut self, ticket: Option<u64>) {
+        if let Some(ticket) = ticket {
+            self.queue.retain(|waiting| *waiting != ticket);
+        }
+    }
+
+    fn enter_quarantine(
+        &mut self,
+        now: Instant,
+        failures: usize,
+        cause: String,
+        retire: &mut Vec<Worker>,
+    ) {
+        self.quarantine = Some(Quarantine {
+            since: now,
+            failures,
+            cause,
+        });
+        for member in &mut self.members {
+            retire.extend(member.pending.take());
+            if matches!(member.slot, Slot::Idle(_))
+                && let Slot::Idle(worker) = std::mem::replace(
+                    &mut member.slot,
+                    Slot::Vacant {
+                        after_failure: false,
+                    },
+                )
+            {
+                retire.push(*worker);
+            }
+        }
+    }
+}
+
+/// Spawn, initialize and (for a plugin) load one worker of `generation`.
+/// Any failure kills and reaps what was started.
+pub(crate) fn start_worker(
+    config: &WorkerConfig,
+    token: &Cancel,
+    generation: &Generation,
+) -> Result<Worker, Error> {
+    let mut worker = Worker::spawn(config.clone().cancel_token(token.clone()))?;
+    if let Program::Plugin {
+        source,
+        source_name,
+        ..
+    } = &generation.program
+    {
+        worker.load_plugin(source, source_name)?;
+    }
+    Ok(worker)
+}
+
+/// Close idle workers: graceful when `deadline` leaves room, in parallel,
+/// joined before returning.
+fn retire_all(workers: Vec<Worker>, deadline: Instant) -> Vec<String> {
+    let graceful = deadline.saturating_duration_since(Instant::now())
+        >= SHUTDOWN_GRACE + PIPE_RELEASE_WAIT;
+    if !graceful {
+        // Dropping kills the group and reaps; no grace to wait for.
+        drop(workers);
+        return Vec::new();
+    }
+    if workers.len() <= 1 {
+        return workers.into_iter().filter_map(retire_one).collect();
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = workers
+            .into_iter()
+            .enumerate()
+            .map(|(index, worker)| {
+                std::thread::Builder::new()
+                    .name(format!("quirl-lua-retire-{index}"))
+                    .spawn_scoped(scope, move || retire_one(worker))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|handle| match handle {
+                Ok(handle) => handle.join().unwrap_or_else(|_| {
+                    Some("a retiring thread panicked; its worker was dropped".to_owned())
+                }),
+                // The worker moved into the closure that never ran was
+                // dropped with it: killed and reaped.
+                Err(error) => Some(format!("could not start a retiring thread: {error}")),
+            })
+            .collect()
+    })
+}
+
+fn retire_one(worker: Worker) -> Option<String> {
+    let pid = worker.pid();
+    worker
+        .shutdown()
+        .err()
+        .map(|error| format!("worker {pid}: {error}"))
+}
+
+/// Start `count` workers of a new generation: the first one decides the
+/// plugin's registrations, the others are loaded the same way. Any
+/// failure kills and reaps every worker started so far.
+pub(crate) fn start_generation(
+    config: &WorkerConfig,
+    token: &Cancel,
+    number: u64,
+    plugin: Option<(String, String)>,
+    count: usize,
+) -> Result<(Generation, Vec<Worker>), Error> {
+    let mut workers = Vec::with_capacity(count);
+    let program = match plugin {
+        None => Program::Bare,
+        Some((source, source_name)) => {
+            let mut first = Worker::spawn(config.clone().cancel_token(token.clone()))?;
+            let registrations = first.load_plugin(&source, &source_name)?;
+            workers.push(first);
+            Program::Plugin {
+                source,
+                source_name,
+                registrations,
+            }
+        }
+    };
+    let generation = Generation { number, program };
+    while workers.len() < count {
+        workers.push(start_worker(config, token, &generation)?);
+    }
+    Ok((generation, workers))
+}

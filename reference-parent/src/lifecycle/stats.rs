@@ -1,0 +1,291 @@
+//! Counters and latency samples of pool members, and the serializable
+//! snapshots built from them ([`PoolStats`], [`MemberStats`]).
+//!
+//! A snapshot is plain data taken under the pool's lock; nothing in it
+//! refers back to the pool. Latencies are kept as the most recent
+//! [`LATENCY_SAMPLES_MAX`] samples per member, so percentiles describe
+//! recent behaviour and memory stays bounded however long a pool runs.
+
+use quirl_lua_protocol::ErrorCode;
+use serde::Serialize;
+
+use crate::error::{Error, ErrorKind};
+
+/// Latency samples kept per member (a ring of the most recent ones).
+pub const LATENCY_SAMPLES_MAX: usize = 1024;
+
+/// Statistics of one pool (one plugin, or a pool of plain eval workers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolStats {
+    /// The plugin's (or pool's) name.
+    pub name: String,
+    /// Code generation now serving: 1 for the first load, plus one per
+    /// successful reload.
+    pub generation: u64,
+    /// Number of members.
+    pub pool_size: usize,
+    /// Members with a live worker process (idle or busy).
+    pub running: usize,
+    /// Members running a request right now.
+    pub busy: usize,
+    /// Whether the restart budget is spent and every call is refused.
+    pub quarantined: bool,
+    /// The restart budget (failures tolerated inside the window).
+    pub max_restarts: u32,
+    /// The forgiveness window in milliseconds; `null`: failures are never
+    /// forgiven.
+    pub restart_window_ms: Option<u64>,
+    /// Failures that count against the budget right now.
+    pub failures_in_window: usize,
+    /// Callers waiting for an idle member.
+    pub queued: usize,
+    /// Most callers that may wait.
+    pub queue_capacity: usize,
+    /// Calls refused without reaching a member: quarantined, queue full,
+    /// queue wait timed out, or the pool was shut down.
+    pub rejected: u64,
+    /// Sums over the members.
+    #[serde(flatten)]
+    pub totals: Counters,
+    /// Code of the most recent error of any member (`null` if none yet).
+    pub last_error_code: Option<ErrorCode>,
+    /// Class of that error (`deadline`, `guest`, `worker_crashed`, …).
+    pub last_error_kind: Option<&'static str>,
+    /// Percentiles over every member's recent samples.
+    pub latency: Latency,
+    /// Per-member detail, in member order.
+    pub members: Vec<MemberStats>,
+}
+
+/// Statistics of one pool member (one worker slot).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemberStats {
+    /// Position in the pool, from 0.
+    pub index: usize,
+    /// Code generation of the member's current (or last) worker.
+    pub generation: u64,
+    /// Process id of the current (or last) worker; `null` before the first.
+    pub pid: Option<u32>,
+    /// Whether the member has a live worker process.
+    pub running: bool,
+    /// `idle`, `busy`, `vacant` (its worker failed or was retired; the next
+    /// call starts a fresh one) or `quarantined`.
+    pub state: MemberState,
+    /// Whether the plugin is quarantined (the same for every member).
+    pub quarantined: bool,
+    /// This member's counters.
+    #[serde(flatten)]
+    pub counters: Counters,
+    /// Code of the member's most recent error (`null` if none yet).
+    pub last_error_code: Option<ErrorCode>,
+    /// Class of that error.
+    pub last_error_kind: Option<&'static str>,
+    /// Percentiles over the member's recent samples.
+    pub latency: Latency,
+}
+
+/// What a member is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemberState {
+    /// Has a live worker waiting for a call.
+    Idle,
+    /// Running a call (or starting a replacement worker for one).
+    Busy,
+    /// Has no worker; the next call dispatched to it starts one.
+    Vacant,
+    /// Has no worker and gets no calls until the pool is reset.
+    Quarantined,
+}
+
+/// Event counters. Every call dispatched to a member counts once in
+/// `invocations` and at most once in one of the outcome counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    /// Calls dispatched to the member.
+    pub invocations: u64,
+    /// Calls that returned a result.
+    pub successes: u64,
+    /// Well-formed error responses (Lua errors, guest-side limits); the
+    /// worker stayed usable.
+    pub guest_errors: u64,
+    /// Requests killed at their deadline.
+    pub timeouts: u64,
+    /// Workers that died, exited or closed their stream mid-request.
+    pub crashes: u64,
+    /// Workers killed for a protocol violation.
+    pub violations: u64,
+    /// Requests cancelled by the host (e.g. at shutdown); not counted
+    /// against the restart budget.
+    pub cancellations: u64,
+    /// Replacement workers that could not be started, initialized or
+    /// loaded with the plugin.
+    pub spawn_failures: u64,
+    /// Replacement workers started after a failure.
+    pub restarts: u64,
+}
+
+impl Counters {
+    /// Count the outcome of one call.
+    pub(crate) fn count(&mut self, outcome: &Result<(), &Error>) {
+        match outcome {
+            Ok(_) => self.successes += 1,
+            Err(error) => match error.kind() {
+                ErrorKind::Guest | ErrorKind::InvalidInput => self.guest_errors += 1,
+                ErrorKind::Deadline => self.timeouts += 1,
+                ErrorKind::WorkerCrashed | ErrorKind::Unavailable => self.crashes += 1,
+                ErrorKind::ProtocolViolation => self.violations += 1,
+                ErrorKind::Cancelled => self.cancellations += 1,
+                ErrorKind::Spawn => self.spawn_failures += 1,
+                _ => {}
+            },
+        }
+    }
+
+    pub(crate) fn add(&mut self, other: &Counters) {
+        self.invocations += other.invocations;
+        self.successes += other.successes;
+        self.guest_errors += other.guest_errors;
+        self.timeouts += other.timeouts;
+        self.crashes += other.crashes;
+        self.violations += other.violations;
+        self.cancellations += other.cancellations;
+        self.spawn_failures += other.spawn_failures;
+        self.restarts += other.restarts;
+    }
+}
+
+/// Latency percentiles in microseconds (nearest-rank; all zero without samples).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Latency {
+    /// Samples the percentiles are computed from.
+    pub samples: usize,
+    /// Median.
+    pub p50_us: u64,
+    /// 90th percentile.
+    pub p90_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// Largest sample.
+    pub max_us: u64,
+}
+
+impl Latency {
+    /// Percentiles of `samples` (sorted here).
+    pub(crate) fn of(mut samples: Vec<u64>) -> Self {
+        if samples.is_empty() {
+            return Self::default();
+        }
+        samples.sort_unstable();
+        let rank = |percent: usize| {
+            // Nearest rank: ceil(p/100 * n), 1-based.
+            let n = samples.len();
+            let index = (percent * n).div_ceil(100).clamp(1, n) - 1;
+            samples[index]
+        };
+        Self {
+            samples: samples.len(),
+            p50_us: rank(50),
+            p90_us: rank(90),
+            p99_us: rank(99),
+            max_us: samples[samples.len() - 1],
+        }
+    }
+}
+
+/// The most recent latency samples of one member, in microseconds.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LatencyRing {
+    samples: Vec<u64>,
+    next: usize,
+}
+
+impl LatencyRing {
+    pub(crate) fn record(&mut self, elapsed: std::time::Duration) {
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        if self.samples.len() < LATENCY_SAMPLES_MAX {
+            self.samples.push(micros);
+        } else {
+            self.samples[self.next] = micros;
+        }
+        self.next = (self.next + 1) % LATENCY_SAMPLES_MAX;
+    }
+
+    pub(crate) fn samples(&self) -> &[u64] {
+        &self.samples
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn percentiles_use_nearest_rank() {
+        let latency = Latency::of((1..=100).rev().collect());
+        assert_eq!(latency.samples, 100);
+        assert_eq!(
+            (
+                latency.p50_us,
+                latency.p90_us,
+                latency.p99_us,
+                latency.max_us
+            ),
+            (50, 90, 99, 100)
+        );
+        let one = Latency::of(vec![7]);
+        assert_eq!((one.p50_us, one.p99_us, one.max_us), (7, 7, 7));
+        assert_eq!(Latency::of(Vec::new()), Latency::default());
+    }
+
+    #[test]
+    fn the_latency_ring_keeps_only_recent_samples() {
+        let mut ring = LatencyRing::default();
+        for i in 0..(LATENCY_SAMPLES_MAX as u64 + 10) {
+            ring.record(Duration::from_micros(i));
+        }
+        assert_eq!(ring.samples().len(), LATENCY_SAMPLES_MAX);
+        assert!(!ring.samples().contains(&9));
+        assert!(ring.samples().contains(&(LATENCY_SAMPLES_MAX as u64 + 9)));
+    }
+
+    #[test]
+    fn counters_sort_outcomes_by_error_kind() {
+        use quirl_lua_protocol::ErrorCode;
+        let mut counters = Counters::default();
+        counters.count(&Ok(()));
+        let late = Error::new(ErrorKind::Deadline, ErrorCode::ResourceLimit, "late");
+        counters.count(&Err(&late));
+        let gone = Error::new(ErrorKind::WorkerCrashed, ErrorCode::Lua, "gone");
+        counters.count(&Err(&gone));
+        assert_eq!(
+            (counters.successes, counters.timeouts, counters.crashes),
+            (1, 1, 1)
+        );
+    }
+
+    #[test]
+    fn stats_serialize_with_flattened_counters() {
+        let member = MemberStats {
+            index: 0,
+            generation: 1,
+            pid: Some(42),
+            running: true,
+            state: MemberState::Idle,
+            quarantined: false,
+            counters: Counters {
+                restarts: 3,
+                ..Counters::default()
+            },
+            last_error_code: Some(ErrorCode::ResourceLimit),
+            last_error_kind: Some("deadline"),
+            latency: Latency::default(),
+        };
+        let json = serde_json::to_value(&member).unwrap();
+        assert_eq!(json["restarts"], 3);
+        assert_eq!(json["state"], "idle");
+        assert_eq!(json["last_error_code"], "resource_limit");
+    }
+}

@@ -1,0 +1,111 @@
+//! [`WorkerPool`]: N plain workers (no plugin) for batches of evals and
+//! other operations, with the same dispatch, restart budget, quarantine,
+//! stats and shutdown as a plugin host.
+
+use std::time::Duration;
+
+use quirl_lua_protocol::{Operation, OperationResult};
+use serde_json::Value;
+
+use crate::error::Error;
+use crate::process_host::Cancel;
+use crate::worker::{Worker, WorkerConfig};
+
+use super::DEFAULT_SHUTDOWN_BOUND;
+use super::manifest::PoolOptions;
+use super::pool::{Core, ShutdownReport, start_generation};
+use super::stats::PoolStats;
+
+/// A pool of supervised workers that run whatever each call sends.
+///
+/// Workers keep their globals between the calls they serve, but which
+/// member serves a call is up to dispatch: code that needs state across
+/// calls should use a pool of one.
+pub struct WorkerPool {
+    core: Core,
+}
+
+impl WorkerPool {
+    /// Start `options.size` workers with `config`, named `name` in stats
+    /// and errors. Fails (killing whatever started) if any worker cannot
+    /// be started and initialized.
+    ///
+    /// The pool gives every worker its own cancellation token (fired by
+    /// [`shutdown`](Self::shutdown)); a token set on `config` is replaced.
+    pub fn start(
+        name: impl Into<String>,
+        config: WorkerConfig,
+        options: PoolOptions,
+    ) -> Result<Self, Error> {
+        options.validate()?;
+        let name = name.into();
+        let token = Cancel::new();
+        let (generation, workers) = start_generation(&config, &token, 1, None, options.pool_size())
+            .map_err(|error| error.with_context(format!("while starting pool `{name}`")))?;
+        Ok(Self {
+            core: Core::new(name, options, config, token, generation, workers),
+        })
+    }
+
+    /// Evaluate a chunk on an idle member.
+    pub fn eval(&self, source: &str) -> Result<Value, Error> {
+        self.core.call(|worker, _| worker.eval(source))
+    }
+
+    /// Run one operation on an idle member (default deadline: the policy's
+    /// wall time).
+    pub fn call(&self, operation: Operation) -> Result<OperationResult, Error> {
+        self.core.call(|worker, _| worker.call(operation, None))
+    }
+
+    /// Run `f` on an idle member's worker. A worker that `f` leaves
+    /// poisoned is replaced on its member's next call, and counts against
+    /// the restart budget.
+    pub fn with_worker<T>(
+        &self,
+        f: impl FnOnce(&mut Worker) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        self.core.call(|worker, _| f(worker))
+    }
+
+    /// The pool's name.
+    pub fn name(&self) -> &str {
+        self.core.name()
+    }
+
+    /// A snapshot of the pool's statistics.
+    pub fn stats(&self) -> PoolStats {
+        self.core.stats()
+    }
+
+    /// Whether the restart budget is spent.
+    pub fn is_quarantined(&self) -> bool {
+        self.core.is_quarantined()
+    }
+
+    /// Lift a quarantine and forget all failures; returns whether the pool
+    /// was quarantined.
+    pub fn reset(&self) -> bool {
+        self.core.reset()
+    }
+
+    /// Stop the pool: see [`PluginHost::shutdown`](super::PluginHost::shutdown).
+    pub fn shutdown(&self, bound: Duration) -> ShutdownReport {
+        self.core.shutdown(bound)
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        let _ = self.core.shutdown(DEFAULT_SHUTDOWN_BOUND);
+    }
+}
+
+impl std::fmt::Debug for WorkerPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerPool")
+            .field("name", &self.core.name())
+            .field("options", &self.core.options())
+            .finish_non_exhaustive()
+    }
+}
