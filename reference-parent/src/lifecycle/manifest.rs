@@ -274,7 +274,11 @@ impl PluginManifest {
                 ErrorCode::ScriptRead,
                 "cannot read the plugin source",
             )
-            .with_context(format!("plugin `{}`: {}: {error}", self.name, path.display()))
+            .with_context(format!(
+                "plugin `{}`: {}: {error}",
+                self.name,
+                path.display()
+            ))
         };
         let metadata = std::fs::metadata(path).map_err(unreadable)?;
         if metadata.len() > SOURCE_BYTES_MAX as u64 {
@@ -330,6 +334,19 @@ impl PluginManifest {
                 .with_context(error.to_string())
             })?,
         };
+        let host = self.process_host_config()?;
+        let mut config = WorkerConfig::new(command, self.policy).process_host(host);
+        if !self.grants.is_empty() {
+            config = config.grants(self.grants.clone());
+        }
+        Ok(config)
+    }
+}
+
+impl PluginManifest {
+    /// Host calls: the policy decides access; the grants, `PATH`, `HOME`
+    /// and the declared entries, and the working directory, the rest.
+    fn process_host_config(&self) -> Result<ProcessHostConfig, Error> {
         let bad_grant = |error: crate::process_host::HostError| {
             invalid(format!("plugin `{}`: {error}", self.name))
         };
@@ -346,12 +363,7 @@ impl PluginManifest {
             allow_process: self.policy.allow_process(),
             process_enabled: self.policy.allow_process(),
         };
-        let host = ProcessHostConfig::new(access, grants, environment, cwd).map_err(bad_grant)?;
-        let mut config = WorkerConfig::new(command, self.policy).process_host(host);
-        if !self.grants.is_empty() {
-            config = config.grants(self.grants.clone());
-        }
-        Ok(config)
+        ProcessHostConfig::new(access, grants, environment, cwd).map_err(bad_grant)
     }
 }
 
@@ -412,8 +424,19 @@ mod tests {
     fn declared_environment_reaches_the_process_host() {
         let manifest = PluginManifest::new("p", "/dev/null")
             .worker(WorkerCommand::new("/bin/true"))
+            .grant("process.spawn:echo")
             .env("PLUGIN_MODE", "test");
         assert!(manifest.worker_config().is_ok());
+        let host = manifest.process_host_config().unwrap();
+        let names: Vec<&str> = host.environment().iter().map(|(name, _)| name).collect();
+        assert!(names.contains(&"PLUGIN_MODE"), "{names:?}");
+        assert!(
+            names
+                .iter()
+                .all(|name| ["PATH", "HOME", "PLUGIN_MODE"].contains(name))
+        );
+        assert!(host.grants().allows("echo"));
+        assert!(!host.grants().allows("sh"));
         let bad = PluginManifest::new("p", "/dev/null")
             .worker(WorkerCommand::new("/bin/true"))
             .env("1BAD", "x");

@@ -137,7 +137,8 @@ impl PluginHost {
 
     /// Ask the completion provider registered for `command`.
     pub fn complete(&self, command: &str, context: Value) -> Result<Value, Error> {
-        self.core.call(|worker, _| worker.complete(command, context))
+        self.core
+            .call(|worker, _| worker.complete(command, context))
     }
 
     /// Run the plugin command `name`; `timeout` defaults to the policy's

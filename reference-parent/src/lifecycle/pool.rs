@@ -343,7 +343,9 @@ impl Core {
         let member = &mut state.members[index];
         member.latency.record(elapsed);
         member.counters.count(&outcome);
-        let last_error = outcome.err().map(|error| (error.code(), error.kind().as_str()));
+        let last_error = outcome
+            .err()
+            .map(|error| (error.code(), error.kind().as_str()));
         if last_error.is_some() {
             member.last_error = last_error;
         }
@@ -740,8 +742,8 @@ pub(crate) fn start_worker(
 /// Close idle workers: graceful when `deadline` leaves room, in parallel,
 /// joined before returning.
 fn retire_all(workers: Vec<Worker>, deadline: Instant) -> Vec<String> {
-    let graceful = deadline.saturating_duration_since(Instant::now())
-        >= SHUTDOWN_GRACE + PIPE_RELEASE_WAIT;
+    let graceful =
+        deadline.saturating_duration_since(Instant::now()) >= SHUTDOWN_GRACE + PIPE_RELEASE_WAIT;
     if !graceful {
         // Dropping kills the group and reaps; no grace to wait for.
         drop(workers);

@@ -1,0 +1,93 @@
+//! Shutdown of a plugin host with busy and idle members leaves no process
+//! and no thread (P9). Alone in its test binary so that it can count this
+//! process's children and threads.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/procfs.rs"]
+mod procfs;
+#[path = "support/lifecycle.rs"]
+mod support;
+
+use std::time::Duration;
+
+use quirl_lua_reference_parent::ErrorKind;
+use quirl_lua_reference_parent::lifecycle::{PluginHost, PluginManifest, PoolOptions};
+use serde_json::json;
+
+use support::{
+    LOOPING_PLUGIN, Scratch, eventually, leftovers, member_pids, policy, scripted_worker,
+};
+
+#[test]
+fn shutdown_of_a_host_with_busy_members_leaves_no_process_or_thread() {
+    let threads_before = procfs::thread_count();
+    let scratch = Scratch::new("shutdown");
+    let path = scratch.write("loop.lua", LOOPING_PLUGIN);
+    let manifest = PluginManifest::new("busy", &path)
+        .worker(scripted_worker())
+        .policy(policy(30_000))
+        .pool(PoolOptions::new().size(4).queue_capacity(8));
+    let host = PluginHost::start(manifest).unwrap();
+    let pids = member_pids(&host.stats());
+    assert_eq!(pids.len(), 4);
+
+    let report = std::thread::scope(|scope| {
+        // Two members spin forever in their prompt callback; two stay idle.
+        let busy: Vec<_> = (0..2)
+            .map(|_| scope.spawn(|| host.render_prompt("version", json!({}))))
+            .collect();
+        assert!(eventually(Duration::from_secs(5), || host.stats().busy == 2));
+        let report = host.shutdown(Duration::from_secs(3));
+        for call in busy {
+            let error = call.join().unwrap().unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::Cancelled, "{error}");
+        }
+        report
+    });
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!((report.cancelled, report.retired), (2, 2));
+    assert!(report.elapsed < Duration::from_secs(3), "{report:?}");
+
+    // Nothing of any worker is left, zombies included, and no thread.
+    for pid in &pids {
+        assert!(leftovers(*pid).is_empty(), "worker {pid} left something");
+    }
+    assert!(
+        procfs::own_children().is_empty(),
+        "{:?}",
+        procfs::own_children()
+    );
+    assert!(
+        procfs::library_threads().is_empty(),
+        "{:?}",
+        procfs::library_threads()
+    );
+    assert_eq!(procfs::thread_count(), threads_before);
+
+    // Later calls are refused at once.
+    let error = host.render_prompt("version", json!({})).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unavailable);
+    let stats = host.stats();
+    assert_eq!((stats.running, stats.busy), (0, 0));
+    assert_eq!(stats.totals.cancellations, 2);
+    assert!(
+        !stats.quarantined,
+        "host cancellations do not spend the budget"
+    );
+    drop(host);
+
+    // Dropping a host that was never shut down does the same.
+    let manifest = PluginManifest::new("dropped", &path)
+        .worker(scripted_worker())
+        .policy(policy(30_000))
+        .pool_size(3);
+    let host = PluginHost::start(manifest).unwrap();
+    let pids = member_pids(&host.stats());
+    drop(host);
+    for pid in &pids {
+        assert!(leftovers(*pid).is_empty(), "worker {pid} left something");
+    }
+    assert!(procfs::own_children().is_empty());
+    assert_eq!(procfs::thread_count(), threads_before);
+}
