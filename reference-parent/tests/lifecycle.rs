@@ -479,3 +479,24 @@ fn shutdown_cancels_busy_calls_and_wakes_queued_callers() {
     });
     assert!(leftovers(pid).is_empty());
 }
+
+#[test]
+fn a_worker_that_retired_after_an_error_is_replaced_without_failing_the_next_call() {
+    let pool = eval_pool(1, 1_000, PoolOptions::new().max_restarts(0));
+    let first = member_pids(&pool.stats())[0];
+    let error = pool.eval("retire()").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Guest);
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
+    // The worker has exited by now or is about to; either way the next
+    // call runs on a fresh worker and succeeds.
+    assert_eq!(pool.eval("return 8").unwrap(), json!(8));
+    let stats = pool.stats();
+    assert!(!stats.quarantined, "a retirement is not a failure");
+    assert_eq!(stats.failures_in_window, 0);
+    assert_eq!(stats.totals.invocations, 2);
+    assert_eq!(stats.totals.successes, 1);
+    assert_eq!(stats.totals.guest_errors, 1);
+    assert_eq!(stats.totals.retirements, 1);
+    assert_eq!(stats.totals.restarts, 0);
+    assert!(leftovers(first).is_empty());
+}

@@ -132,13 +132,13 @@ impl PluginHost {
     /// Render the prompt segment `name`.
     pub fn render_prompt(&self, name: &str, context: Value) -> Result<Option<String>, Error> {
         self.core
-            .call(|worker, _| worker.render_prompt(name, context))
+            .call(|worker, _| worker.render_prompt(name, context.clone()))
     }
 
     /// Ask the completion provider registered for `command`.
     pub fn complete(&self, command: &str, context: Value) -> Result<Value, Error> {
         self.core
-            .call(|worker, _| worker.complete(command, context))
+            .call(|worker, _| worker.complete(command, context.clone()))
     }
 
     /// Run the plugin command `name`; `timeout` defaults to the policy's
@@ -152,13 +152,13 @@ impl PluginHost {
         self.core.call(|worker, _| {
             let timeout =
                 timeout.unwrap_or_else(|| Duration::from_millis(worker.policy().wall_time_ms()));
-            worker.plugin_command(name, context, timeout)
+            worker.plugin_command(name, context.clone(), timeout)
         })
     }
 
     /// Dispatch an extension event to the plugin's subscribers.
     pub fn event(&self, event: ExtensionEvent) -> Result<Vec<EventHandlerReport>, Error> {
-        self.core.call(|worker, _| worker.event(event))
+        self.core.call(|worker, _| worker.event(event.clone()))
     }
 
     /// Invoke a registered contribution.
@@ -169,7 +169,7 @@ impl PluginHost {
         context: Value,
     ) -> Result<Value, Error> {
         self.core
-            .call(|worker, _| worker.contribution(kind, name, context))
+            .call(|worker, _| worker.contribution(kind, name, context.clone()))
     }
 
     /// Evaluate a chunk in a member's plugin VM (its globals are the
@@ -180,13 +180,14 @@ impl PluginHost {
 
     /// Run one operation on a member.
     pub fn call(&self, operation: Operation) -> Result<OperationResult, Error> {
-        self.core.call(|worker, _| worker.call(operation, None))
+        self.core
+            .call(|worker, _| worker.call(operation.clone(), None))
     }
 
     /// Run `f` on an idle member's worker; see [`WorkerPool::with_worker`](super::WorkerPool::with_worker).
     pub fn with_worker<T>(
         &self,
-        f: impl FnOnce(&mut Worker) -> Result<T, Error>,
+        mut f: impl FnMut(&mut Worker) -> Result<T, Error>,
     ) -> Result<T, Error> {
         self.core.call(|worker, _| f(worker))
     }

@@ -205,9 +205,16 @@ impl Core {
 
     /// Dispatch one call to an idle member and run `f` on its worker,
     /// starting a fresh worker first if the member has none.
+    ///
+    /// `f` runs a second time, on a fresh worker of the same member, in one
+    /// case only: the first run found the worker already gone because it
+    /// retired its VM after answering its previous request with an error
+    /// (the reference worker does after a tripped budget). The parent
+    /// reports that as [`ErrorKind::Unavailable`] before the new request
+    /// could run, so nothing ran twice.
     pub(crate) fn call<T>(
         &self,
-        f: impl FnOnce(&mut Worker, &Generation) -> Result<T, Error>,
+        mut f: impl FnMut(&mut Worker, &Generation) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let checkout = self.checkout()?;
         let started = Instant::now();
@@ -215,27 +222,19 @@ impl Core {
         let generation = checkout.generation;
         let mut worker = match checkout.worker {
             Some(worker) => worker,
-            None => match start_worker(&self.config, &self.shutdown_token, &generation) {
-                Ok(worker) => {
-                    let mut state = self.lock();
-                    let member = &mut state.members[index];
-                    member.pid = Some(worker.pid());
-                    member.generation = generation.number;
-                    drop(state);
-                    worker
-                }
-                Err(error) => {
-                    let error = error.with_context(format!(
-                        "{}: could not start a replacement worker for member {index}",
-                        self.name
-                    ));
-                    let retired = self.checkin(index, None, Err(&error), started.elapsed());
-                    drop(retired);
-                    return Err(error);
-                }
-            },
+            None => self.replace(index, &generation, started)?,
         };
-        let result = f(&mut worker, &generation);
+        let mut result = f(&mut worker, &generation);
+        if worker.is_poisoned()
+            && result
+                .as_ref()
+                .is_err_and(|error| error.kind() == ErrorKind::Unavailable)
+        {
+            self.lock().members[index].counters.retirements += 1;
+            drop(worker);
+            worker = self.replace(index, &generation, started)?;
+            result = f(&mut worker, &generation);
+        }
         let elapsed = started.elapsed();
         let alive = !worker.is_poisoned();
         let outcome = match &result {
@@ -257,6 +256,34 @@ impl Core {
         // already reaped by the handle itself).
         drop(retired);
         result
+    }
+
+    /// Start a fresh worker of `generation` for the busy member `index`;
+    /// on failure, put the member back and return the error.
+    fn replace(
+        &self,
+        index: usize,
+        generation: &Generation,
+        started: Instant,
+    ) -> Result<Worker, Error> {
+        match start_worker(&self.config, &self.shutdown_token, generation) {
+            Ok(worker) => {
+                let mut state = self.lock();
+                let member = &mut state.members[index];
+                member.pid = Some(worker.pid());
+                member.generation = generation.number;
+                Ok(worker)
+            }
+            Err(error) => {
+                let error = error.with_context(format!(
+                    "{}: could not start a replacement worker for member {index}",
+                    self.name
+                ));
+                let retired = self.checkin(index, None, Err(&error), started.elapsed());
+                drop(retired);
+                Err(error)
+            }
+        }
     }
 
     /// Take an idle member out of the pool, waiting in the queue if needed.

@@ -123,6 +123,11 @@ pub struct Counters {
     pub spawn_failures: u64,
     /// Replacement workers started after a failure.
     pub restarts: u64,
+    /// Workers found retired when a call reached them (a worker may end
+    /// its session after answering with an error; the reference worker
+    /// does after a tripped budget). The call ran on a fresh worker
+    /// instead; not a failure.
+    pub retirements: u64,
 }
 
 impl Counters {
@@ -152,6 +157,7 @@ impl Counters {
         self.cancellations += other.cancellations;
         self.spawn_failures += other.spawn_failures;
         self.restarts += other.restarts;
+        self.retirements += other.retirements;
     }
 }
 

@@ -55,15 +55,25 @@ impl WorkerPool {
     /// Run one operation on an idle member (default deadline: the policy's
     /// wall time).
     pub fn call(&self, operation: Operation) -> Result<OperationResult, Error> {
-        self.core.call(|worker, _| worker.call(operation, None))
+        self.core
+            .call(|worker, _| worker.call(operation.clone(), None))
     }
 
     /// Run `f` on an idle member's worker. A worker that `f` leaves
     /// poisoned is replaced on its member's next call, and counts against
     /// the restart budget.
+    ///
+    /// `f` runs a second time, on a fresh worker, only if its first run
+    /// found the worker retired before anything ran (it ended its session
+    /// after answering its previous request with an error, as the reference
+    /// worker does after a tripped budget): the first run's request then
+    /// failed with [`Unavailable`](crate::ErrorKind::Unavailable) without
+    /// running.
+    /// A closure that makes several requests should stop at the first
+    /// error so that this holds.
     pub fn with_worker<T>(
         &self,
-        f: impl FnOnce(&mut Worker) -> Result<T, Error>,
+        mut f: impl FnMut(&mut Worker) -> Result<T, Error>,
     ) -> Result<T, Error> {
         self.core.call(|worker, _| f(worker))
     }

@@ -6,7 +6,9 @@
 //!
 //! - `eval`: a source containing `while true do end` spins on the CPU
 //!   forever; `spin(MS)` spins for MS milliseconds and returns MS;
-//!   `crash()` aborts; `hang()` sleeps forever; `return N` (a JSON
+//!   `crash()` aborts; `hang()` sleeps forever; `retire()` answers with a
+//!   guest `resource_limit` error and exits 0 (as the reference worker
+//!   does after a tripped budget); `return N` (a JSON
 //!   number) returns N; anything else returns `null`.
 //! - `load_plugin`: a source containing `syntax error` is refused with a
 //!   guest `lua` error; a source starting with `while true do end` spins
@@ -75,6 +77,9 @@ fn eval(id: u64, source: &str) {
         spin_forever();
     } else if source.contains("crash()") {
         std::process::abort();
+    } else if source.contains("retire()") {
+        guest_error(id, "resource_limit", "Lua exceeded its instruction budget");
+        std::process::exit(0);
     } else if source.contains("hang()") {
         loop {
             std::thread::sleep(Duration::from_secs(3600));
