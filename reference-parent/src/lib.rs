@@ -1,4 +1,43 @@
-//! Reference parent for `quirl.lua-worker@1`.
+//! Reference parent for `quirl.lua-worker@1`: supervise a sandboxed Lua
+//! worker process that owns the VM, with hard deadlines the worker cannot
+//! evade.
+//!
+//! ```no_run
+//! use quirl_lua_reference_parent::{ErrorKind, Policy, Worker, WorkerCommand, WorkerConfig};
+//!
+//! // `quirl-lua --internal-lua-worker-v1` (or any worker speaking the protocol).
+//! let command = WorkerCommand::new("/usr/local/bin/quirl-lua").arg("--internal-lua-worker-v1");
+//! let policy = Policy::new(false, 32 << 20, 100_000_000, 250)?;
+//! let mut worker = Worker::spawn(WorkerConfig::new(command, policy))?;
+//! assert_eq!(worker.eval("return 6 * 7")?, serde_json::json!(42));
+//!
+//! // A native call no Lua hook can interrupt: the parent kills the worker's
+//! // whole process tree at the deadline, reaps it and poisons the handle.
+//! let error = worker.eval("table.move({}, 1, 90000000, 2)").unwrap_err();
+//! assert_eq!(error.kind(), ErrorKind::Deadline);
+//! assert_eq!(worker.eval("return 1").unwrap_err().kind(), ErrorKind::Unavailable);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Modules, one job each:
+//! - [`worker`]: the [`Worker`] handle — spawn + initialize, one request at a
+//!   time under an absolute deadline, failure → kill, reap, drain, poison;
+//! - `containment` (private): spawning in a new session with a sanitized
+//!   environment and descriptors, and the process-group kill that cannot hit
+//!   a reused PGID (module docs explain why);
+//! - `transport` and `poll` (private): non-blocking pipes and one `ppoll`
+//!   per wait over output, pidfd, cancellation and deadline — no reader
+//!   thread, no polling tick;
+//! - `wire` (private): the protocol crate's decoder and [`ParentSession`]
+//!   plus the parent's own host-call rule;
+//! - `host` (private) and [`process_host`]: answering `quirl.process.run`;
+//! - [`command`]: which program is the worker; [`error`]: typed errors.
+//!
+//! Pools, restart budgets, quarantine and statistics (issue 6) are meant to
+//! wrap [`Worker`] values from the outside: a poisoned worker is never
+//! reused, a new one is spawned.
+//!
+//! [`ParentSession`]: quirl_lua_protocol::ParentSession
 
 pub mod command;
 mod containment;

@@ -116,6 +116,10 @@ impl Transport {
     pub(crate) fn read_chunk(&mut self, watch: Watch<'_>) -> Result<&[u8], Interrupt> {
         loop {
             check_flags(watch)?;
+            // Wait first: the caller reads right after sending a request,
+            // when the answer cannot be there yet, so a read-first would
+            // cost a wasted EAGAIN system call on every request.
+            wait(self.output.as_fd(), libc::POLLIN, watch)?;
             // SAFETY: reads into our own buffer, bounded by its length.
             let read = unsafe {
                 libc::read(
@@ -133,8 +137,7 @@ impl Transport {
             }
             let error = io::Error::last_os_error();
             match error.raw_os_error() {
-                Some(libc::EAGAIN) => wait(self.output.as_fd(), libc::POLLIN, watch)?,
-                Some(libc::EINTR) => {}
+                Some(libc::EAGAIN | libc::EINTR) => {}
                 _ => return Err(Interrupt::Io(error)),
             }
         }
