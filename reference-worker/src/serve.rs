@@ -19,7 +19,7 @@ use crate::sdk::{CommandOutcome, HostPort, HostReply, HostRequest};
 use crate::vm::{Policy, Request as VmRequest, Verdict, Vm, VmConfig};
 use quirl_lua_protocol::records as wire;
 use quirl_lua_protocol::{
-    ErrorKind, Operation, ParentFrame, ProtocolError, WorkerSession, read_payload,
+    ErrorKind, Feed, FrameDecoder, Operation, ParentFrame, ProtocolError, WorkerSession,
 };
 use std::fmt;
 use std::io::{Read, Write};
@@ -76,6 +76,9 @@ impl From<ProtocolError> for WorkerError {
     }
 }
 
+/// Bytes read from the input per `read` call at most.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+
 /// The stream and the session, shared by the loop and the host port.
 struct Channel<R, W> {
     input: R,
@@ -83,9 +86,38 @@ struct Channel<R, W> {
     session: WorkerSession,
     /// The violation a host call ran into (the VM only records a reason).
     violation: Option<ProtocolError>,
+    /// Read buffer, reused for every frame.
+    chunk: Box<[u8]>,
 }
 
 impl<R: Read, W: Write> Channel<R, W> {
+    /// Read one frame's payload (`None` at a clean end of input). Like the
+    /// protocol crate's `read_payload`: never reads past the frame, never
+    /// reserves ahead of received bytes.
+    fn read_payload(&mut self) -> Result<Option<Vec<u8>>, ProtocolError> {
+        let mut decoder = FrameDecoder::new();
+        loop {
+            let want = decoder.bytes_wanted().min(self.chunk.len());
+            let read = match self.input.read(&mut self.chunk[..want]) {
+                Ok(read) => read,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => {
+                    return Err(ProtocolError::new(
+                        ErrorKind::IoError,
+                        format!("reading a frame failed: {error}"),
+                    ));
+                }
+            };
+            if read == 0 {
+                decoder.finish()?;
+                return Ok(None);
+            }
+            if let Feed::Frame { payload, .. } = decoder.feed(&self.chunk[..read])? {
+                return Ok(Some(payload));
+            }
+        }
+    }
+
     fn write(&mut self, bytes: &[u8]) -> Result<(), ProtocolError> {
         self.output
             .write_all(bytes)
@@ -165,7 +197,7 @@ fn exchange<R: Read, W: Write>(
         request.max_output_bytes,
     )?;
     channel.write(&bytes)?;
-    let Some(payload) = read_payload(&mut channel.input)? else {
+    let Some(payload) = channel.read_payload()? else {
         return Err(ProtocolError::new(
             ErrorKind::TruncatedHeader,
             "the input ended while a host call was pending",
@@ -338,6 +370,7 @@ where
         output,
         session: WorkerSession::new(),
         violation: None,
+        chunk: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
     }));
     let mut vm: Option<Vm> = None;
     let result = serve_loop(&channel, &mut vm, &options);
@@ -363,7 +396,7 @@ where
         let frame = {
             let mut guard = lock(channel)?;
             let channel = &mut *guard;
-            match read_payload(&mut channel.input)? {
+            match channel.read_payload()? {
                 None => return Ok(Ending::EndOfInput),
                 Some(payload) => channel.session.receive_payload(&payload)?,
             }

@@ -353,8 +353,16 @@ impl Vm {
     }
 
     /// Quirl evaluates chunks as an expression first (`return <source>`),
-    /// then as a block.
+    /// then as a block. A source that starts with the keyword `return`
+    /// can never be an expression, so it skips the first attempt.
     fn compile_eval(&self, chunk: &Chunk) -> mlua::Result<Function> {
+        let text = chunk.text.trim_start_matches([' ', '\t', '\n', '\r']);
+        if text
+            .strip_prefix("return")
+            .is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
+        {
+            return self.compile_block(chunk);
+        }
         let expression = format!("return {}", chunk.text);
         match self
             .lua
