@@ -33,9 +33,9 @@
 //! - `host` (private) and [`process_host`]: answering `quirl.process.run`;
 //! - [`command`]: which program is the worker; [`error`]: typed errors.
 //!
-//! Pools, restart budgets, quarantine and statistics (issue 6) are meant to
-//! wrap [`Worker`] values from the outside: a poisoned worker is never
-//! reused, a new one is spawned.
+//! - [`lifecycle`]: plugin generations, restart budget and quarantine, pools
+//!   and statistics, built from the outside on [`Worker`] values — a
+//!   poisoned worker is never reused, a new one is spawned.
 //!
 //! [`ParentSession`]: quirl_lua_protocol::ParentSession
 

@@ -1,12 +1,12 @@
 //! The worker handle: one supervised worker process, one request at a time.
 //!
 //! [`Worker::spawn`] starts the worker command contained (see
-//! [`crate::containment`]) and initializes it with a validated policy. Each
+//! the private `containment` module) and initializes it with a validated policy. Each
 //! request then runs under an absolute deadline — the policy's wall time
 //! unless the caller gives one — that also covers the host calls the worker
 //! makes while it runs. The calling thread does all the waiting itself, in
 //! one `ppoll` over the worker's output, its pidfd, the cancellation token and
-//! the deadline (see [`crate::transport`]); no thread is started.
+//! the deadline (see the private `transport` module); no thread is started.
 //!
 //! # Failure handling
 //!

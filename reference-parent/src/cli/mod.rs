@@ -44,7 +44,8 @@ pub(crate) fn exit_code(error: &Error) -> u8 {
         ErrorKind::Guest => EXIT_GUEST,
         ErrorKind::Deadline | ErrorKind::Cancelled => EXIT_LIMIT,
         ErrorKind::InvalidInput => EXIT_USAGE,
-        ErrorKind::Unavailable => EXIT_UNAVAILABLE,
+        ErrorKind::Unavailable | ErrorKind::Quarantined => EXIT_UNAVAILABLE,
+        ErrorKind::Overloaded => EXIT_LIMIT,
         _ => EXIT_WORKER,
     }
 }
