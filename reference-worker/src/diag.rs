@@ -69,13 +69,32 @@ pub fn line_span(text: &str, line: u64) -> Option<(usize, usize)> {
     (current == line).then_some((start, bytes.len()))
 }
 
+/// Only this many leading bytes of a message are searched for a position.
+const LOCATE_BYTES_MAX: usize = 64 * 1024;
+
+/// A `chunk:line:` position found in a message.
+struct Position<'a> {
+    chunk: &'a Chunk,
+    line: u64,
+    /// Byte offset of the position in the message.
+    at: usize,
+    /// Byte offset just past its final `:`.
+    end: usize,
+}
+
 /// Find the first `chunk:line:` position of a known chunk in `message`.
-fn locate<'a>(message: &str, chunks: &'a [&'a Chunk]) -> Option<(&'a Chunk, u64, usize)> {
-    let mut best: Option<(&Chunk, u64, usize)> = None;
+fn locate<'a>(message: &str, chunks: &'a [&'a Chunk]) -> Option<Position<'a>> {
+    let mut end = message.len().min(LOCATE_BYTES_MAX);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    let message = &message[..end];
+    let mut best: Option<Position<'a>> = None;
     for chunk in chunks {
         let id = chunk.id();
+        let needle = format!("{id}:");
         let mut from = 0;
-        while let Some(found) = message[from..].find(&format!("{id}:")) {
+        while let Some(found) = message[from..].find(&needle) {
             let at = from + found;
             let rest = &message[at + id.len() + 1..];
             let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
@@ -85,12 +104,17 @@ fn locate<'a>(message: &str, chunks: &'a [&'a Chunk]) -> Option<(&'a Chunk, u64,
                 && rest[digits.len()..].starts_with(':')
                 && let Ok(line) = digits.parse::<u64>()
             {
-                if best.is_none_or(|(_, _, pos)| at < pos) {
-                    best = Some((chunk, line, at));
+                if best.as_ref().is_none_or(|b| at < b.at) {
+                    best = Some(Position {
+                        chunk,
+                        line,
+                        at,
+                        end: at + needle.len() + digits.len() + 1,
+                    });
                 }
                 break;
             }
-            from = at + 1;
+            from = at + needle.chars().next().map_or(1, char::len_utf8);
         }
     }
     best
@@ -98,7 +122,7 @@ fn locate<'a>(message: &str, chunks: &'a [&'a Chunk]) -> Option<(&'a Chunk, u64,
 
 /// A label for the first position of a known chunk found in `text`.
 pub fn position_label(text: &str, chunks: &[&Chunk], message: &str) -> Option<Label> {
-    let (chunk, line, _) = locate(text, chunks)?;
+    let Position { chunk, line, .. } = locate(text, chunks)?;
     let message = clip(message, 4096);
     match line_span(&chunk.text, line) {
         Some((start, end)) if chunk.text.len() <= LABEL_SOURCE_BYTES_MAX => Some(Label {
@@ -139,9 +163,8 @@ fn traceback_context(traceback: &str) -> Vec<String> {
 /// Strip the chunk position from the start of a Lua message (it moves to
 /// the label).
 fn without_position<'a>(message: &'a str, chunks: &[&Chunk]) -> &'a str {
-    if let Some((chunk, line, 0)) = locate(message, chunks) {
-        let prefix = format!("{}:{line}:", chunk.id());
-        return message[prefix.len()..].trim_start();
+    if let Some(Position { at: 0, end, .. }) = locate(message, chunks) {
+        return message[end..].trim_start();
     }
     message
 }
@@ -244,6 +267,19 @@ mod tests {
         let label = &op.labels[0];
         assert_eq!((label.start, label.end), (12, 25));
         assert_eq!(label.source.as_deref(), Some(chunk.text.as_str()));
+    }
+
+    #[test]
+    fn positions_are_found_after_multibyte_names_and_in_long_messages() {
+        let chunk = Chunk {
+            name: "é.lua".to_owned(),
+            text: "a\nb\n".to_owned(),
+        };
+        let message = format!("{}é.lua:2: boom", "é.lua:x ".repeat(1000));
+        let label = position_label(&message, &[&chunk], "boom").unwrap();
+        assert_eq!((label.start, label.end), (2, 3));
+        let long = format!("{}é.lua:2: late", "x".repeat(100_000));
+        assert!(position_label(&long, &[&chunk], "late").is_none());
     }
 
     #[test]

@@ -532,3 +532,20 @@ fn deeply_nested_source_is_a_syntax_error() {
     let error = failure(eval(&mut vm_with(BIG), &source));
     assert_eq!(error.code, ErrorCode::Lua);
 }
+
+#[test]
+fn crafted_positions_in_error_messages_are_handled() {
+    let mut vm = vm();
+    let error = failure(eval(&mut vm, "error('eval:007: crafted', 0)"));
+    assert_eq!(error.message, "Lua runtime error: crafted");
+    for message in [
+        "eval:",
+        "eval:é:",
+        "é",
+        "eval:99999999999999999999999: x",
+        "\u{1b}[2J",
+    ] {
+        let error = failure(eval(&mut vm, &format!("error({message:?}, 0)")));
+        assert_eq!(error.code, ErrorCode::Lua);
+    }
+}
