@@ -1,5 +1,5 @@
 //! Measure the parent's kill latency (deadline → worker killed, reaped and
-//! pipe drained) and its warm round trip.
+//! pipe drained), cold start (spawn → first answer) and warm round trip.
 //!
 //! ```sh
 //! cargo build --release -p quirl-lua-reference-parent --bins --examples
@@ -41,6 +41,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--source" => source = value,
             other => return Err(format!("unknown flag {other}").into()),
         }
+    }
+    if let Some(command) = echo.clone() {
+        let policy = Policy::new(false, 32 << 20, 100_000_000, 5_000)?;
+        let config = WorkerConfig::new(command, policy);
+        let mut samples = Vec::with_capacity(trials);
+        for _ in 0..trials {
+            let started = Instant::now();
+            let mut worker = Worker::spawn(config.clone())?;
+            worker.eval("return 1")?;
+            samples.push(started.elapsed());
+        }
+        report("cold start (spawn, initialize, first eval)", &mut samples);
     }
     if let Some(command) = echo {
         let policy = Policy::new(false, 32 << 20, 100_000_000, 5_000)?;
