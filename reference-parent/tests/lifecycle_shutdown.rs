@@ -1,6 +1,7 @@
 //! Shutdown of a plugin host with busy and idle members leaves no process
-//! and no thread (P9). Alone in its test binary so that it can count this
-//! process's children and threads.
+//! and no thread (P9), with the scripted double and with the real worker.
+//! One test, alone in its test binary, so that it can count this process's
+//! children and threads.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,21 +12,28 @@ mod support;
 
 use std::time::Duration;
 
-use quirl_lua_reference_parent::ErrorKind;
 use quirl_lua_reference_parent::lifecycle::{PluginHost, PluginManifest, PoolOptions};
+use quirl_lua_reference_parent::{ErrorKind, WORKER_ARGUMENT, WorkerCommand};
 use serde_json::json;
 
 use support::{
-    LOOPING_PLUGIN, Scratch, eventually, leftovers, member_pids, policy, scripted_worker,
+    Scratch, eventually, leftovers, member_pids, plugin_source, policy, scripted_worker,
 };
 
 #[test]
 fn shutdown_of_a_host_with_busy_members_leaves_no_process_or_thread() {
+    let real = WorkerCommand::new(env!("CARGO_BIN_EXE_quirl-lua")).arg(WORKER_ARGUMENT);
+    for worker in [scripted_worker(), real] {
+        check_shutdown(worker);
+    }
+}
+
+fn check_shutdown(worker: WorkerCommand) {
     let threads_before = procfs::thread_count();
     let scratch = Scratch::new("shutdown");
-    let path = scratch.write("loop.lua", LOOPING_PLUGIN);
+    let path = scratch.write("plugin.lua", &plugin_source("v1"));
     let manifest = PluginManifest::new("busy", &path)
-        .worker(scripted_worker())
+        .worker(worker.clone())
         .policy(policy(30_000))
         .pool(PoolOptions::new().size(4).queue_capacity(8));
     let host = PluginHost::start(manifest).unwrap();
@@ -33,9 +41,9 @@ fn shutdown_of_a_host_with_busy_members_leaves_no_process_or_thread() {
     assert_eq!(pids.len(), 4);
 
     let report = std::thread::scope(|scope| {
-        // Two members spin forever in their prompt callback; two stay idle.
+        // Two members spin (far longer than the test); two stay idle.
         let busy: Vec<_> = (0..2)
-            .map(|_| scope.spawn(|| host.render_prompt("version", json!({}))))
+            .map(|_| scope.spawn(|| host.eval("while true do end")))
             .collect();
         assert!(eventually(Duration::from_secs(5), || host.stats().busy == 2));
         let report = host.shutdown(Duration::from_secs(3));
@@ -79,7 +87,7 @@ fn shutdown_of_a_host_with_busy_members_leaves_no_process_or_thread() {
 
     // Dropping a host that was never shut down does the same.
     let manifest = PluginManifest::new("dropped", &path)
-        .worker(scripted_worker())
+        .worker(worker)
         .policy(policy(30_000))
         .pool_size(3);
     let host = PluginHost::start(manifest).unwrap();
