@@ -117,6 +117,12 @@ impl WorkerConfig {
         self
     }
 
+    /// The token set with [`cancel_token`](Self::cancel_token), if any
+    /// (pools adopt it as their own).
+    pub fn configured_cancel_token(&self) -> Option<&Cancel> {
+        self.cancel.as_ref()
+    }
+
     /// Run host calls with this process-host configuration.
     ///
     /// Default: access from the policy and `process_enabled`, the program
