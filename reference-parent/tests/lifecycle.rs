@@ -500,3 +500,25 @@ fn a_worker_that_retired_after_an_error_is_replaced_without_failing_the_next_cal
     assert_eq!(stats.totals.restarts, 0);
     assert!(leftovers(first).is_empty());
 }
+
+#[test]
+fn the_callers_cancellation_token_cancels_the_whole_pool() {
+    let token = quirl_lua_reference_parent::Cancel::new();
+    let config = WorkerConfig::new(scripted_worker(), policy(30_000)).cancel_token(token.clone());
+    let pool = WorkerPool::start("cancellable", config, PoolOptions::new().size(2)).unwrap();
+    std::thread::scope(|scope| {
+        let busy = scope.spawn(|| pool.eval("while true do end"));
+        assert!(eventually(Duration::from_secs(5), || pool.stats().busy == 1));
+        token.cancel();
+        let error = busy.join().unwrap().unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Cancelled, "{error}");
+    });
+    let started = Instant::now();
+    let error = pool.eval("return 1").unwrap_err();
+    assert!(started.elapsed() < Duration::from_millis(10));
+    assert_eq!(error.kind(), ErrorKind::Cancelled, "{error}");
+    let stats = pool.stats();
+    assert!(!stats.quarantined, "cancellations are not failures");
+    assert_eq!(stats.failures_in_window, 0);
+    assert_eq!(stats.totals.cancellations, 1);
+}

@@ -156,7 +156,7 @@ impl PoolOptions {
 }
 
 /// One plugin: where its source is, how its workers run, and its pool.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct PluginManifest {
     name: String,
     source: PathBuf,
@@ -165,6 +165,7 @@ pub struct PluginManifest {
     environment: Vec<(String, String)>,
     working_dir: Option<PathBuf>,
     worker: Option<WorkerCommand>,
+    worker_config: Option<WorkerConfig>,
     options: PoolOptions,
 }
 
@@ -182,6 +183,7 @@ impl PluginManifest {
             environment: Vec::new(),
             working_dir: None,
             worker: None,
+            worker_config: None,
             options: PoolOptions::default(),
         }
     }
@@ -220,6 +222,16 @@ impl PluginManifest {
     #[must_use]
     pub fn worker(mut self, command: WorkerCommand) -> Self {
         self.worker = Some(command);
+        self
+    }
+
+    /// Start workers with exactly this configuration (command, policy,
+    /// grants, process host, cancellation token) instead of one built from
+    /// the manifest's policy, grants, environment, working directory and
+    /// worker command, which are then ignored.
+    #[must_use]
+    pub fn with_worker_config(mut self, config: WorkerConfig) -> Self {
+        self.worker_config = Some(config);
         self
     }
 
@@ -323,6 +335,9 @@ impl PluginManifest {
 
     /// The worker configuration every member of this plugin's pool uses.
     pub(crate) fn worker_config(&self) -> Result<WorkerConfig, Error> {
+        if let Some(config) = &self.worker_config {
+            return Ok(config.clone());
+        }
         let command = match &self.worker {
             Some(command) => command.clone(),
             None => WorkerCommand::current_exe().map_err(|error| {

@@ -10,7 +10,6 @@ use quirl_lua_protocol::{
 use serde_json::Value;
 
 use crate::error::Error;
-use crate::process_host::Cancel;
 use crate::worker::Worker;
 
 use super::DEFAULT_SHUTDOWN_BOUND;
@@ -43,7 +42,9 @@ pub struct Reload {
 
 impl PluginHost {
     /// Read the manifest's source, start its pool and load the plugin into
-    /// every member (generation 1).
+    /// every member (generation 1). Cancellation works as for
+    /// [`WorkerPool::start`](super::WorkerPool::start), with the token of
+    /// the manifest's worker configuration.
     ///
     /// Fails, with nothing left running, if the manifest is invalid, the
     /// source cannot be read, or any worker cannot be started or refuses
@@ -53,7 +54,10 @@ impl PluginHost {
         manifest.validate()?;
         let source = manifest.read_source()?;
         let config = manifest.worker_config()?;
-        let token = Cancel::new();
+        let token = config
+            .configured_cancel_token()
+            .cloned()
+            .unwrap_or_default();
         let options = manifest.options();
         let (generation, workers) = start_generation(
             &config,

@@ -292,14 +292,17 @@ impl Core {
         let deadline = Instant::now() + self.options.waiting_timeout();
         let mut ticket: Option<u64> = None;
         loop {
-            if state.closing || state.quarantine.is_some() {
+            let cancelled = self.shutdown_token.is_cancelled();
+            if state.closing || state.quarantine.is_some() || cancelled {
                 state.leave_queue(ticket);
                 state.rejected += 1;
                 self.changed.notify_all();
                 return Err(if state.closing {
                     self.shut_down_error()
-                } else {
+                } else if state.quarantine.is_some() {
                     self.quarantine_error(&state)
+                } else {
+                    self.cancelled_error()
                 });
             }
             let my_turn = match ticket {
@@ -640,6 +643,15 @@ impl Core {
             format!("`{}` was shut down", self.name),
         )
         .with_help("start a new pool or plugin host")
+    }
+
+    fn cancelled_error(&self) -> Error {
+        Error::new(
+            ErrorKind::Cancelled,
+            ErrorCode::ResourceLimit,
+            format!("`{}` was cancelled", self.name),
+        )
+        .with_context("its cancellation token fired; no further call is accepted")
     }
 
     fn quarantine_error(&self, state: &State) -> Error {

@@ -8,7 +8,6 @@ use quirl_lua_protocol::{Operation, OperationResult};
 use serde_json::Value;
 
 use crate::error::Error;
-use crate::process_host::Cancel;
 use crate::worker::{Worker, WorkerConfig};
 
 use super::DEFAULT_SHUTDOWN_BOUND;
@@ -30,8 +29,12 @@ impl WorkerPool {
     /// and errors. Fails (killing whatever started) if any worker cannot
     /// be started and initialized.
     ///
-    /// The pool gives every worker its own cancellation token (fired by
-    /// [`shutdown`](Self::shutdown)); a token set on `config` is replaced.
+    /// Every worker of the pool observes one cancellation token: the one
+    /// set on `config` with [`WorkerConfig::cancel_token`], or a fresh one.
+    /// Cancelling it kills every request in flight (counted as
+    /// cancellations, not failures) and makes later calls fail at once with
+    /// [`Cancelled`](crate::ErrorKind::Cancelled); [`shutdown`](Self::shutdown)
+    /// cancels it.
     pub fn start(
         name: impl Into<String>,
         config: WorkerConfig,
@@ -39,7 +42,10 @@ impl WorkerPool {
     ) -> Result<Self, Error> {
         options.validate()?;
         let name = name.into();
-        let token = Cancel::new();
+        let token = config
+            .configured_cancel_token()
+            .cloned()
+            .unwrap_or_default();
         let (generation, workers) = start_generation(&config, &token, 1, None, options.pool_size())
             .map_err(|error| error.with_context(format!("while starting pool `{name}`")))?;
         Ok(Self {
