@@ -790,3 +790,37 @@ fn a_host_resource_limit_stops_the_request() {
         "deadline"
     );
 }
+
+#[test]
+fn a_result_too_large_for_one_frame_is_answered_with_an_error() {
+    let plugin = r#"
+for h = 1, 25 do
+  quirl.events.subscribe{ name = "h" .. h, events = { "result" }, capabilities = { "events_observe" },
+    deadline_ms = 250, observe = function()
+      local actions = {}
+      for i = 1, 60 do actions[i] = { action = "diagnose", message = string.rep("m", 4000) } end
+      return actions
+    end }
+end"#;
+    let mut big = policy();
+    big["instruction_limit"] = json!(100_000_000);
+    big["memory_limit_bytes"] = json!(67_108_864);
+    let session = run(vec![
+        initialize_with(big, Value::Null, false),
+        request(
+            2,
+            json!({"operation": "load_plugin", "source": plugin, "source_name": "p.lua"}),
+        ),
+        request(
+            3,
+            json!({"operation": "event", "event": {"protocol_version": 2, "sequence": 1,
+            "data": {"kind": "result", "status": 0, "duration_ms": 1}}}),
+        ),
+        request(4, json!({"operation": "eval", "source": "return 1"})),
+    ]);
+    assert_eq!(session.ending.as_ref().ok(), Some(&Ending::EndOfInput));
+    let answers = answers(&session);
+    let error = answers[1].clone().unwrap_err();
+    assert_eq!(error["code"], "resource_limit", "{error}");
+    assert_eq!(answers[2], Ok(json!(1)));
+}
