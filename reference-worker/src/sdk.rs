@@ -117,6 +117,9 @@ pub struct SdkState {
     pub host_calls: AtomicU32,
     /// The worker's working directory, captured at start.
     pub cwd: String,
+    /// The last table passed to `quirl.config` (a `load_config` chunk may
+    /// call it without returning its result).
+    pub last_config: Mutex<Option<mlua::RegistryKey>>,
 }
 
 impl SdkState {
@@ -231,8 +234,12 @@ pub fn install(lua: &Lua, state: &Arc<SdkState>) -> mlua::Result<()> {
         let state = Arc::clone(state);
         quirl.set(
             "config",
-            lua.create_function(move |_, value: Table| {
+            lua.create_function(move |lua, value: Table| {
                 state.meter.guard()?;
+                let key = lua.create_registry_value(value.clone())?;
+                if let Ok(mut last) = state.last_config.lock() {
+                    *last = Some(key);
+                }
                 Ok(value)
             })?,
         )?;

@@ -214,6 +214,7 @@ impl Vm {
             cwd: std::env::current_dir()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
+            last_config: Mutex::new(None),
         });
         sdk::install(&lua, &state).map_err(|e| build_error(&e))?;
         let is_cancelled = lua
@@ -411,10 +412,24 @@ impl Vm {
             name: source_name,
             text: source,
         };
+        self.take_last_config();
         self.begin(self.policy_wall())?;
-        let value = self.evaluate(&chunk)?;
+        let mut value = self.evaluate(&chunk)?;
+        if value.is_nil()
+            && let Some(key) = self.take_last_config()
+        {
+            // `quirl.config{…}` called without `return`.
+            value = self
+                .lua
+                .registry_value::<Value>(&key)
+                .map_err(|e| lua_failure(&e, &[]))?;
+        }
         let json = to_json(&value, &CONFIG_SHAPE, "configuration")?;
         QuirlConfig::from_lua_json(&json, &chunk.name)?.to_json()
+    }
+
+    fn take_last_config(&self) -> Option<mlua::RegistryKey> {
+        self.state.last_config.lock().ok()?.take()
     }
 
     fn clear_plugin(&mut self) -> Result<(), OpError> {
