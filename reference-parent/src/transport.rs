@@ -120,6 +120,11 @@ impl Transport {
             // when the answer cannot be there yet, so a read-first would
             // cost a wasted EAGAIN system call on every request.
             wait(self.output.as_fd(), libc::POLLIN, watch)?;
+            // The deadline is the parent's: output that is only readable
+            // after it is late, even when this thread woke up late to find
+            // it (a worker's own wall-time limit always trips after the
+            // parent's deadline, so its answer is never taken for a result).
+            check_flags(watch)?;
             // SAFETY: reads into our own buffer, bounded by its length.
             let read = unsafe {
                 libc::read(
