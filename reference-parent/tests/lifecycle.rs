@@ -481,8 +481,8 @@ fn shutdown_cancels_busy_calls_and_wakes_queued_callers() {
 }
 
 #[test]
-fn a_worker_that_retired_after_an_error_is_replaced_without_failing_the_next_call() {
-    let pool = eval_pool(1, 1_000, PoolOptions::new().max_restarts(0));
+fn a_worker_that_retired_after_an_error_is_replaced_and_counted_as_a_failure() {
+    let pool = eval_pool(1, 1_000, PoolOptions::new().max_restarts(1));
     let first = member_pids(&pool.stats())[0];
     let error = pool.eval("retire()").unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Guest);
@@ -491,14 +491,22 @@ fn a_worker_that_retired_after_an_error_is_replaced_without_failing_the_next_cal
     // call runs on a fresh worker and succeeds.
     assert_eq!(pool.eval("return 8").unwrap(), json!(8));
     let stats = pool.stats();
-    assert!(!stats.quarantined, "a retirement is not a failure");
-    assert_eq!(stats.failures_in_window, 0);
+    assert!(!stats.quarantined);
+    assert_eq!(stats.failures_in_window, 1, "a retirement is a failure");
+    assert_eq!((stats.totals.retirements, stats.totals.restarts), (1, 1));
     assert_eq!(stats.totals.invocations, 2);
-    assert_eq!(stats.totals.successes, 1);
-    assert_eq!(stats.totals.guest_errors, 1);
-    assert_eq!(stats.totals.retirements, 1);
-    assert_eq!(stats.totals.restarts, 0);
+    assert_eq!((stats.totals.successes, stats.totals.guest_errors), (1, 1));
     assert!(leftovers(first).is_empty());
+
+    // The second retirement spends the budget: the call that finds it
+    // fails with the quarantine error, and nothing ran.
+    pool.eval("retire()").unwrap_err();
+    let error = pool.eval("return 9").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Quarantined, "{error}");
+    let stats = pool.stats();
+    assert!(stats.quarantined);
+    assert_eq!(stats.totals.retirements, 2);
+    assert_eq!(stats.totals.successes, 1);
 }
 
 #[test]

@@ -172,16 +172,22 @@ fn a_lua_request_killed_on_one_member_does_not_fail_the_other() {
 }
 
 #[test]
-fn a_tripped_instruction_budget_retires_the_vm_without_failing_the_next_call() {
+fn a_tripped_instruction_budget_retires_the_vm_and_counts_against_the_budget() {
     let policy = Policy::new(false, 32 << 20, 10_000, 5_000).unwrap();
     let config = WorkerConfig::new(real_worker(), policy);
-    let pool = WorkerPool::start("budget", config, PoolOptions::new().max_restarts(0)).unwrap();
+    let pool = WorkerPool::start("budget", config, PoolOptions::new().max_restarts(1)).unwrap();
     let error = pool.eval("while true do end").unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Guest, "{error}");
     assert_eq!(error.code(), ErrorCode::ResourceLimit);
     assert_eq!(pool.eval("return 1").unwrap(), json!(1));
     let stats = pool.stats();
     assert!(!stats.quarantined);
-    assert_eq!(stats.totals.retirements, 1);
-    assert_eq!(stats.failures_in_window, 0);
+    assert_eq!((stats.totals.retirements, stats.totals.restarts), (1, 1));
+    assert_eq!(stats.failures_in_window, 1);
+    // A loop of budget trips is stopped like a loop of crashes.
+    pool.eval("while true do end").unwrap_err();
+    assert_eq!(
+        pool.eval("return 1").unwrap_err().kind(),
+        ErrorKind::Quarantined
+    );
 }

@@ -50,17 +50,23 @@
 //!
 //! These rules apply per plugin (per pool), across all of its members.
 //!
-//! 1. A **failure** is a call or a restart that ends with the worker killed
-//!    for a reason attributable to the plugin or the worker: the request's
-//!    deadline passed (`timeouts`), the worker crashed, exited or closed
-//!    its stream (`crashes`), the worker violated the protocol
-//!    (`violations`), or a replacement worker could not be started,
-//!    initialized or loaded with the plugin (`spawn_failures`).
-//! 2. Not failures: guest errors, including limits the worker enforces
-//!    itself (instruction and memory limits come back as well-formed error
-//!    responses and the worker stays usable); cancellations by the host
-//!    (shutdown); calls refused by quarantine, a full queue or shutdown;
-//!    a failed reload (the serving generation is not harmed).
+//! 1. A **failure** is a call or a restart that ends a worker for a reason
+//!    attributable to the plugin or the worker: the request's deadline
+//!    passed and the parent killed it (`timeouts`); it crashed, exited or
+//!    closed its stream (`crashes`); it violated the protocol
+//!    (`violations`); a replacement could not be started, initialized or
+//!    loaded with the plugin (`spawn_failures`); or it retired its VM after
+//!    answering with an error (`retirements`) — the reference worker does
+//!    so after a tripped budget (instructions, memory, its own wall time),
+//!    answering `resource_limit` and ending its session. A retirement is
+//!    noticed when the next call reaches that worker, which then runs on a
+//!    fresh worker (or fails with the quarantine error if this failure
+//!    spent the budget); nothing runs twice.
+//! 2. Not failures: guest errors after which the worker stays usable (Lua
+//!    errors, and limits a worker reports without ending its session);
+//!    cancellations by the host (a cancelled token, shutdown); calls
+//!    refused by quarantine, a full queue or shutdown; a failed reload
+//!    (the serving generation is not harmed).
 //! 3. After a failure, the member's next call starts a fresh worker
 //!    (`restarts` counts these), as long as the failure did not spend the
 //!    budget.

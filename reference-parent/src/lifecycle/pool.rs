@@ -44,7 +44,7 @@ pub(crate) enum Program {
     },
 }
 
-/// What [`Core::shutdown`] did.
+/// What a shutdown did ([`PluginHost::shutdown`](super::PluginHost::shutdown), [`WorkerPool::shutdown`](super::WorkerPool::shutdown)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShutdownReport {
     /// Idle workers closed (input closed, exit awaited, group killed, reaped).
@@ -211,7 +211,9 @@ impl Core {
     /// retired its VM after answering its previous request with an error
     /// (the reference worker does after a tripped budget). The parent
     /// reports that as [`ErrorKind::Unavailable`] before the new request
-    /// could run, so nothing ran twice.
+    /// could run, so nothing ran twice. The retirement counts as a failure
+    /// against the restart budget; if it spends the budget, the call fails
+    /// with the quarantine error instead.
     pub(crate) fn call<T>(
         &self,
         mut f: impl FnMut(&mut Worker, &Generation) -> Result<T, Error>,
@@ -230,8 +232,8 @@ impl Core {
                 .as_ref()
                 .is_err_and(|error| error.kind() == ErrorKind::Unavailable)
         {
-            self.lock().members[index].counters.retirements += 1;
             drop(worker);
+            self.retired(index, started)?;
             worker = self.replace(index, &generation, started)?;
             result = f(&mut worker, &generation);
         }
@@ -255,6 +257,60 @@ impl Core {
         // Killed and reaped here, outside the lock (a poisoned worker was
         // already reaped by the handle itself).
         drop(retired);
+        result
+    }
+
+    /// Account for the busy member `index`'s worker having retired its VM
+    /// after its previous answer: a failure (its budget tripped), followed
+    /// by a restart unless that spends the budget. On refusal the member is
+    /// put back and the error returned.
+    fn retired(&self, index: usize, started: Instant) -> Result<(), Error> {
+        let now = Instant::now();
+        let mut retire = Vec::new();
+        let mut state = self.lock();
+        let refusal = if state.closing {
+            Some(self.shut_down_error())
+        } else if self.shutdown_token.is_cancelled() {
+            Some(self.cancelled_error())
+        } else {
+            None
+        };
+        let member = &mut state.members[index];
+        member.counters.retirements += 1;
+        member.latency.record(started.elapsed());
+        let refusal = match refusal {
+            Some(error) => Some(error),
+            None if state.budget.record_failure(now) == Verdict::Quarantine => {
+                let failures = state.budget.failures_in_window(now);
+                state.enter_quarantine(
+                    now,
+                    failures,
+                    "the worker retired its VM after a tripped budget".to_owned(),
+                    &mut retire,
+                );
+                Some(self.quarantine_error(&state))
+            }
+            None => {
+                state.members[index].counters.restarts += 1;
+                None
+            }
+        };
+        let result = match refusal {
+            None => Ok(()),
+            Some(error) => {
+                let member = &mut state.members[index];
+                retire.extend(member.pending.take());
+                member.slot = Slot::Vacant {
+                    after_failure: true,
+                };
+                member.last_error = Some((error.code(), error.kind().as_str()));
+                state.last_error = member.last_error;
+                Err(error)
+            }
+        };
+        drop(state);
+        self.changed.notify_all();
+        drop(retire);
         result
     }
 

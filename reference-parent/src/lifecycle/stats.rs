@@ -123,10 +123,11 @@ pub struct Counters {
     pub spawn_failures: u64,
     /// Replacement workers started after a failure.
     pub restarts: u64,
-    /// Workers found retired when a call reached them (a worker may end
-    /// its session after answering with an error; the reference worker
-    /// does after a tripped budget). The call ran on a fresh worker
-    /// instead; not a failure.
+    /// Workers found retired when a call reached them: a worker may end
+    /// its session after answering with an error, as the reference worker
+    /// does after a tripped budget (instructions, memory, its own wall
+    /// time). Each counts as a failure; the call runs on a fresh worker
+    /// (a restart) unless that spends the budget.
     pub retirements: u64,
 }
 
