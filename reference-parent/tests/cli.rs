@@ -183,19 +183,27 @@ fn batch_answers_every_line_in_order_and_reports_the_first_failure() {
 }
 
 #[test]
-fn batch_after_a_worker_failure_answers_unavailable_at_once() {
+fn batch_replaces_a_failed_worker_then_quarantines_the_pool() {
+    // The scripted worker crashes on its first request after initialize,
+    // so every fresh worker fails too: 1 failure + 1 restart, then quarantine.
     let input = concat!(
         "{\"op\":\"eval\",\"source\":\"return 1\"}\n",
         "{\"op\":\"eval\",\"source\":\"return 2\"}\n",
+        "{\"op\":\"eval\",\"source\":\"return 3\"}\n",
     );
-    let output = quirl_lua(Some(&fake("crash")), &["batch"], input);
+    let output = quirl_lua(
+        Some(&fake("crash")),
+        &["batch", "--max-restarts", "1"],
+        input,
+    );
     let lines: Vec<serde_json::Value> = stdout(&output)
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
-    assert_eq!(lines.len(), 2);
+    assert_eq!(lines.len(), 3);
     assert_eq!(lines[0]["kind"], "worker_crashed");
-    assert_eq!(lines[1]["kind"], "unavailable");
+    assert_eq!(lines[1]["kind"], "worker_crashed");
+    assert_eq!(lines[2]["kind"], "quarantined");
     assert_eq!(output.status.code(), Some(4));
 }
 

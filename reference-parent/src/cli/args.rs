@@ -89,8 +89,29 @@ pub(crate) enum Command {
     },
     /// Load a plugin, print its registrations, or invoke one of its callbacks.
     Plugin(PluginArgs),
-    /// Read JSON lines from stdin, one operation each, and run them on one worker.
-    Batch,
+    /// Read JSON lines from stdin, one operation each, and run them on a
+    /// supervised pool of workers (one by default).
+    Batch(BatchArgs),
+}
+
+/// `quirl-lua batch [--pool N] [--max-restarts N] [--stats] [--plugin FILE]`.
+#[derive(Debug, Args)]
+pub(crate) struct BatchArgs {
+    /// Number of workers; lines then run concurrently, results stay in input order.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub(crate) pool: u16,
+    /// Worker failures (deadline, crash, protocol violation) tolerated within
+    /// 5 minutes, each followed by a fresh worker; one more quarantines the
+    /// pool and every later line fails at once (exit 5).
+    #[arg(long = "max-restarts", value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub(crate) max_restarts: u32,
+    /// After all results, print the pool's stats as one JSON line.
+    #[arg(long)]
+    pub(crate) stats: bool,
+    /// Load this plugin into every worker first, so that lines can call its
+    /// callbacks (`prompt`, `complete`, `command`, `event`).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) plugin: Option<PathBuf>,
 }
 
 /// `quirl-lua plugin FILE [--prompt NAME | --complete COMMAND | --command NAME | --event JSON]`.

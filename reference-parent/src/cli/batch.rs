@@ -1,8 +1,9 @@
-//! `quirl-lua batch`: JSON lines in, one supervised worker, JSON lines out.
+//! `quirl-lua batch`: JSON lines in, a supervised pool of workers, JSON
+//! lines out.
 //!
 //! Each input line is one operation object; each produces exactly one
 //! output line, `{"ok":true,"result":…}` or
-//! `{"ok":false,"kind":"…","error":{…}}`, in order:
+//! `{"ok":false,"kind":"…","error":{…}}`, in input order:
 //!
 //! | `op` | fields |
 //! |---|---|
@@ -14,21 +15,35 @@
 //! | `command` | `name`, optional `args` |
 //! | `event` | `event` (an extension event object) |
 //!
-//! All lines run on one worker, so globals and plugin registrations persist
-//! from line to line. A line that cannot be parsed is answered with an
-//! `invalid_input` error without touching the worker. Once the worker has
-//! failed (deadline, crash, violation), every later line is answered with an
-//! `unavailable` error at once; restarting is the lifecycle layer's job
-//! (issue 6). Lines longer than [`LINE_BYTES_MAX`] are rejected. The exit
-//! status is 0 when every line succeeded, otherwise that of the first
-//! failing line.
+//! Lines run on a [`WorkerPool`] of `--pool N` workers (default 1), or with
+//! `--plugin FILE` on a [`PluginHost`] whose workers have all loaded the
+//! plugin. With one worker, globals and plugin registrations persist from
+//! line to line; with more, lines run concurrently on whichever worker is
+//! idle. A worker that fails (deadline, crash, protocol violation) is
+//! replaced by a fresh one for the next line, losing its globals, up to
+//! `--max-restarts` failures within the lifecycle layer's window; then the
+//! pool is quarantined and every later line fails at once with a
+//! `quarantined` error (exit status 5). `--stats` prints the pool's stats
+//! as one more JSON line after all results.
+//!
+//! A line that cannot be parsed is answered with an `invalid_input` error
+//! without touching a worker. Lines longer than [`LINE_BYTES_MAX`] are
+//! rejected. The exit status is 0 when every line succeeded, otherwise that
+//! of the first failing line (in input order).
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
+use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use quirl_lua_reference_parent::lifecycle::{
+    PluginHost, PluginManifest, PoolOptions, PoolStats, ShutdownReport, WorkerPool,
+};
 use quirl_lua_reference_parent::{Error, Worker, WorkerConfig};
 use serde_json::Value;
 
+use super::args::BatchArgs;
 use super::{
     EXIT_OK, EXIT_USAGE, Failure, empty_context, event_from_value, execution_context, exit_code,
     read_source,
@@ -38,47 +53,213 @@ use crate::cli::render;
 /// Longest accepted input line: a maximal source, JSON-escaped, plus room.
 pub(crate) const LINE_BYTES_MAX: usize = 16 * 1024 * 1024;
 
-pub(crate) fn run(config: WorkerConfig) -> Result<(), Failure> {
-    let mut worker = Worker::spawn(config)?;
+/// How long the pool may take to stop at the end of the batch.
+const SHUTDOWN_BOUND: Duration = Duration::from_secs(3);
+
+/// The workers lines run on.
+enum Pool {
+    Plain(Box<WorkerPool>),
+    Plugin(Box<PluginHost>),
+}
+
+impl Pool {
+    fn start(config: WorkerConfig, options: &BatchArgs) -> Result<Self, Failure> {
+        let pool = PoolOptions::new()
+            .size(usize::from(options.pool))
+            .max_restarts(options.max_restarts);
+        Ok(match &options.plugin {
+            None => Self::Plain(Box::new(WorkerPool::start("batch", config, pool)?)),
+            Some(file) => {
+                let manifest = PluginManifest::new(file.display().to_string(), file)
+                    .pool(pool)
+                    .with_worker_config(config);
+                Self::Plugin(Box::new(PluginHost::start(manifest)?))
+            }
+        })
+    }
+
+    fn with_worker<T>(&self, f: impl FnMut(&mut Worker) -> Result<T, Error>) -> Result<T, Error> {
+        match self {
+            Self::Plain(pool) => pool.with_worker(f),
+            Self::Plugin(host) => host.with_worker(f),
+        }
+    }
+
+    fn stats(&self) -> PoolStats {
+        match self {
+            Self::Plain(pool) => pool.stats(),
+            Self::Plugin(host) => host.stats(),
+        }
+    }
+
+    fn shutdown(&self) -> ShutdownReport {
+        match self {
+            Self::Plain(pool) => pool.shutdown(SHUTDOWN_BOUND),
+            Self::Plugin(host) => host.shutdown(SHUTDOWN_BOUND),
+        }
+    }
+}
+
+/// One input line, as read.
+enum Input {
+    Line(Vec<u8>),
+    TooLong,
+}
+
+/// One output line and its exit status.
+type Answer = (render::Line, u8);
+
+pub(crate) fn run(config: WorkerConfig, options: &BatchArgs) -> Result<(), Failure> {
+    let pool = Pool::start(config, options)?;
+    let workers = usize::from(options.pool);
+    // Lines go to `workers` threads, answers come back out of order and are
+    // printed in order. At most `window` lines are read ahead of the oldest
+    // unprinted one, which bounds the memory held.
+    let window = 2 * workers;
+    let (jobs, job_queue) = sync_channel::<(u64, Input)>(0);
+    let job_queue = Mutex::new(job_queue);
+    let (answers, answer_queue) = channel::<(u64, Answer)>();
+    let (permits, permit_queue) = sync_channel::<()>(window);
+    for _ in 0..window {
+        let _ = permits.send(());
+    }
+    let outcome = std::thread::scope(|scope| -> Result<u8, Failure> {
+        let mut threads = Vec::new();
+        for index in 0..workers {
+            let (job_queue, answers, pool) = (&job_queue, answers.clone(), &pool);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("quirl-lua-batch-{index}"))
+                    .spawn_scoped(scope, move || serve_lines(pool, job_queue, &answers))
+                    .map_err(|error| Failure::Usage(format!("cannot start a thread: {error}")))?,
+            );
+        }
+        drop(answers);
+        let printer = std::thread::Builder::new()
+            .name("quirl-lua-batch-output".to_owned())
+            .spawn_scoped(scope, move || print_in_order(&answer_queue, &permits))
+            .map_err(|error| Failure::Usage(format!("cannot start a thread: {error}")))?;
+        let read = read_lines(&jobs, &permit_queue);
+        drop(jobs);
+        for thread in threads {
+            let _ = thread.join();
+        }
+        let first_failure = printer.join().unwrap_or(EXIT_USAGE);
+        read.map(|()| first_failure)
+    });
+    // The stats line comes after every result line (the printer is done).
+    if options.stats {
+        render::print_stdout_line(&pool.stats());
+    }
+    let report = pool.shutdown();
+    if !report.is_clean() {
+        for problem in &report.problems {
+            eprintln!("quirl-lua: shutdown: {problem}");
+        }
+    }
+    match outcome? {
+        EXIT_OK => Ok(()),
+        status => Err(Failure::Silent(status)),
+    }
+}
+
+/// Read stdin line by line and hand each non-blank line to the workers,
+/// waiting for a permit first.
+fn read_lines(jobs: &SyncSender<(u64, Input)>, permits: &Receiver<()>) -> Result<(), Failure> {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
-    let mut first_failure = EXIT_OK;
-    let mut line = Vec::new();
+    let mut sequence = 0_u64;
     loop {
-        line.clear();
+        let mut line = Vec::new();
         let read = input
             .by_ref()
             .take(u64::try_from(LINE_BYTES_MAX).unwrap_or(u64::MAX))
             .read_until(b'\n', &mut line)
             .map_err(|error| Failure::Usage(format!("cannot read stdin: {error}")))?;
         if read == 0 {
-            break;
+            return Ok(());
         }
-        let (record, status) = if line.len() >= LINE_BYTES_MAX && !line.ends_with(b"\n") {
+        let job = if line.len() >= LINE_BYTES_MAX && !line.ends_with(b"\n") {
             skip_rest_of_line(&mut input)?;
-            let message = format!("line longer than {LINE_BYTES_MAX} bytes");
-            (render::usage_record(&message), EXIT_USAGE)
+            Input::TooLong
         } else if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         } else {
-            match run_line(&mut worker, &line) {
-                Ok(value) => (render::ok_record(&value), EXIT_OK),
-                Err(Failure::Worker(error)) => (render::error_record(&error), exit_code(&error)),
-                Err(Failure::Usage(message)) => (render::usage_record(&message), EXIT_USAGE),
-                Err(Failure::Status(value, status)) => (render::ok_record(&value), status),
-                Err(Failure::Silent(status)) => (render::usage_record("no result"), status),
-            }
+            Input::Line(line)
         };
-        render::print_stdout_line(&record);
-        if first_failure == EXIT_OK {
-            first_failure = status;
+        if permits.recv().is_err() || jobs.send((sequence, job)).is_err() {
+            return Ok(());
+        }
+        sequence += 1;
+    }
+}
+
+/// A worker thread: answer lines until the input ends.
+fn serve_lines(
+    pool: &Pool,
+    jobs: &Mutex<Receiver<(u64, Input)>>,
+    answers: &std::sync::mpsc::Sender<(u64, Answer)>,
+) {
+    loop {
+        let job = jobs.lock().unwrap_or_else(PoisonError::into_inner).recv();
+        let Ok((sequence, input)) = job else {
+            return;
+        };
+        if answers.send((sequence, answer(pool, input))).is_err() {
+            return;
         }
     }
-    if first_failure == EXIT_OK {
-        Ok(())
-    } else {
-        Err(Failure::Silent(first_failure))
+}
+
+fn answer(pool: &Pool, input: Input) -> Answer {
+    let line = match input {
+        Input::TooLong => {
+            let message = format!("line longer than {LINE_BYTES_MAX} bytes");
+            return (render::usage_record(&message), EXIT_USAGE);
+        }
+        Input::Line(line) => line,
+    };
+    let request: Value = match serde_json::from_slice(&line) {
+        Ok(request) => request,
+        Err(error) => {
+            let message = format!("line is not JSON: {error}");
+            return (render::usage_record(&message), EXIT_USAGE);
+        }
+    };
+    // Worker errors go back to the pool (which decides about restarts);
+    // usage errors and results are the line's answer.
+    let result = pool.with_worker(|worker| match run_line(worker, &request) {
+        Err(Failure::Worker(error)) => Err(error),
+        other => Ok(other),
+    });
+    match result {
+        Ok(Ok(value)) => (render::ok_record(&value), EXIT_OK),
+        Err(error) | Ok(Err(Failure::Worker(error))) => {
+            (render::error_record(&error), exit_code(&error))
+        }
+        Ok(Err(Failure::Usage(message))) => (render::usage_record(&message), EXIT_USAGE),
+        Ok(Err(Failure::Status(value, status))) => (render::ok_record(&value), status),
+        Ok(Err(Failure::Silent(status))) => (render::usage_record("no result"), status),
     }
+}
+
+/// Print answers in input order; return the first failing status.
+fn print_in_order(answers: &Receiver<(u64, Answer)>, permits: &SyncSender<()>) -> u8 {
+    let mut waiting = BTreeMap::new();
+    let mut next = 0_u64;
+    let mut first_failure = EXIT_OK;
+    for (sequence, answer) in answers {
+        waiting.insert(sequence, answer);
+        while let Some((line, status)) = waiting.remove(&next) {
+            render::print_stdout_line(&line);
+            if first_failure == EXIT_OK {
+                first_failure = status;
+            }
+            next += 1;
+            let _ = permits.send(());
+        }
+    }
+    first_failure
 }
 
 fn skip_rest_of_line(input: &mut impl BufRead) -> Result<(), Failure> {
@@ -95,9 +276,7 @@ fn skip_rest_of_line(input: &mut impl BufRead) -> Result<(), Failure> {
     }
 }
 
-fn run_line(worker: &mut Worker, line: &[u8]) -> Result<Value, Failure> {
-    let request: Value = serde_json::from_slice(line)
-        .map_err(|error| Failure::Usage(format!("line is not JSON: {error}")))?;
+fn run_line(worker: &mut Worker, request: &Value) -> Result<Value, Failure> {
     let Some(op) = request.get("op").and_then(Value::as_str) else {
         return Err(Failure::Usage("line has no string field `op`".to_owned()));
     };

@@ -108,8 +108,8 @@ impl From<Error> for Failure {
 
 fn execute(cli: &Cli) -> Result<Option<Value>, Failure> {
     let config = worker_config(&cli.options)?;
-    if matches!(cli.command, Command::Batch) {
-        batch::run(config)?;
+    if let Command::Batch(options) = &cli.command {
+        batch::run(config, options)?;
         return Ok(None);
     }
     execute_one(config, &cli.command).map(Some)
@@ -139,7 +139,7 @@ fn execute_one(config: WorkerConfig, command: &Command) -> Result<Value, Failure
             outcome_value(&outcome)
         }
         Command::Plugin(plugin) => run_plugin(config, plugin),
-        Command::Batch => Err(Failure::Usage("batch runs separately".to_owned())),
+        Command::Batch(_) => Err(Failure::Usage("batch runs separately".to_owned())),
     }
 }
 
