@@ -18,6 +18,11 @@ use support::{Scratch, plugin_source};
 
 const CLI: &str = env!("CARGO_BIN_EXE_quirl-lua");
 
+/// Runs for minutes on few instructions (each iteration is two native
+/// calls over a megabyte), so no instruction budget ends it first.
+const ENDLESS_NATIVE: &str =
+    "local s = ('x'):rep(1000000) for i = 1, 1e9 do s = s:upper():lower() end";
+
 /// Run `quirl-lua ARGS` with `input` on stdin; return each stdout line
 /// (parsed) with the time it arrived, and the exit status.
 fn batch(args: &[&str], input: &str) -> (Vec<(Value, Instant)>, Option<i32>, String) {
@@ -185,5 +190,57 @@ fn a_finished_batch_leaves_no_worker_behind() {
             procfs::living_members_after(pid, Duration::from_secs(2)).is_empty(),
             "worker {pid} outlived quirl-lua"
         );
+    }
+}
+
+#[test]
+fn an_interrupt_cancels_every_busy_member_and_the_remaining_lines() {
+    let mut child = Command::new(CLI)
+        .args(["--wall-time-ms", "60000", "batch", "--pool", "2", "--stats"])
+        .env_remove("QUIRL_LUA_WORKER")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let cli_pid = i32::try_from(child.id()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(eval_line(ENDLESS_NATIVE).repeat(4).as_bytes())
+        .unwrap();
+    // Both workers are running a loop (bounded wait).
+    let both_busy = support::eventually(Duration::from_secs(10), || {
+        procfs::all_processes()
+            .iter()
+            .filter(|p| p.ppid == cli_pid && p.state == 'R')
+            .count()
+            == 2
+    });
+    assert!(both_busy, "the two workers never ran at the same time");
+    let workers: Vec<i32> = procfs::all_processes()
+        .iter()
+        .filter(|p| p.ppid == cli_pid)
+        .map(|p| p.pid)
+        .collect();
+    // SAFETY: signals the child we spawned, by its pid.
+    assert_eq!(unsafe { libc::kill(cli_pid, libc::SIGINT) }, 0);
+    let output = child.wait_with_output().unwrap();
+    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    for line in &lines[..4] {
+        assert_eq!(line["kind"], "cancelled", "{line}");
+    }
+    assert_eq!(
+        lines[4]["quarantined"], false,
+        "cancellations are not failures"
+    );
+    assert_eq!(output.status.code(), Some(3));
+    for pid in workers {
+        assert!(procfs::living_members_after(pid, Duration::from_secs(2)).is_empty());
     }
 }

@@ -93,7 +93,9 @@ impl PluginHost {
     /// idle members switch at once and busy members when their call
     /// returns; the old workers are closed and reaped. A reload neither
     /// spends nor restores the restart budget, and does not lift a
-    /// quarantine (see [`reset`](Self::reset)).
+    /// quarantine (see [`reset`](Self::reset)); a reload while quarantined
+    /// installs the new generation, whose workers wait idle until the
+    /// reset.
     pub fn reload(&self) -> Result<Reload, Error> {
         let _one_at_a_time = self
             .reloading
