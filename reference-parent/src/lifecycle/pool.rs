@@ -272,12 +272,13 @@ impl Core {
             Some(self.shut_down_error())
         } else if self.shutdown_token.is_cancelled() {
             Some(self.cancelled_error())
+        } else if state.quarantine.is_some() {
+            // Another member spent the budget meanwhile.
+            Some(self.quarantine_error(&state))
         } else {
             None
         };
-        let member = &mut state.members[index];
-        member.counters.retirements += 1;
-        member.latency.record(started.elapsed());
+        state.members[index].counters.retirements += 1;
         let refusal = match refusal {
             Some(error) => Some(error),
             None if state.budget.record_failure(now) == Verdict::Quarantine => {
@@ -299,6 +300,7 @@ impl Core {
             None => Ok(()),
             Some(error) => {
                 let member = &mut state.members[index];
+                member.latency.record(started.elapsed());
                 retire.extend(member.pending.take());
                 member.slot = Slot::Vacant {
                     after_failure: true,
