@@ -210,11 +210,12 @@ fn an_interrupt_cancels_every_busy_member_and_the_remaining_lines() {
         .unwrap()
         .write_all(eval_line(ENDLESS_NATIVE).repeat(4).as_bytes())
         .unwrap();
-    // Both workers are running a loop (bounded wait).
+    // Both workers are in their loop: each has used 50 ms of CPU, which
+    // start-up never does (bounded wait).
     let both_busy = support::eventually(Duration::from_secs(10), || {
         procfs::all_processes()
             .iter()
-            .filter(|p| p.ppid == cli_pid && p.state == 'R')
+            .filter(|p| p.ppid == cli_pid && user_ticks(p.pid) >= 5)
             .count()
             == 2
     });
@@ -243,4 +244,15 @@ fn an_interrupt_cancels_every_busy_member_and_the_remaining_lines() {
     for pid in workers {
         assert!(procfs::living_members_after(pid, Duration::from_secs(2)).is_empty());
     }
+}
+
+/// User CPU time of `pid` in clock ticks (`/proc/PID/stat` field 14).
+fn user_ticks(pid: i32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    stat.rfind(')')
+        .and_then(|close| stat[close + 2..].split_ascii_whitespace().nth(11))
+        .and_then(|ticks| ticks.parse().ok())
+        .unwrap_or(0)
 }
