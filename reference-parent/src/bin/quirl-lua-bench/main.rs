@@ -1,0 +1,547 @@
+//! `quirl-lua-bench`: every X measurement of BENCHMARKS.md in one run,
+//! printed side by side with its baseline and the ratio.
+//!
+//! ```sh
+//! cargo build --release -p quirl-lua-reference-parent --bins
+//! target/release/quirl-lua-bench            # full run (about a minute)
+//! target/release/quirl-lua-bench --quick    # fewer samples, a smoke test
+//! ```
+//!
+//! Options: `--quick`; `--only X1,X2,…` (sections X1–X6 and `L`, the Lua
+//! compute rows); `--worker "CMD …"` (the worker command; default: the
+//! `quirl-lua` binary next to this one with `--internal-lua-worker-v1`);
+//! `--compare-arg ARG` (repeat the pinned X2 row with ARG appended to the
+//! worker command, e.g. `--no-lockdown`); `--kill-source LUA` (what the
+//! stuck worker of X4 evaluates).
+//!
+//! The binary is also its own baseline peer: `--internal-echo N` is the
+//! echo child of the ping-pong (see `pingpong`). Not a test: nothing here
+//! runs under `cargo test`.
+
+mod alloc;
+mod codec;
+mod inproc;
+#[path = "../../../../protocol/benches/support/mirror.rs"]
+mod mirror;
+mod pingpong;
+mod report;
+mod supervise;
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use quirl_lua_protocol::FrameDecoder;
+use quirl_lua_reference_parent::{WORKER_ARGUMENT, WorkerCommand};
+
+use inproc::{BoxError, Hook};
+use report::{Row, Summary, Unit, Value};
+
+#[global_allocator]
+static ALLOCATOR: alloc::Counting = alloc::Counting;
+
+/// Default X4 source: one native call the parent must kill. The issue's
+/// `table.move({}, 1, math.maxinteger - 1, 2)` is refused up front by the
+/// reference worker (native loops are charged before they run, and that one
+/// exceeds any instruction budget), so the default moves 90,000,000
+/// elements: under the 100,000,000 budget, several seconds of native work.
+const KILL_SOURCE: &str = "table.move({}, 1, 90000000, 2)";
+
+/// CPU-bound script of X6 (about 12 M VM instructions).
+const POOL_SCRIPT: &str = "local s = 0 for i = 1, 3000000 do s = s + i % 7 end return s";
+
+struct Options {
+    quick: bool,
+    only: Option<Vec<String>>,
+    worker: Option<WorkerCommand>,
+    compare_args: Vec<String>,
+    kill_source: String,
+}
+
+impl Options {
+    fn wants(&self, section: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|s| s.eq_ignore_ascii_case(section)))
+    }
+
+    /// Scale a sample count down for `--quick`.
+    fn n(&self, full: usize) -> usize {
+        if self.quick {
+            (full / 10).max(20)
+        } else {
+            full
+        }
+    }
+}
+
+fn parse() -> Result<Options, BoxError> {
+    let mut options = Options {
+        quick: false,
+        only: None,
+        worker: None,
+        compare_args: Vec::new(),
+        kill_source: KILL_SOURCE.to_owned(),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => options.quick = true,
+            "--only" => {
+                let list = args.next().ok_or("--only needs a list")?;
+                options.only = Some(list.split(',').map(|s| s.trim().to_owned()).collect());
+            }
+            "--worker" => {
+                let line = args.next().ok_or("--worker needs a command")?;
+                options.worker = Some(WorkerCommand::parse(&line)?);
+            }
+            "--compare-arg" => {
+                options
+                    .compare_args
+                    .push(args.next().ok_or("--compare-arg needs an argument")?);
+            }
+            "--kill-source" => {
+                options.kill_source = args.next().ok_or("--kill-source needs Lua")?;
+            }
+            "-h" | "--help" => {
+                println!(
+                    "quirl-lua-bench [--quick] [--only X1,X2,X3,X4,X5,X6,L] [--worker CMD] \
+                     [--compare-arg ARG] [--kill-source LUA]"
+                );
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+    }
+    Ok(options)
+}
+
+/// A sibling binary of this executable.
+fn sibling(name: &str) -> Result<std::path::PathBuf, BoxError> {
+    let exe = std::env::current_exe()?;
+    let path = exe.with_file_name(name);
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} not found; build it with `cargo build --release -p quirl-lua-reference-parent -p quirl-lua-reference-worker --bins`",
+            path.display()
+        )
+        .into())
+    }
+}
+
+fn default_worker() -> Result<WorkerCommand, BoxError> {
+    Ok(WorkerCommand::new(sibling("quirl-lua")?).arg(WORKER_ARGUMENT))
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    if args.next().as_deref() == Some(pingpong::ECHO_ARGUMENT) {
+        let size = args.next().and_then(|n| n.parse().ok()).unwrap_or(64);
+        return match pingpong::echo_main(size) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        };
+    }
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("quirl-lua-bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), BoxError> {
+    let options = parse()?;
+    let worker = match &options.worker {
+        Some(worker) => worker.clone(),
+        None => default_worker()?,
+    };
+    // Record the CPUs we may use before any section pins this thread.
+    let cpus = pingpong::all_cpus();
+    let started = Instant::now();
+    println!("# quirl-lua-bench");
+    println!();
+    println!("- machine: {}", report::machine());
+    println!("- worker: `{worker}`; CPUs available: {cpus:?}");
+    println!(
+        "- mode: {}",
+        if options.quick {
+            "quick (fewer samples)"
+        } else {
+            "full"
+        }
+    );
+    println!();
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    if options.wants("X1") {
+        let budget = if options.quick {
+            Duration::from_millis(150)
+        } else {
+            Duration::from_millis(1_000)
+        };
+        rows.extend(codec::run(budget)?);
+    }
+    if options.wants("X2") {
+        rows.extend(x2(&options, &worker, &mut notes)?);
+    }
+    if options.wants("X3") {
+        rows.extend(x3(&options, &worker)?);
+    }
+    if options.wants("X4") {
+        rows.extend(x4(&options, &worker, &mut notes)?);
+    }
+    if options.wants("X5") {
+        rows.extend(x5(&worker, &mut notes)?);
+    }
+    if options.wants("X6") {
+        rows.extend(x6(&options, &worker)?);
+    }
+    if options.wants("L") {
+        rows.extend(lua_compute(&options, &worker)?);
+    }
+    print!("{}", report::render(&rows));
+    println!();
+    for note in notes {
+        println!("- {note}");
+    }
+    println!(
+        "- finished in {:.1} s; {}",
+        started.elapsed().as_secs_f64(),
+        report::load()
+    );
+    Ok(())
+}
+
+fn time_row(
+    id: &'static str,
+    what: impl Into<String>,
+    ours: &[Duration],
+    baseline_name: &str,
+    baseline: Option<&[Duration]>,
+    target: Option<f64>,
+) -> Result<Row, BoxError> {
+    let ours = Summary::of(ours).ok_or("no samples")?;
+    let base = baseline.and_then(Summary::of);
+    let met = match (target, base) {
+        (Some(target), Some(base)) => Some(ours.p50 / base.p50 <= target),
+        _ => None,
+    };
+    Ok(Row {
+        id,
+        what: what.into(),
+        unit: Unit::Time,
+        ours: Value::time(ours),
+        baseline_name: baseline_name.to_owned(),
+        baseline: base.map(Value::time),
+        target: target.map_or_else(String::new, |t| format!("<= {t}x")),
+        met,
+    })
+}
+
+fn x2(
+    options: &Options,
+    worker: &WorkerCommand,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Row>, BoxError> {
+    let n = options.n(20_000);
+    let warmup = options.n(2_000);
+    let mut rows = Vec::new();
+    // Representative id: the middle of the measured requests.
+    let (request, response) = supervise::return_one_frames((warmup + n / 2) as u64)?;
+    notes.push(format!(
+        "X2 frame sizes (header included): request {} B, response {} B",
+        request.len(),
+        response.len()
+    ));
+    for (pinned, label) in [(true, "pinned to one CPU"), (false, "unpinned")] {
+        if pinned {
+            pingpong::set_affinity(&[0])?;
+        } else {
+            pingpong::set_affinity(&pingpong::all_cpus())?;
+        }
+        let mut echo = pingpong::Echo::spawn(request.clone(), response.len())?;
+        let echo_cpus = pingpong::affinity_of(echo.pid())?;
+        let base = echo.sample(warmup, n)?;
+        drop(echo);
+        let (ours, worker_cpus) = supervise::warm_round_trips_checked(worker, warmup, n)?;
+        notes.push(format!(
+            "X2 {label}: worker CPUs {worker_cpus:?}, echo child CPUs {echo_cpus:?}"
+        ));
+        rows.push(time_row(
+            "X2",
+            format!("warm eval \"return 1\", {label}"),
+            &ours,
+            "pipe ping-pong",
+            Some(&base),
+            pinned.then_some(2.0),
+        )?);
+        if pinned {
+            for arg in &options.compare_args {
+                let command = worker.clone().arg(arg);
+                let (with_arg, _) = supervise::warm_round_trips_checked(&command, warmup, n)?;
+                rows.push(time_row(
+                    "X2",
+                    format!("warm eval \"return 1\", {label}, worker {arg}"),
+                    &with_arg,
+                    "pipe ping-pong",
+                    Some(&base),
+                    Some(2.0),
+                )?);
+            }
+        }
+    }
+    pingpong::set_affinity(&pingpong::all_cpus())?;
+    // In-process: what the process boundary costs.
+    let mut vm = inproc::sandbox_vm(supervise::policy()?)?;
+    let sandbox = inproc::sample(warmup, n, || {
+        inproc::sandbox_eval(&mut vm, "return 1").map(drop)
+    })?;
+    let lua = mlua::Lua::new();
+    let plain = inproc::sample(warmup, n, || inproc::plain_eval(&lua, "return 1"))?;
+    let mut id = 1_u64;
+    let codec = inproc::sample(warmup, n, || {
+        id += 1;
+        inproc::codec_round(id)
+    })?;
+    rows.push(time_row(
+        "X2",
+        "in-process sandbox VM eval \"return 1\" (no IPC)",
+        &sandbox,
+        "plain mlua eval",
+        Some(&plain),
+        None,
+    )?);
+    rows.push(time_row(
+        "X2",
+        "in-process codec: encode+decode request and response",
+        &codec,
+        "",
+        None,
+        None,
+    )?);
+    Ok(rows)
+}
+
+fn x3(options: &Options, worker: &WorkerCommand) -> Result<Vec<Row>, BoxError> {
+    let n = options.n(200);
+    let base = supervise::bin_true(n)?;
+    let (initialized, answered) = supervise::cold_starts(worker, n)?;
+    let mut rows = vec![
+        time_row(
+            "X3",
+            "cold start: spawn -> initialize -> first response",
+            &answered,
+            "spawn /bin/true",
+            Some(&base),
+            Some(3.0),
+        )?,
+        time_row(
+            "X3",
+            "cold start: spawn -> initialize answered",
+            &initialized,
+            "spawn /bin/true",
+            Some(&base),
+            None,
+        )?,
+    ];
+    if let Ok(path) = sibling("quirl-worker") {
+        let small = WorkerCommand::new(path);
+        let (_, answered) = supervise::cold_starts(&small, n)?;
+        rows.push(time_row(
+            "X3",
+            "cold start, quirl-worker binary",
+            &answered,
+            "spawn /bin/true",
+            Some(&base),
+            Some(3.0),
+        )?);
+    }
+    Ok(rows)
+}
+
+fn x4(
+    options: &Options,
+    worker: &WorkerCommand,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Row>, BoxError> {
+    let n = if options.quick { 40 } else { 200 };
+    let wall_ms = 20;
+    let samples = supervise::kill_latency(worker, &options.kill_source, wall_ms, n)?;
+    // The operating system's floor: SIGKILL + reap of an idle child.
+    let mut floor = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("10")
+            .stdin(std::process::Stdio::null())
+            .spawn()?;
+        std::thread::sleep(Duration::from_millis(1));
+        let started = Instant::now();
+        child.kill()?;
+        child.wait()?;
+        floor.push(started.elapsed());
+    }
+    notes.push(format!(
+        "X4: {n} runs, source `{}`, wall_time_ms {wall_ms}; latency = return of the failed call (killed, reaped, pipe drained) minus the deadline",
+        options.kill_source
+    ));
+    let summary = Summary::of(&samples).ok_or("no samples")?;
+    let mut row = time_row(
+        "X4",
+        "deadline -> worker killed and reaped (stuck in native code)",
+        &samples,
+        "kill+reap of idle /bin/sleep",
+        Some(&floor),
+        None,
+    )?;
+    row.target = "p99 <= 5 ms".to_owned();
+    row.met = Some(summary.p99 <= 5_000_000.0);
+    Ok(vec![row])
+}
+
+fn x5(worker: &WorkerCommand, notes: &mut Vec<String>) -> Result<Vec<Row>, BoxError> {
+    let mut rows = Vec::new();
+    // Hostile header: 5 MiB declared, 10 bytes sent.
+    let mut decoder = FrameDecoder::new();
+    let base = alloc::reset_peak();
+    let mut hostile = 5_242_880_u32.to_be_bytes().to_vec();
+    hostile.extend_from_slice(b"{\"kind\":\"r");
+    let fed = decoder.feed(&hostile);
+    let peak = alloc::peak().saturating_sub(base);
+    if !matches!(fed, Ok(quirl_lua_protocol::Feed::NeedMore)) {
+        return Err(format!("hostile header: unexpected decoder result {fed:?}").into());
+    }
+    drop(decoder);
+    rows.push(Row {
+        id: "X5",
+        what: "decoder heap, 5 MiB header + 10 bytes".to_owned(),
+        unit: Unit::Bytes,
+        ours: Value::single(peak as f64),
+        baseline_name: "zero-filled declared length".to_owned(),
+        baseline: Some(Value::single(5_242_880.0)),
+        target: "<= 64 KiB".to_owned(),
+        met: Some(peak <= 64 * 1024),
+    });
+    // Idle RSS of an initialized worker, against an idle Rust process (the
+    // echo child: this binary, blocked in read).
+    let echo = pingpong::Echo::spawn(vec![0, 0, 0, 1, b'x'], 8)?;
+    std::thread::sleep(Duration::from_millis(50));
+    let echo_rss = supervise::rss_of(&echo.pid().to_string())?;
+    drop(echo);
+    let rss = supervise::idle_worker_rss(worker)?;
+    rows.push(Row {
+        id: "X5",
+        what: "idle worker RSS (quirl-lua --internal-lua-worker-v1)".to_owned(),
+        unit: Unit::Bytes,
+        ours: Value::single(rss as f64),
+        baseline_name: "idle Rust process".to_owned(),
+        baseline: Some(Value::single(echo_rss as f64)),
+        target: "<= 8 MiB".to_owned(),
+        met: Some(rss <= 8 << 20),
+    });
+    if let Ok(path) = sibling("quirl-worker") {
+        let rss = supervise::idle_worker_rss(&WorkerCommand::new(path))?;
+        rows.push(Row {
+            id: "X5",
+            what: "idle worker RSS (quirl-worker)".to_owned(),
+            unit: Unit::Bytes,
+            ours: Value::single(rss as f64),
+            baseline_name: "idle Rust process".to_owned(),
+            baseline: Some(Value::single(echo_rss as f64)),
+            target: "<= 8 MiB".to_owned(),
+            met: Some(rss <= 8 << 20),
+        });
+    }
+    let size = 8;
+    let (rss_per, heap_per) = supervise::parent_cost_per_worker(worker, size)?;
+    rows.push(Row {
+        id: "X5",
+        what: format!("parent RSS per pooled worker (pool of {size})"),
+        unit: Unit::Bytes,
+        ours: Value::single(rss_per),
+        baseline_name: "parent heap per worker".to_owned(),
+        baseline: Some(Value::single(heap_per)),
+        target: String::new(),
+        met: None,
+    });
+    notes.push(
+        "X5: RSS from /proc/PID/status VmRSS; heap from this binary's counting allocator"
+            .to_owned(),
+    );
+    Ok(rows)
+}
+
+fn x6(options: &Options, worker: &WorkerCommand) -> Result<Vec<Row>, BoxError> {
+    let calls = if options.quick { 4 } else { 16 };
+    let one = supervise::pool_rate(worker, 1, 2, calls, POOL_SCRIPT)?;
+    let two = supervise::pool_rate(worker, 2, 2, calls, POOL_SCRIPT)?;
+    let ratio = two / one;
+    Ok(vec![Row {
+        id: "X6",
+        what: format!("CPU-bound evals/s, pool of 2 (2 callers x {calls})"),
+        unit: Unit::Rate,
+        ours: Value::single(two),
+        baseline_name: "pool of 1".to_owned(),
+        baseline: Some(Value::single(one)),
+        target: ">= 1.8x".to_owned(),
+        met: Some(ratio >= 1.8),
+    }])
+}
+
+fn lua_compute(options: &Options, worker: &WorkerCommand) -> Result<Vec<Row>, BoxError> {
+    let n = if options.quick { 5 } else { 30 };
+    let (_lua, plain) = inproc::plain_fib(Hook::None)?;
+    let base = inproc::sample(2, n, || inproc::run_fib(&plain))?;
+    let mut rows = Vec::new();
+    for hook in [
+        Hook::Raw(1_000),
+        Hook::Mlua(1_000),
+        Hook::MluaClock(1_000),
+        Hook::Mlua(10_000),
+        Hook::Mlua(1_000_000),
+    ] {
+        let (_lua, function) = inproc::plain_fib(hook)?;
+        let samples = inproc::sample(2, n, || inproc::run_fib(&function))?;
+        rows.push(time_row(
+            "L",
+            format!("fib(27): {}", hook.describe()),
+            &samples,
+            "plain mlua, no hook",
+            Some(&base),
+            None,
+        )?);
+    }
+    let mut vm = inproc::sandbox_vm(supervise::policy()?)?;
+    let sandbox = inproc::sample(2, n, || {
+        let value = inproc::sandbox_eval(&mut vm, inproc::FIB_SOURCE)?;
+        if value != serde_json::json!(inproc::FIB_RESULT) {
+            return Err(format!("sandbox fib returned {value}").into());
+        }
+        Ok(())
+    })?;
+    rows.push(time_row(
+        "L",
+        "fib(27): sandbox VM in-process (budget hook every 1000)",
+        &sandbox,
+        "plain mlua, no hook",
+        Some(&base),
+        None,
+    )?);
+    let mut live = quirl_lua_reference_parent::Worker::spawn(supervise::config(worker)?)?;
+    let through = inproc::sample(2, n, || {
+        live.eval(inproc::FIB_SOURCE)?;
+        Ok(())
+    })?;
+    live.shutdown()?;
+    rows.push(time_row(
+        "L",
+        "fib(27): eval through the worker process",
+        &through,
+        "plain mlua, no hook",
+        Some(&base),
+        None,
+    )?);
+    Ok(rows)
+}

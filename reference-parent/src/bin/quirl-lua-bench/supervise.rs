@@ -1,0 +1,225 @@
+//! Measurements through the parent library: warm round trips (X2), cold
+//! start (X3), kill latency (X4), pool scaling (X6), and the RSS figures of
+//! X5.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use quirl_lua_protocol::{
+    Operation, ParentFrame, Policy, Request, Response, WireFrame, WorkerFrame,
+};
+use quirl_lua_reference_parent::lifecycle::{PoolOptions, WorkerPool};
+use quirl_lua_reference_parent::{ErrorKind, Worker, WorkerCommand, WorkerConfig};
+
+use crate::inproc::BoxError;
+
+/// The policy of every warm measurement (generous: nothing trips).
+pub fn policy() -> Result<Policy, BoxError> {
+    Ok(Policy::new(false, 32 << 20, 100_000_000, 10_000)?)
+}
+
+pub fn config(command: &WorkerCommand) -> Result<WorkerConfig, BoxError> {
+    Ok(WorkerConfig::new(command.clone(), policy()?))
+}
+
+/// The framed bytes of the `eval "return 1"` request and its response at
+/// a representative id, for the ping-pong baseline.
+pub fn return_one_frames(id: u64) -> Result<(Vec<u8>, Vec<u8>), BoxError> {
+    let request = ParentFrame::Request {
+        request: Request {
+            id,
+            operation: Operation::Eval {
+                source: "return 1".to_owned(),
+            },
+        },
+    }
+    .encode_framed()?;
+    let response = WorkerFrame::Response {
+        response: Response::success(id, 1.into()),
+    }
+    .encode_framed()?;
+    Ok((request, response))
+}
+
+/// X2: `n` warm `eval "return 1"` round trips on one live worker,
+/// with the worker's CPU affinity as observed while it ran.
+pub fn warm_round_trips_checked(
+    command: &WorkerCommand,
+    warmup: usize,
+    n: usize,
+) -> Result<(Vec<Duration>, Vec<usize>), BoxError> {
+    let mut worker = Worker::spawn(config(command)?)?;
+    let affinity = crate::pingpong::affinity_of(worker.pid())?;
+    let samples = crate::inproc::sample(warmup, n, || {
+        worker.eval("return 1")?;
+        Ok(())
+    })?;
+    worker.shutdown()?;
+    Ok((samples, affinity))
+}
+
+/// X3: spawn → initialize → first response, `n` times (each worker is then
+/// killed and reaped outside the timed part). Returns (spawn+initialize,
+/// spawn+initialize+first eval).
+pub fn cold_starts(
+    command: &WorkerCommand,
+    n: usize,
+) -> Result<(Vec<Duration>, Vec<Duration>), BoxError> {
+    let config = config(command)?;
+    let mut initialized = Vec::with_capacity(n);
+    let mut answered = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        let mut worker = Worker::spawn(config.clone())?;
+        initialized.push(started.elapsed());
+        worker.eval("return 1")?;
+        answered.push(started.elapsed());
+        drop(worker);
+    }
+    Ok((initialized, answered))
+}
+
+/// X3 baseline: spawn `/bin/true` and wait for it, `n` times.
+pub fn bin_true(n: usize) -> Result<Vec<Duration>, BoxError> {
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        let status = Command::new("/bin/true")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        samples.push(started.elapsed());
+        if !status.success() {
+            return Err("/bin/true failed".into());
+        }
+    }
+    Ok(samples)
+}
+
+/// X4: a worker stuck in one native call; time from the deadline until the
+/// call returned (worker killed, reaped, pipe drained), `n` times.
+pub fn kill_latency(
+    command: &WorkerCommand,
+    source: &str,
+    wall_ms: u64,
+    n: usize,
+) -> Result<Vec<Duration>, BoxError> {
+    let policy = Policy::new(false, 32 << 20, 100_000_000, wall_ms)?;
+    let config = WorkerConfig::new(command.clone(), policy);
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut worker = Worker::spawn(config.clone())?;
+        // Taken just before the call: the library's own deadline is a few
+        // hundred nanoseconds later, so this overstates the latency.
+        let deadline = Instant::now() + Duration::from_millis(wall_ms);
+        let error = match worker.eval(source) {
+            Ok(value) => return Err(format!("the stuck worker answered {value}").into()),
+            Err(error) => error,
+        };
+        let returned = Instant::now();
+        if error.kind() != ErrorKind::Deadline {
+            return Err(format!("expected a deadline error, got {error}").into());
+        }
+        samples.push(returned.saturating_duration_since(deadline));
+    }
+    Ok(samples)
+}
+
+/// X6: CPU-bound evals per second through a pool of `size` workers, from
+/// `callers` threads making `calls` calls each.
+pub fn pool_rate(
+    command: &WorkerCommand,
+    size: usize,
+    callers: usize,
+    calls: usize,
+    script: &str,
+) -> Result<f64, BoxError> {
+    let pool = WorkerPool::start("bench", config(command)?, PoolOptions::new().size(size))?;
+    // Warm every member once.
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..size)
+            .map(|_| scope.spawn(|| pool.eval(script).map(drop)))
+            .collect();
+        handles.into_iter().try_for_each(|h| {
+            h.join()
+                .map_err(|_| "caller panicked".to_owned())?
+                .map_err(|e| e.to_string())
+        })
+    })?;
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..callers)
+            .map(|_| {
+                scope.spawn(|| -> Result<(), String> {
+                    for _ in 0..calls {
+                        pool.eval(script).map_err(|e| e.to_string())?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().map_err(|_| "caller panicked".to_owned())?)
+    })?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let report = pool.shutdown(Duration::from_secs(5));
+    if !report.is_clean() {
+        return Err(format!("pool shutdown was not clean: {report:?}").into());
+    }
+    Ok((callers * calls) as f64 / elapsed)
+}
+
+/// `VmRSS` of a process, in bytes.
+pub fn rss_of(pid: &str) -> Result<u64, BoxError> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .ok_or_else(|| "no VmRSS".into())
+}
+
+/// X5: idle RSS of a freshly initialized worker (after one `return 1`).
+pub fn idle_worker_rss(command: &WorkerCommand) -> Result<u64, BoxError> {
+    let mut worker = Worker::spawn(config(command)?)?;
+    worker.eval("return 1")?;
+    let rss = rss_of(&worker.pid().to_string())?;
+    worker.shutdown()?;
+    Ok(rss)
+}
+
+/// X5: the parent's RSS and heap growth per pooled worker (pool of `size`,
+/// each member used once).
+pub fn parent_cost_per_worker(
+    command: &WorkerCommand,
+    size: usize,
+) -> Result<(f64, f64), BoxError> {
+    let rss_before = rss_of("self")?;
+    let heap_before = crate::alloc::live();
+    let pool = WorkerPool::start("rss", config(command)?, PoolOptions::new().size(size))?;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..size)
+            .map(|_| scope.spawn(|| pool.eval("return 1").map(drop)))
+            .collect();
+        handles.into_iter().try_for_each(|h| {
+            h.join()
+                .map_err(|_| "caller panicked".to_owned())?
+                .map_err(|e| e.to_string())
+        })
+    })?;
+    let rss_after = rss_of("self")?;
+    let heap_after = crate::alloc::live();
+    let report = pool.shutdown(Duration::from_secs(5));
+    if !report.is_clean() {
+        return Err(format!("pool shutdown was not clean: {report:?}").into());
+    }
+    let per = |after: u64, before: u64| after.saturating_sub(before) as f64 / size as f64;
+    Ok((
+        per(rss_after, rss_before),
+        per(heap_after as u64, heap_before as u64),
+    ))
+}
