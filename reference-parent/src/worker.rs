@@ -652,6 +652,19 @@ fn check_idle(live: &mut Live, flight: Flight) -> Result<(), Error> {
     let Live {
         transport, wire, ..
     } = live;
+    check_quiet(transport, wire, flight, "while no request was in flight")
+}
+
+/// Fail with `unexpected_frame` if the worker sent anything (bytes that
+/// arrived now, or bytes left over from an earlier read) at a moment when
+/// it must be silent: between requests, or while its host call is pending
+/// (§9.2, §9.3).
+fn check_quiet(
+    transport: &mut Transport,
+    wire: &mut Wire,
+    flight: Flight,
+    when: &str,
+) -> Result<(), Error> {
     let arrived = match transport.read_available() {
         Ok(None) => 0,
         Ok(Some(bytes)) => {
@@ -661,7 +674,7 @@ fn check_idle(live: &mut Live, flight: Flight) -> Result<(), Error> {
         Err(interrupt) => return Err(interrupted(interrupt, wire, flight)),
     };
     // Bytes may also be left over from the read that carried the last
-    // response.
+    // frame.
     if arrived == 0 && wire.is_quiet() {
         return Ok(());
     }
@@ -669,7 +682,7 @@ fn check_idle(live: &mut Live, flight: Flight) -> Result<(), Error> {
         Err(error) => error,
         Ok(_) => ProtocolError::new(
             ProtocolErrorKind::UnexpectedFrame,
-            "the worker sent bytes while no request was in flight",
+            format!("the worker sent bytes {when}"),
         ),
     };
     Err(violation(&error, flight))
@@ -733,6 +746,8 @@ fn run_request(
                 if Instant::now() >= flight.deadline {
                     return Err(interrupted(Interrupt::Deadline, wire, flight));
                 }
+                // While its host call is pending the worker must send nothing.
+                check_quiet(transport, wire, flight, "while its host call was pending")?;
                 let bytes = wire
                     .host_response(answer)
                     .map_err(|error| violation(&error, flight))?;
