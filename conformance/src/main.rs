@@ -124,7 +124,12 @@ fn usage(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn run<C: Case>(cases: &[C], suite: &str, options: &SuiteOptions, command: &[OsString]) -> ExitCode {
+fn run<C: Case>(
+    cases: &[C],
+    suite: &str,
+    options: &SuiteOptions,
+    command: &[OsString],
+) -> ExitCode {
     if options.list {
         let stdout = io::stdout();
         let mut out = stdout.lock();

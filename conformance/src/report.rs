@@ -134,10 +134,7 @@ impl ExpectedFailures {
                     number + 1
                 ));
             }
-            if entries
-                .insert(name.to_owned(), reason.to_owned())
-                .is_some()
-            {
+            if entries.insert(name.to_owned(), reason.to_owned()).is_some() {
                 return Err(format!("line {}: `{name}` is listed twice", number + 1));
             }
         }

@@ -133,7 +133,9 @@ fn before_initialize(entry: &Entry, name: &str, bytes: &[u8]) -> bool {
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|window| window == needle)
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
 }
 
 /// Read the manifest and build every fixture case.

@@ -127,7 +127,12 @@ mod tests {
         for case in &cases {
             case.expanded_steps()
                 .unwrap_or_else(|error| panic!("{}: {error}", case.name));
-            assert!(case.spec.starts_with('§'), "{}: spec {}", case.name, case.spec);
+            assert!(
+                case.spec.starts_with('§'),
+                "{}: spec {}",
+                case.name,
+                case.spec
+            );
             assert!(!case.must.is_empty(), "{}", case.name);
             assert!(
                 case.name

@@ -310,6 +310,10 @@ pub struct ExitStep {
 pub struct ViolationStep {
     /// Bound for the worker to exit.
     pub within_ms: Option<u64>,
+    /// Also accept exit status 0: for a worker that may have ended the
+    /// session on its own (retired) before it read the offending frame.
+    #[serde(default)]
+    pub allow_clean_exit: bool,
 }
 
 /// One step of an explicit case.
@@ -578,7 +582,10 @@ impl<'a> Interpreter<'a> {
         if written > 0 {
             return Err(format!(
                 "the worker wrote {written} bytes to its stdout, which must stay unused (§3.1): {}",
-                String::from_utf8_lossy(bytes).chars().take(120).collect::<String>()
+                String::from_utf8_lossy(bytes)
+                    .chars()
+                    .take(120)
+                    .collect::<String>()
             ));
         }
         let members = self.conn.group_members();
@@ -597,7 +604,10 @@ impl<'a> Interpreter<'a> {
     }
 
     fn write(&mut self, bytes: &[u8]) -> StepResult {
-        match self.conn.write(bytes, Duration::from_millis(DEFAULT_STEP_MS)) {
+        match self
+            .conn
+            .write(bytes, Duration::from_millis(DEFAULT_STEP_MS))
+        {
             Written::All | Written::Closed => Ok(()),
             Written::Timeout => Err(format!(
                 "the worker did not read {} bytes of input within {DEFAULT_STEP_MS} ms",
@@ -638,8 +648,9 @@ impl<'a> Interpreter<'a> {
                         .ok_or("invalid case: payload_length too small")?,
                     _ => return Err("invalid case: give count or payload_length".to_owned()),
                 };
-                let prefix =
-                    padded.prefix.replace(DESCRIPTOR_PLACEHOLDER, LUA_WORKER_PROTOCOL_DESCRIPTOR);
+                let prefix = padded
+                    .prefix
+                    .replace(DESCRIPTOR_PLACEHOLDER, LUA_WORKER_PROTOCOL_DESCRIPTOR);
                 let mut payload = Vec::with_capacity(fixed + count * padded.fill.len());
                 payload.extend_from_slice(prefix.as_bytes());
                 for _ in 0..count {
@@ -819,10 +830,7 @@ impl<'a> Interpreter<'a> {
                 let (status, _) = self.conn.wait_exit(Duration::from_millis(500));
                 Err(format!(
                     "the worker closed its output ({})",
-                    status.map_or_else(
-                        || "still running".to_owned(),
-                        crate::proc::describe_status
-                    )
+                    status.map_or_else(|| "still running".to_owned(), crate::proc::describe_status)
                 ))
             }
             Next::Timeout => Ok(None),
@@ -959,6 +967,7 @@ impl<'a> Interpreter<'a> {
                 "the worker did not exit within {} ms of the violation (§13.1)",
                 bound.as_millis()
             )),
+            Some(status) if status.success() && step.allow_clean_exit => Ok(()),
             Some(status) if status.success() => Err(
                 "the worker exited with status 0 after a violation; it must exit nonzero (§3.3)"
                     .to_owned(),
@@ -1005,7 +1014,10 @@ impl<'a> Interpreter<'a> {
 /// Check a response against the expectation (the id was checked already).
 pub fn check_answer(expect: &Expect, frame: &WorkerFrame) -> StepResult {
     let WorkerFrame::Response { response } = frame else {
-        return Err(format!("expected a response, got {}", describe_frame(frame)));
+        return Err(format!(
+            "expected a response, got {}",
+            describe_frame(frame)
+        ));
     };
     if expect.any_answer {
         return Ok(());
@@ -1086,7 +1098,10 @@ mod tests {
 
     #[test]
     fn subset_matches_members_recursively() {
-        assert!(subset(&json!({"a": {"b": 1}}), &json!({"a": {"b": 1, "c": 2}, "d": 3})));
+        assert!(subset(
+            &json!({"a": {"b": 1}}),
+            &json!({"a": {"b": 1, "c": 2}, "d": 3})
+        ));
         assert!(!subset(&json!({"a": 1}), &json!({"a": 2})));
         assert!(!subset(&json!([1]), &json!([1, 2])));
         assert!(subset(&json!([{"x": 1}]), &json!([{"x": 1, "y": 2}])));
@@ -1102,15 +1117,13 @@ mod tests {
     #[test]
     fn substitute_replaces_the_descriptor_everywhere() {
         let value = substitute(&json!({"a": ["x${DESCRIPTOR}"]}));
-        assert_eq!(
-            value["a"][0],
-            format!("x{LUA_WORKER_PROTOCOL_DESCRIPTOR}")
-        );
+        assert_eq!(value["a"][0], format!("x{LUA_WORKER_PROTOCOL_DESCRIPTOR}"));
     }
 
     #[test]
     fn answers_are_checked_against_the_expectation() {
-        let ok = frame(r#"{"kind":"response","response":{"version":1,"id":2,"ok":true,"result":42}}"#);
+        let ok =
+            frame(r#"{"kind":"response","response":{"version":1,"id":2,"ok":true,"result":42}}"#);
         let err = frame(
             r#"{"kind":"response","response":{"version":1,"id":2,"ok":false,"result":null,"error":{"code":"resource_limit","message":"m","labels":[],"context":[],"help":[],"command":null,"exit_status":null}}}"#,
         );
