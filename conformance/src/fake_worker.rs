@@ -165,26 +165,20 @@ impl Fake {
             }
         }
         // Script done: serve nothing more; a clean end of input ends us.
-        loop {
-            match self.read_frame() {
-                Ok(None) => return 0,
-                Ok(Some(frame)) => {
-                    let what = match frame {
-                        ParentFrame::Request { request } => {
-                            format!("a {} request", request.operation.kind().as_str())
-                        }
-                        ParentFrame::HostResponse { .. } => "a host response".to_owned(),
-                    };
-                    self.note(&format!("unexpected {what} after the script"));
-                    return 0;
-                }
-                Err(flow) => {
-                    return match flow {
-                        Flow::Exit(code) => code,
-                        Flow::Go => 0,
-                    };
-                }
+        match self.read_frame() {
+            Ok(None) => 0,
+            Ok(Some(frame)) => {
+                let what = match frame {
+                    ParentFrame::Request { request } => {
+                        format!("a {} request", request.operation.kind().as_str())
+                    }
+                    ParentFrame::HostResponse { .. } => "a host response".to_owned(),
+                };
+                self.note(&format!("unexpected {what} after the script"));
+                0
             }
+            Err(Flow::Exit(code)) => code,
+            Err(Flow::Go) => 0,
         }
     }
 

@@ -209,10 +209,7 @@ impl WorkerConn {
             return;
         };
         let mut bytes = Vec::new();
-        let open = match proc::drain_nonblocking(stderr, &mut bytes, usize::MAX) {
-            Ok(open) => open,
-            Err(_) => false,
-        };
+        let open = proc::drain_nonblocking(stderr, &mut bytes, usize::MAX).unwrap_or_default();
         let mut piece = bytes.as_slice();
         while !piece.is_empty() {
             match self.decoder.feed(piece) {

@@ -445,7 +445,7 @@ pub fn substitute(value: &Value) -> Value {
 /// Decode a hex string (whitespace ignored).
 pub fn hex(text: &str) -> Result<Vec<u8>, String> {
     let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!("odd number of hex digits in `{text}`"));
     }
     digits
@@ -943,16 +943,16 @@ impl<'a> Interpreter<'a> {
             return Err(match next {
                 Next::Frame(received) => {
                     let what = describe_frame(&received.frame);
-                    if matches!(received.frame, WorkerFrame::HostCall { .. })
-                        || matches!(&received.frame, WorkerFrame::Response { response } if response.result.is_ok())
-                    {
-                        format!(
-                            "the worker executed the request instead of ending the session: it sent {what} (§9.6, §13.1)"
-                        )
-                    } else {
-                        format!(
+                    match &received.frame {
+                        WorkerFrame::HostCall { .. } => format!(
+                            "the worker executed the hostile request instead of ending the session: it sent {what} (§9.6, §13.1)"
+                        ),
+                        WorkerFrame::Response { response } if response.result.is_ok() => format!(
+                            "the worker went on instead of ending the session: it sent {what} (§9.6, §13.1)"
+                        ),
+                        WorkerFrame::Response { .. } => format!(
                             "the worker answered the violation with {what}; it must write no further frame (§9.6)"
-                        )
+                        ),
                     }
                 }
                 Next::Invalid(error) => format!(
