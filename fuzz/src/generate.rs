@@ -419,8 +419,11 @@ pub fn extension_event(src: &mut Source<'_>) -> ExtensionEvent {
             error: shell_error(src),
         },
     };
+    // Only the extension protocol version 2 is valid; the input bytes are
+    // still consumed, so committed seeds keep generating the same frames.
+    let _ = src.any_u64();
     ExtensionEvent {
-        protocol_version: src.any_u64() as u32,
+        protocol_version: quirl_lua_protocol::limits::EXTENSION_PROTOCOL_VERSION,
         sequence: src.any_u64(),
         data,
     }

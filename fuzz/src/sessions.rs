@@ -38,6 +38,8 @@ enum Phase {
         id: u64,
         kind: OperationKind,
         call: u32,
+        /// The pending call's `max_output_bytes`.
+        max_output: u64,
     },
     Failed,
     Poisoned,
@@ -48,6 +50,8 @@ struct Model {
     phase: Phase,
     last_id: Option<u64>,
     process_enabled: bool,
+    /// `process_enabled` and the policy's `allow_process`.
+    host_calls_allowed: bool,
 }
 
 /// What the model expects of one step.
@@ -67,6 +71,7 @@ impl Model {
             phase: Phase::AwaitInit,
             last_id: None,
             process_enabled: false,
+            host_calls_allowed: false,
         }
     }
 
@@ -126,10 +131,13 @@ impl Model {
         }
         self.last_id = Some(request.id);
         if let Operation::Initialize {
-            process_enabled, ..
+            policy,
+            process_enabled,
+            ..
         } = request.operation
         {
             self.process_enabled = process_enabled;
+            self.host_calls_allowed = process_enabled && policy.allow_process();
             self.phase = Phase::Initializing { id: request.id };
         } else {
             self.phase = Phase::Busy {
@@ -144,9 +152,24 @@ impl Model {
     fn host_response(&mut self, response: &HostResponse) -> Verdict {
         match self.phase {
             Phase::Poisoned => Verdict::Violation(vec![ErrorKind::SessionPoisoned]),
-            Phase::Pending { id, kind, call } => {
+            Phase::Pending {
+                id,
+                kind,
+                call,
+                max_output,
+            } => {
                 if response.request_id != id || response.call_id != call {
                     return self.violation(vec![ErrorKind::IdentityMismatch]);
+                }
+                if let Ok(outcome) = &response.result {
+                    let over = |stream: &Option<String>| {
+                        stream
+                            .as_deref()
+                            .is_some_and(|text| captured(text) > max_output)
+                    };
+                    if over(&outcome.stdout) || over(&outcome.stderr) {
+                        return self.violation(vec![ErrorKind::DomainBounds]);
+                    }
                 }
                 self.phase = Phase::Busy {
                     id,
@@ -186,7 +209,7 @@ impl Model {
             return self.violation(vec![ErrorKind::UnexpectedFrame]);
         };
         let mut kinds = Vec::new();
-        if !self.process_enabled {
+        if !self.host_calls_allowed {
             kinds.push(ErrorKind::UnexpectedFrame);
         }
         if call.request_id != id || call.call_id != calls + 1 {
@@ -202,9 +225,68 @@ impl Model {
             id,
             kind,
             call: call.call_id,
+            max_output: call.max_output_bytes,
         };
         Verdict::Accept
     }
+}
+
+/// Raw bytes a captured stream stands for: U+FFFD (lossy decoding) counts as one.
+fn captured(text: &str) -> u64 {
+    text.chars()
+        .map(|c| {
+            if c == '\u{FFFD}' {
+                1
+            } else {
+                c.len_utf8() as u64
+            }
+        })
+        .sum()
+}
+
+fn terminal_control(c: char) -> bool {
+    c.is_control() && c != '\n' && c != '\t'
+}
+
+/// No terminal controls in any key or string (shallow values only).
+fn terminal_safe(value: &Value) -> bool {
+    match value {
+        Value::String(text) => !text.chars().any(terminal_control),
+        Value::Array(items) => items.iter().all(terminal_safe),
+        Value::Object(map) => map
+            .iter()
+            .all(|(key, item)| !key.chars().any(terminal_control) && terminal_safe(item)),
+        _ => true,
+    }
+}
+
+/// Completion items: strings or `{value, display?, summary?, detail?}` of
+/// strings; at most 1,000, 16 KiB each, 256 KiB together.
+fn completion_fits(value: &Value) -> bool {
+    let Some(items) = value.as_array() else {
+        return false;
+    };
+    let mut total = 0;
+    for item in items {
+        let bytes = match item {
+            Value::String(text) => text.len(),
+            Value::Object(map)
+                if map.get("value").is_some_and(Value::is_string)
+                    && map.iter().all(|(key, item)| {
+                        ["value", "display", "summary", "detail"].contains(&key.as_str())
+                            && item.is_string()
+                    }) =>
+            {
+                map.values().filter_map(Value::as_str).map(str::len).sum()
+            }
+            _ => return false,
+        };
+        if bytes > 16 * 1024 {
+            return false;
+        }
+        total += bytes;
+    }
+    items.len() <= 1000 && total <= 256 * 1024
 }
 
 /// Whether a success result has the shape of `kind`'s result (for the
@@ -212,9 +294,16 @@ impl Model {
 fn result_fits(kind: OperationKind, value: &Value) -> bool {
     match kind {
         OperationKind::Initialize | OperationKind::Check => value.is_null(),
-        OperationKind::Eval | OperationKind::Complete | OperationKind::Contribution => true,
-        OperationKind::Test => value.is_u64(),
-        OperationKind::RenderPrompt => value.is_null() || value.is_string(),
+        OperationKind::Eval => true,
+        OperationKind::Complete => completion_fits(value),
+        OperationKind::Contribution => terminal_safe(value),
+        OperationKind::Test => value.as_u64().is_some_and(|count| count >= 1),
+        OperationKind::RenderPrompt => {
+            value.is_null()
+                || value.as_str().is_some_and(|text| {
+                    text.len() <= 16 * 1024 && !text.chars().any(terminal_control)
+                })
+        }
         OperationKind::Event => value.as_array().is_some_and(Vec::is_empty),
         OperationKind::LoadConfig
         | OperationKind::LoadPlugin
@@ -594,6 +683,7 @@ pub fn worker_session(data: &[u8]) {
         );
         if model.phase != Phase::Poisoned {
             assert_eq!(session.process_enabled(), model.process_enabled);
+            assert_eq!(session.host_calls_allowed(), model.host_calls_allowed);
         }
     }
     assert_poisoned_worker_is_inert(&mut session, &model);

@@ -104,6 +104,24 @@ pub const DIAGNOSTICS_MAX: usize = 64;
 /// Maximum actions of one event handler report (Quirl: 64).
 pub const EVENT_ACTIONS_MAX: usize = 64;
 
+/// Maximum items of a `complete` result (Quirl: 1,000).
+pub const COMPLETION_ITEMS_MAX: usize = 1_000;
+
+/// Maximum UTF-8 bytes of the strings of one completion item, keys not counted (Quirl: 16 KiB).
+pub const COMPLETION_ITEM_BYTES_MAX: usize = 16 * 1024;
+
+/// Maximum UTF-8 bytes of the strings of all items of a `complete` result (Quirl: 256 KiB).
+pub const COMPLETION_RESULT_BYTES_MAX: usize = 256 * 1024;
+
+/// Maximum UTF-8 bytes of a `render_prompt` result (Quirl: 16 KiB).
+pub const PROMPT_RETURN_BYTES_MAX: usize = 16 * 1024;
+
+/// The extension event protocol version an `event` request must carry (Quirl: 2).
+///
+/// Quirl's worker runtime refuses every other value, so the codec does too
+/// (`domain_bounds`): a parent never sends an event the worker must refuse.
+pub const EXTENSION_PROTOCOL_VERSION: u32 = 2;
+
 /// Maximum nodes of a free-form `annotate_result` value (Quirl: 100,000).
 pub const ANNOTATION_NODES_MAX: usize = 100_000;
 

@@ -11,8 +11,8 @@
 //! | `Initializing` | response error (same id) | `Failed` | `identity_mismatch` |
 //! | `Ready` | request (not `initialize`, id > previous) | `Busy` | `unexpected_frame` / `identity_mismatch` |
 //! | `Busy` | response (same id) | `Ready` | `identity_mismatch` |
-//! | `Busy` | host call (same request id, call id = calls + 1 ≤ 16, process enabled) | `HostCallPending` | `identity_mismatch` / `host_call_limit` / `unexpected_frame` |
-//! | `HostCallPending` | host response (echoes both ids) | `Busy` | `identity_mismatch` |
+//! | `Busy` | host call (same request id, call id = calls + 1 ≤ 16, process enabled and allowed by the policy) | `HostCallPending` | `identity_mismatch` / `host_call_limit` / `unexpected_frame` |
+//! | `HostCallPending` | host response (echoes both ids; each captured stream within the call's `max_output_bytes`) | `Busy` | `identity_mismatch` / `domain_bounds` |
 //! | `Failed` | anything | — | `unexpected_frame` |
 //!
 //! Any other frame in any state is `unexpected_frame`. The first violation
@@ -25,6 +25,7 @@
 use crate::codec::WireFrame;
 use crate::error::{ErrorKind, ProtocolError};
 use crate::limits::HOST_CALLS_PER_REQUEST_MAX;
+use crate::records::results::check_free_form;
 use crate::records::{
     CommandOutcome, HostCall, HostResponse, Operation, OperationKind, OperationResult, ParentFrame,
     Request, Response, ShellError, WorkerFrame,
@@ -56,6 +57,8 @@ struct InFlight {
     kind: OperationKind,
     calls: u32,
     pending_call: Option<u32>,
+    /// `max_output_bytes` of the pending call.
+    pending_output_max: u64,
 }
 
 /// The shared transition table (see the module docs).
@@ -63,6 +66,8 @@ struct InFlight {
 struct Machine {
     initialized: Option<bool>,
     process_enabled: bool,
+    /// `process_enabled` and the policy's `allow_process`, both fixed by `initialize`.
+    host_calls_allowed: bool,
     last_request_id: Option<u64>,
     in_flight: Option<InFlight>,
     poisoned: Option<ProtocolError>,
@@ -73,13 +78,15 @@ enum Step {
     Request {
         id: u64,
         kind: OperationKind,
-        process_enabled: Option<bool>,
+        /// `initialize` only: `process_enabled` and whether host calls are allowed.
+        process: Option<(bool, bool)>,
     },
     Response {
         ok: bool,
     },
     HostCall {
         call_id: u32,
+        max_output_bytes: u64,
     },
     HostResponse,
 }
@@ -97,6 +104,7 @@ impl Machine {
         Self {
             initialized: None,
             process_enabled: false,
+            host_calls_allowed: false,
             last_request_id: None,
             in_flight: None,
             poisoned: None,
@@ -155,13 +163,15 @@ impl Machine {
             )));
         }
         let kind = request.operation.kind();
-        let process_enabled = match (&request.operation, self.initialized) {
+        let process = match (&request.operation, self.initialized) {
             (
                 Operation::Initialize {
-                    process_enabled, ..
+                    policy,
+                    process_enabled,
+                    ..
                 },
                 None,
-            ) => Some(*process_enabled),
+            ) => Some((*process_enabled, *process_enabled && policy.allow_process())),
             (Operation::Initialize { .. }, Some(_)) => {
                 return Err(unexpected("a second initialize request"));
             }
@@ -176,7 +186,7 @@ impl Machine {
         Ok(Step::Request {
             id: request.id,
             kind,
-            process_enabled,
+            process,
         })
     }
 
@@ -213,6 +223,11 @@ impl Machine {
                 "a host call from a worker initialized with process access disabled",
             ));
         }
+        if !self.host_calls_allowed {
+            return Err(unexpected(
+                "a host call from a worker whose policy does not allow processes",
+            ));
+        }
         if call.request_id != in_flight.id {
             return Err(mismatch(format!(
                 "host call for request {} while request {} is in flight",
@@ -234,6 +249,7 @@ impl Machine {
         }
         Ok(Step::HostCall {
             call_id: call.call_id,
+            max_output_bytes: call.max_output_bytes,
         })
     }
 
@@ -241,6 +257,7 @@ impl Machine {
         let Some(InFlight {
             id,
             pending_call: Some(call_id),
+            pending_output_max,
             ..
         }) = self.in_flight
         else {
@@ -251,6 +268,18 @@ impl Machine {
                 "host response for request {} call {} while request {id} call {call_id} is pending",
                 response.request_id, response.call_id
             )));
+        }
+        if let Ok(outcome) = &response.result {
+            for (name, stream) in [("stdout", &outcome.stdout), ("stderr", &outcome.stderr)] {
+                let captured = stream.as_deref().map_or(0, CommandOutcome::captured_bytes);
+                if u64::try_from(captured).map_or(true, |bytes| bytes > pending_output_max) {
+                    return Err(ProtocolError::domain(format!(
+                        "{name} holds {captured} captured bytes; the host call allowed at most {pending_output_max}"
+                    ))
+                    .at(name)
+                    .at("outcome"));
+                }
+            }
         }
         Ok(Step::HostResponse)
     }
@@ -271,13 +300,10 @@ impl Machine {
 
     fn apply(&mut self, step: Step) {
         match step {
-            Step::Request {
-                id,
-                kind,
-                process_enabled,
-            } => {
-                if let Some(enabled) = process_enabled {
+            Step::Request { id, kind, process } => {
+                if let Some((enabled, allowed)) = process {
                     self.process_enabled = enabled;
+                    self.host_calls_allowed = allowed;
                 }
                 self.last_request_id = Some(id);
                 self.in_flight = Some(InFlight {
@@ -285,6 +311,7 @@ impl Machine {
                     kind,
                     calls: 0,
                     pending_call: None,
+                    pending_output_max: 0,
                 });
             }
             Step::Response { ok } => {
@@ -294,10 +321,14 @@ impl Machine {
                     self.initialized = Some(ok);
                 }
             }
-            Step::HostCall { call_id } => {
+            Step::HostCall {
+                call_id,
+                max_output_bytes,
+            } => {
                 if let Some(in_flight) = &mut self.in_flight {
                     in_flight.calls = call_id;
                     in_flight.pending_call = Some(call_id);
+                    in_flight.pending_output_max = max_output_bytes;
                 }
             }
             Step::HostResponse => {
@@ -333,7 +364,9 @@ impl Machine {
 /// Check a successful result against its operation's typed result, without copying free-form values.
 fn validate_result(kind: OperationKind, value: &Value) -> Result<(), ProtocolError> {
     match kind {
-        OperationKind::Eval | OperationKind::Complete | OperationKind::Contribution => Ok(()),
+        OperationKind::Eval | OperationKind::Complete | OperationKind::Contribution => {
+            check_free_form(kind, value).map_err(|e| e.at("result"))
+        }
         _ => OperationResult::decode(kind, value).map(drop),
     }
 }
@@ -396,6 +429,12 @@ impl WorkerSession {
     /// Whether `initialize` enabled host calls.
     pub fn process_enabled(&self) -> bool {
         self.machine.process_enabled
+    }
+
+    /// Whether this worker may send host calls: `initialize` had both
+    /// `process_enabled` and a policy with `allow_process`.
+    pub fn host_calls_allowed(&self) -> bool {
+        self.machine.host_calls_allowed
     }
 
     /// Accept a decoded parent frame, or report (and poison on) a violation.
@@ -528,6 +567,14 @@ impl ParentSession {
         self.machine.in_flight()
     }
 
+    /// Whether the worker may send host calls: `initialize` had both
+    /// `process_enabled` and a policy with `allow_process`. A host call in
+    /// any other session is a violation, so a host that imports this crate
+    /// alone fails closed.
+    pub fn host_calls_allowed(&self) -> bool {
+        self.machine.host_calls_allowed
+    }
+
     /// The id the next [`ParentSession::request`] will use.
     pub fn next_request_id(&self) -> u64 {
         self.machine
@@ -591,7 +638,11 @@ impl ParentSession {
                     Ok(value) => Ok(match operation {
                         OperationKind::Eval
                         | OperationKind::Complete
-                        | OperationKind::Contribution => OperationResult::Value(value),
+                        | OperationKind::Contribution => {
+                            validate_result(operation, &value)
+                                .map_err(|error| self.machine.poison(error))?;
+                            OperationResult::Value(value)
+                        }
                         _ => OperationResult::decode(operation, &value)
                             .map_err(|error| self.machine.poison(error))?,
                     }),

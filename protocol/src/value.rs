@@ -100,3 +100,45 @@ pub(crate) fn check_bounds(
     }
     Ok(())
 }
+
+/// Whether `text` holds a character that could change terminal state: any
+/// control character (C0, DEL, C1) other than newline and tab (Quirl's
+/// `reject_terminal_controls`).
+pub(crate) fn has_terminal_controls(text: &str) -> bool {
+    text.chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+}
+
+/// Check a free-form value that Quirl scans with
+/// `reject_json_terminal_controls`: the annotation bounds (nodes, depth,
+/// text), then no terminal control characters in any key or string
+/// (`domain_bounds`).
+pub(crate) fn check_terminal_safe(value: &Value) -> Result<(), ProtocolError> {
+    check_bounds(
+        value,
+        crate::limits::ANNOTATION_NODES_MAX,
+        crate::limits::ANNOTATION_DEPTH_MAX,
+        crate::limits::ANNOTATION_TEXT_BYTES_MAX,
+    )?;
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        let unsafe_text = match value {
+            Value::String(text) => has_terminal_controls(text),
+            Value::Array(items) => {
+                stack.extend(items);
+                false
+            }
+            Value::Object(map) => {
+                stack.extend(map.values());
+                map.keys().any(|key| has_terminal_controls(key))
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => false,
+        };
+        if unsafe_text {
+            return Err(ProtocolError::domain(
+                "value contains terminal control characters (only newline and tab are allowed)",
+            ));
+        }
+    }
+    Ok(())
+}

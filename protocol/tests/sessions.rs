@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! W6 and W10: the session state machines of both roles.
 
+use quirl_lua_protocol::limits::HOST_OUTPUT_BYTES_MAX;
 use quirl_lua_protocol::*;
 use serde_json::{Value, json};
 
@@ -517,4 +518,112 @@ fn convenience_methods_fill_in_ids() {
         (parent.state(), worker.state()),
         (SessionState::Ready, SessionState::Ready)
     );
+}
+
+fn init_with(id: u64, policy: Policy, process_enabled: bool) -> ParentFrame {
+    request(id, Operation::initialize(policy, None, process_enabled))
+}
+
+#[test]
+fn rejects_host_call_when_the_policy_disallows_processes() {
+    // `process_enabled` alone is not enough: the policy must allow processes
+    // too, whatever the worker claims (Quirl's parent checks neither).
+    let mut pair = Pair::new();
+    pair.down(&init_with(1, Policy::config(), true)).unwrap();
+    pair.up(&response(1, Value::Null)).unwrap();
+    pair.down(&eval(2)).unwrap();
+    let result = pair.up(&call(2, 1));
+    assert_violation(result, ErrorKind::UnexpectedFrame, &mut pair);
+    // Both flags set: the same call is accepted.
+    let mut pair = Pair::new();
+    let allowed = Policy::new(true, 1 << 20, 1000, 100).unwrap();
+    pair.down(&init_with(1, allowed, true)).unwrap();
+    pair.up(&response(1, Value::Null)).unwrap();
+    pair.down(&eval(2)).unwrap();
+    pair.up(&call(2, 1)).unwrap();
+}
+
+#[test]
+fn host_calls_allowed_reports_both_flags() {
+    for (allow_process, process_enabled) in
+        [(false, false), (false, true), (true, false), (true, true)]
+    {
+        let policy = Policy::new(allow_process, 1 << 20, 1000, 100).unwrap();
+        let mut pair = Pair::new();
+        pair.down(&init_with(1, policy, process_enabled)).unwrap();
+        let expected = allow_process && process_enabled;
+        assert_eq!(pair.parent.host_calls_allowed(), expected);
+        assert_eq!(pair.worker.host_calls_allowed(), expected);
+        assert_eq!(pair.worker.process_enabled(), process_enabled);
+    }
+}
+
+fn outcome_response(call_id: u32, stdout: &str, stderr: Option<&str>) -> ParentFrame {
+    ParentFrame::HostResponse {
+        response: HostResponse {
+            request_id: 2,
+            call_id,
+            result: Ok(CommandOutcome {
+                status: 0,
+                stdout: Some(stdout.to_owned()),
+                stderr: stderr.map(str::to_owned),
+            }),
+        },
+    }
+}
+
+#[test]
+fn host_response_output_is_bounded_by_the_call() {
+    // `call` asks for at most 10 bytes per stream.
+    let mut pair = Pair::ready();
+    pair.down(&eval(2)).unwrap();
+    pair.up(&call(2, 1)).unwrap();
+    pair.down(&outcome_response(1, &"o".repeat(10), Some(&"e".repeat(10))))
+        .unwrap();
+    // Lossy decoding turns one to three raw bytes into U+FFFD (3 bytes of
+    // UTF-8): each counts as one captured byte.
+    pair.up(&call(2, 2)).unwrap();
+    pair.down(&outcome_response(2, &"\u{FFFD}".repeat(10), None))
+        .unwrap();
+    for (stdout, stderr) in [
+        ("o".repeat(11), None),
+        (String::new(), Some("e".repeat(11))),
+        ("\u{FFFD}".repeat(10) + "x", None),
+    ] {
+        let mut pair = Pair::ready();
+        pair.down(&eval(2)).unwrap();
+        pair.up(&call(2, 1)).unwrap();
+        let result = pair.down(&outcome_response(1, &stdout, stderr.as_deref()));
+        assert_violation(result, ErrorKind::DomainBounds, &mut pair);
+    }
+}
+
+#[test]
+fn command_outcome_streams_never_exceed_the_host_output_limit() {
+    let limit = usize::try_from(HOST_OUTPUT_BYTES_MAX).unwrap();
+    let frame = |stdout: String| {
+        let json = serde_json::json!({"kind": "host_response", "response": {"request_id": 1,
+            "call_id": 1, "outcome": {"status": 0, "stdout": stdout, "stderr": null}}});
+        serde_json::to_vec(&json).unwrap()
+    };
+    assert!(decode_parent_frame(&frame("x".repeat(limit))).is_ok());
+    assert!(decode_parent_frame(&frame("x".repeat(limit - 1) + "\u{FFFD}")).is_ok());
+    assert_eq!(
+        decode_parent_frame(&frame("x".repeat(limit + 1)))
+            .unwrap_err()
+            .kind(),
+        ErrorKind::DomainBounds
+    );
+    assert_eq!(
+        CommandOutcome {
+            status: 0,
+            stdout: None,
+            stderr: Some("x".repeat(limit) + "\u{FFFD}"),
+        }
+        .validate()
+        .unwrap_err()
+        .kind(),
+        ErrorKind::DomainBounds
+    );
+    assert_eq!(CommandOutcome::captured_bytes("a\u{FFFD}é"), 4);
 }

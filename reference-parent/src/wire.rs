@@ -10,10 +10,9 @@
 //! and every result re-validated for its operation. Every frame the parent
 //! sends is checked by the same session and encoded canonically.
 //!
-//! On top of the session this module refuses host calls unless both the
-//! policy allows processes and `initialize` enabled them (the session alone
-//! looks only at `process_enabled`): unlike Quirl, whose parent runs host
-//! calls from any worker, such a call is a violation here. The first
+//! The session also refuses host calls unless both the policy allows
+//! processes and `initialize` enabled them: unlike Quirl, whose parent runs
+//! host calls from any worker, such a call is a violation here. The first
 //! violation poisons the session for good.
 //!
 //! What this module is not: it does no I/O and knows no deadlines; the
@@ -40,19 +39,17 @@ pub(crate) struct Wire {
     /// Bytes read but not yet consumed by the decoder (after a frame end).
     pending: Vec<u8>,
     session: ParentSession,
-    host_calls_allowed: bool,
     poisoned: Option<ProtocolError>,
 }
 
 impl Wire {
-    /// A session for a worker whose host calls are allowed or not
-    /// (policy `allow_process` and `process_enabled` both true).
-    pub(crate) fn new(host_calls_allowed: bool) -> Self {
+    /// A session for a new worker; `initialize` fixes whether it may send
+    /// host calls (policy `allow_process` and `process_enabled` both true).
+    pub(crate) fn new() -> Self {
         Self {
             decoder: FrameDecoder::new(),
             pending: Vec::new(),
             session: ParentSession::new(),
-            host_calls_allowed,
             poisoned: None,
         }
     }
@@ -133,12 +130,6 @@ impl Wire {
             }
         };
         let frame = WorkerFrame::decode(&payload)?;
-        if matches!(frame, WorkerFrame::HostCall { .. }) && !self.host_calls_allowed {
-            return Err(ProtocolError::new(
-                ErrorKind::UnexpectedFrame,
-                "host call from a worker whose policy or initialize disabled process access",
-            ));
-        }
         Ok(Some(match self.session.receive(frame)? {
             ParentEvent::Response { result, .. } => Incoming::Response(result),
             ParentEvent::HostCall(call) => Incoming::HostCall(call),
@@ -155,7 +146,7 @@ mod tests {
     use quirl_lua_protocol::{Policy, frame_payload};
 
     fn initialized(process_enabled: bool) -> Wire {
-        let mut wire = Wire::new(process_enabled);
+        let mut wire = Wire::new();
         let policy = Policy::new(process_enabled, 1 << 20, 1000, 100).unwrap();
         let (id, _) = wire
             .start_request(Operation::initialize(policy, None, process_enabled))
@@ -182,7 +173,7 @@ mod tests {
 
     #[test]
     fn only_initialize_may_be_sent_first_and_only_once() {
-        let mut wire = Wire::new(false);
+        let mut wire = Wire::new();
         assert!(
             wire.start_request(Operation::Eval { source: "x".into() })
                 .is_err()
@@ -248,6 +239,37 @@ mod tests {
         // The second frame arrives while the host call is pending: a violation.
         let error = wire.next_incoming().unwrap_err();
         assert_eq!(error.kind(), ErrorKind::UnexpectedFrame);
+    }
+
+    #[test]
+    fn host_calls_need_both_the_policy_and_initialize() {
+        for (allow_process, process_enabled) in [(false, true), (true, false), (true, true)] {
+            let mut wire = Wire::new();
+            let policy = Policy::new(allow_process, 1 << 20, 1000, 100).unwrap();
+            let (id, _) = wire
+                .start_request(Operation::initialize(policy, None, process_enabled))
+                .unwrap();
+            feed_json(
+                &mut wire,
+                &format!(
+                    r#"{{"kind":"response","response":{{"version":1,"id":{id},"ok":true,"result":null}}}}"#
+                ),
+            );
+            wire.next_incoming().unwrap().unwrap();
+            let id = eval(&mut wire);
+            feed_json(
+                &mut wire,
+                &format!(
+                    r#"{{"kind":"host_call","call":{{"request_id":{id},"call_id":1,"command":"echo","deadline_ms":1,"max_output_bytes":1}}}}"#
+                ),
+            );
+            let incoming = wire.next_incoming();
+            if allow_process && process_enabled {
+                assert!(matches!(incoming, Ok(Some(Incoming::HostCall(_)))));
+            } else {
+                assert_eq!(incoming.unwrap_err().kind(), ErrorKind::UnexpectedFrame);
+            }
+        }
     }
 
     #[test]

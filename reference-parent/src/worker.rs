@@ -221,7 +221,7 @@ impl Worker {
             live: Some(Live {
                 process: spawned.process,
                 transport: Transport::new(spawned.input, spawned.output),
-                wire: Wire::new(config.process_enabled && config.policy.allow_process()),
+                wire: Wire::new(),
                 after_guest_error: false,
             }),
             poisoned_by: None,

@@ -79,6 +79,14 @@ pub enum LimitTrip {
     },
     /// The cancellation flag was set.
     Cancelled,
+    /// `quirl.process.run` was called more often than the per-request host
+    /// call budget allows (the call over budget never reaches the wire).
+    HostCalls {
+        /// The number of the refused call.
+        observed: u32,
+        /// Host calls allowed per request.
+        limit: u32,
+    },
     /// The parent answered a host call with a `resource_limit` error.
     Host(OpError),
 }
@@ -114,6 +122,12 @@ impl LimitTrip {
                 .with_context("limit: cancellation")
                 .with_context("observed: cancellation flag set")
                 .with_help("Retry only after clearing the owning cancellation handle"),
+            Self::HostCalls { observed, limit } => OpError::resource_limit(
+                "quirl.process.run exceeded its per-request host call budget",
+            )
+            .with_context("limit: host_calls")
+            .with_context(format!("observed: {observed} host calls; limit: {limit}"))
+            .with_help("Run fewer processes per request"),
             Self::Host(error) => error.clone(),
         }
     }

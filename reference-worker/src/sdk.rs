@@ -498,11 +498,12 @@ fn process_run(lua: &Lua, state: &SdkState, command: String) -> mlua::Result<Tab
     }
     let calls = state.host_calls.fetch_add(1, Ordering::Relaxed) + 1;
     if calls > HOST_CALLS_MAX {
-        return Err(mlua::Error::external(
-            OpError::resource_limit("quirl.process.run exceeded its per-request call limit")
-                .with_context(format!("observed: {calls}; limit: {HOST_CALLS_MAX}"))
-                .with_help("Run fewer processes per request"),
-        ));
+        // A budget like every other: sticky, so `pcall` cannot swallow it and
+        // the request ends with a `resource_limit` error.
+        return Err(meter.trip_limit(LimitTrip::HostCalls {
+            observed: calls,
+            limit: HOST_CALLS_MAX,
+        }));
     }
     let deadline_ms = u64::try_from(remaining.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
     let request = HostRequest {
@@ -532,15 +533,8 @@ fn process_run(lua: &Lua, state: &SdkState, command: String) -> mlua::Result<Tab
         }
         HostReply::Error(error) => return Err(mlua::Error::external(error)),
     };
-    let too_long = |s: &Option<String>| {
-        s.as_ref()
-            .is_some_and(|s| s.len() as u64 > HOST_OUTPUT_BYTES)
-    };
-    if too_long(&outcome.stdout) || too_long(&outcome.stderr) {
-        return Err(meter.trip(Stop::Violation(
-            "host response output exceeds the requested max_output_bytes".to_owned(),
-        )));
-    }
+    // The session has already checked each stream against the call's
+    // `max_output_bytes` (a violation otherwise, which never reaches here).
     meter.check_clock()?;
     let result = lua.create_table()?;
     let ok = outcome.status == 0;

@@ -692,11 +692,17 @@ fn process_run_checks_its_capability_before_any_host_call() {
 }
 
 #[test]
-fn a_seventeenth_host_call_is_refused_inside_the_worker() {
+fn a_seventeenth_host_call_trips_a_sticky_limit_that_pcall_cannot_swallow() {
+    // Sixteen calls are answered; the 17th never reaches the wire, and the
+    // guest's pcall around it (and every later pcall) cannot turn the
+    // request into a success.
     let mut input = vec![request(
         2,
         json!({"operation": "eval", "source":
-            "for i = 1, 16 do quirl.process.run('true') end return pcall(quirl.process.run, 'true')"}),
+                "for i = 1, 16 do quirl.process.run('true') end \
+                 local ok = pcall(quirl.process.run, 'true') \
+                 local again = pcall(function() return 1 end) \
+                 return { ok, again, 'survived' }"}),
     )];
     for call in 1..=16 {
         input.push(host_response(
@@ -705,9 +711,12 @@ fn a_seventeenth_host_call_is_refused_inside_the_worker() {
             json!({"outcome": {"status": 0, "stdout": "", "stderr": ""}}),
         ));
     }
+    input.push(request(
+        3,
+        json!({"operation": "eval", "source": "return 1"}),
+    ));
     let session = process_run_session(Value::Null, true, input);
-    assert_eq!(session.ending.as_ref().ok(), Some(&Ending::EndOfInput));
-    assert_eq!(answers(&session).last().unwrap(), &Ok(json!(false)));
+    assert_eq!(session.ending.as_ref().ok(), Some(&Ending::Retired));
     assert_eq!(
         session
             .frames
@@ -716,6 +725,63 @@ fn a_seventeenth_host_call_is_refused_inside_the_worker() {
             .count(),
         16
     );
+    let answers = answers(&session);
+    assert_eq!(answers.len(), 1, "the request is answered, nothing after");
+    let error = answers[0].clone().unwrap_err();
+    assert_eq!(error["code"], "resource_limit");
+    let context = error["context"].as_array().unwrap();
+    assert!(context.contains(&json!("limit: host_calls")), "{error}");
+    assert!(
+        context.contains(&json!("observed: 17 host calls; limit: 16")),
+        "{error}"
+    );
+}
+
+#[test]
+fn host_output_is_bounded_by_the_call_with_lossy_bytes_counted_once() {
+    // The worker asks for at most 1 MiB per stream. Invalid UTF-8 decoded
+    // lossily becomes U+FFFD (3 bytes) per raw byte: 1 MiB of it is 3 MiB of
+    // text and still within the call's limit.
+    let limit = 1024 * 1024;
+    let lossy = "\u{FFFD}".repeat(limit);
+    let session = process_run_session(
+        Value::Null,
+        true,
+        vec![
+            request(
+                2,
+                json!({"operation": "eval", "source": "return #quirl.process.run('cat').value"}),
+            ),
+            host_response(
+                2,
+                1,
+                json!({"outcome": {"status": 0, "stdout": lossy, "stderr": null}}),
+            ),
+        ],
+    );
+    assert_eq!(session.ending.as_ref().ok(), Some(&Ending::EndOfInput));
+    assert_eq!(answers(&session).last().unwrap(), &Ok(json!(3 * limit)));
+    // One byte more than the call allows is a violation the guest never sees.
+    let session = process_run_session(
+        Value::Null,
+        true,
+        vec![
+            request(
+                2,
+                json!({"operation": "eval", "source": "pcall(quirl.process.run, 'cat') return 'survived'"}),
+            ),
+            host_response(
+                2,
+                1,
+                json!({"outcome": {"status": 0, "stdout": "", "stderr": "e".repeat(limit + 1)}}),
+            ),
+        ],
+    );
+    assert_eq!(
+        session.ending.as_ref().err().map(WorkerError::kind),
+        Some(ErrorKind::DomainBounds)
+    );
+    no_success_after_initialize(&session);
 }
 
 #[test]

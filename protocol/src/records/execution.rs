@@ -5,8 +5,8 @@ use crate::error::ProtocolError;
 use crate::json::{Decode, Parser, Validate, decode_record, decode_tagged, string_enum};
 use crate::limits::{
     ARGUMENT_BYTES_MAX, ARGUMENTS_MAX, CAPTURE_BYTES_MAX, DIAGNOSTICS_MAX, ENVIRONMENT_BYTES_MAX,
-    ENVIRONMENT_ENTRIES_MAX, EXECUTION_BYTES_MAX, VALUE_DEPTH_MAX, VALUE_NODES_MAX,
-    VALUE_TEXT_BYTES_MAX, WORKING_DIRECTORY_BYTES_MAX,
+    ENVIRONMENT_ENTRIES_MAX, EXECUTION_BYTES_MAX, HOST_OUTPUT_BYTES_MAX, VALUE_DEPTH_MAX,
+    VALUE_NODES_MAX, VALUE_TEXT_BYTES_MAX, WORKING_DIRECTORY_BYTES_MAX,
 };
 use schemars::JsonSchema;
 use serde::ser::SerializeMap;
@@ -610,7 +610,9 @@ impl Validate for ExecutionOutcome {
 
 /// Result of one proxied process run: `{"status":N,"stdout":…,"stderr":…}`.
 ///
-/// `stdout`/`stderr` are `null` when output was not captured.
+/// `stdout`/`stderr` are `null` when output was not captured. Each stands
+/// for at most [`HOST_OUTPUT_BYTES_MAX`] captured bytes
+/// ([`CommandOutcome::captured_bytes`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CommandOutcome {
@@ -627,4 +629,43 @@ decode_record!(CommandOutcome "command outcome" {
     stdout: req,
     stderr: req,
 });
-impl Validate for CommandOutcome {}
+impl Validate for CommandOutcome {
+    fn validate(&self) -> Result<(), ProtocolError> {
+        CommandOutcome::validate(self)
+    }
+}
+
+impl CommandOutcome {
+    /// The fewest raw bytes a captured stream can stand for: its UTF-8 length
+    /// with every U+FFFD REPLACEMENT CHARACTER counted as one byte.
+    ///
+    /// Hosts (Quirl's and the reference parent) capture raw bytes up to the
+    /// call's `max_output_bytes` and decode them lossily, which turns one to
+    /// three invalid bytes into U+FFFD (three bytes of UTF-8). Counting it as
+    /// one keeps every honestly captured stream within its limit.
+    pub fn captured_bytes(text: &str) -> usize {
+        let replacements = text
+            .chars()
+            .filter(|&c| c == char::REPLACEMENT_CHARACTER)
+            .count();
+        text.len()
+            .saturating_sub(replacements.saturating_mul(char::REPLACEMENT_CHARACTER.len_utf8() - 1))
+    }
+
+    /// Check that each captured stream stands for at most
+    /// [`HOST_OUTPUT_BYTES_MAX`] bytes, the most any host call may ask for
+    /// (`domain_bounds`). A session also checks the pending call's own
+    /// `max_output_bytes`.
+    pub fn validate(&self) -> Result<(), ProtocolError> {
+        for (name, stream) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            let captured = stream.as_deref().map_or(0, Self::captured_bytes);
+            if u64::try_from(captured).map_or(true, |bytes| bytes > HOST_OUTPUT_BYTES_MAX) {
+                return Err(ProtocolError::domain(format!(
+                    "{name} holds {captured} captured bytes; a host call allows at most {HOST_OUTPUT_BYTES_MAX}"
+                ))
+                .at(name));
+            }
+        }
+        Ok(())
+    }
+}

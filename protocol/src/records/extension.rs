@@ -4,27 +4,32 @@ use super::ShellError;
 use crate::error::ProtocolError;
 use crate::json::{Validate, decode_record, decode_tagged, string_enum};
 use crate::limits::{
-    ANNOTATION_DEPTH_MAX, ANNOTATION_NODES_MAX, ANNOTATION_TEXT_BYTES_MAX,
     COMMAND_DETAILS_BYTES_MAX, COMMAND_EFFECT_BYTES_MAX, COMMAND_EFFECTS_MAX,
     COMMAND_ERROR_CODE_BYTES_MAX, COMMAND_ERROR_CODES_MAX, COMMAND_ERROR_DESCRIPTION_BYTES_MAX,
     COMMAND_EXAMPLE_BYTES_MAX, COMMAND_EXAMPLES_MAX, COMMAND_TYPE_BYTES_MAX,
     COMPLETION_PROVIDER_BYTES_MAX, COMPLETION_PROVIDERS_MAX, CONTRIBUTION_BYTES_MAX,
     CONTRIBUTIONS_MAX, EVENT_ACTIONS_MAX, EVENT_HANDLER_BYTES_MAX, EVENT_HANDLERS_MAX,
-    EXTENSION_DEADLINE_MS_MAX, PANEL_BYTES_MAX, PANEL_FALLBACK_BYTES_MAX, PANELS_MAX,
-    PLUGIN_COMMAND_BYTES_MAX, PLUGIN_COMMANDS_MAX, PROMPT_DEADLINE_MS_MAX,
-    PROMPT_SEGMENT_BYTES_MAX, PROMPT_SEGMENTS_MAX, REGISTRATION_DESCRIPTION_BYTES_MAX,
-    REGISTRATION_NAME_BYTES_MAX,
+    EXTENSION_DEADLINE_MS_MAX, EXTENSION_PROTOCOL_VERSION, PANEL_BYTES_MAX,
+    PANEL_FALLBACK_BYTES_MAX, PANELS_MAX, PLUGIN_COMMAND_BYTES_MAX, PLUGIN_COMMANDS_MAX,
+    PROMPT_DEADLINE_MS_MAX, PROMPT_SEGMENT_BYTES_MAX, PROMPT_SEGMENTS_MAX,
+    REGISTRATION_DESCRIPTION_BYTES_MAX, REGISTRATION_NAME_BYTES_MAX,
 };
+use crate::value::{check_terminal_safe, has_terminal_controls};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
 
 /// An observation delivered to extension handlers (`event` operation).
+///
+/// `protocol_version` must be [`EXTENSION_PROTOCOL_VERSION`] (2): Quirl's
+/// worker runtime refuses any other, so the codec does too
+/// (`domain_bounds`) and a parent never sends one.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExtensionEvent {
-    /// The extension event protocol version (Quirl's runtime expects 2).
+    /// The extension event protocol version: always [`EXTENSION_PROTOCOL_VERSION`].
+    #[schemars(range(min = EXTENSION_PROTOCOL_VERSION, max = EXTENSION_PROTOCOL_VERSION))]
     pub protocol_version: u32,
     /// Sequence number within the producing session.
     pub sequence: u64,
@@ -37,7 +42,19 @@ decode_record!(ExtensionEvent "extension event" {
     sequence: req,
     data: req,
 });
-impl Validate for ExtensionEvent {}
+
+impl Validate for ExtensionEvent {
+    fn validate(&self) -> Result<(), ProtocolError> {
+        if self.protocol_version != EXTENSION_PROTOCOL_VERSION {
+            return Err(ProtocolError::domain(format!(
+                "extension event protocol version {} is not supported; only {EXTENSION_PROTOCOL_VERSION} is",
+                self.protocol_version
+            ))
+            .at("protocol_version"));
+        }
+        Ok(())
+    }
+}
 
 /// The payload of an [`ExtensionEvent`], tagged by `kind`.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
@@ -180,18 +197,40 @@ decode_tagged!(ExtensionAction "extension action", tag = "action" {
     "annotate_result" => AnnotateResult { key: req, value: req },
 });
 
+fn terminal_safe(field: &str, text: &str) -> Result<(), ProtocolError> {
+    if has_terminal_controls(text) {
+        return Err(ProtocolError::domain(format!(
+            "`{field}` contains terminal control characters"
+        ))
+        .at(field));
+    }
+    Ok(())
+}
+
+/// The data rules of Quirl's `ExtensionAction::validate` (the capability
+/// rule needs the handler's declaration and stays with the runtime).
 impl Validate for ExtensionAction {
     fn validate(&self) -> Result<(), ProtocolError> {
-        if let ExtensionAction::AnnotateResult { value, .. } = self {
-            crate::value::check_bounds(
-                value,
-                ANNOTATION_NODES_MAX,
-                ANNOTATION_DEPTH_MAX,
-                ANNOTATION_TEXT_BYTES_MAX,
-            )
-            .map_err(|e| e.at("value"))?;
+        match self {
+            ExtensionAction::Diagnose { message } => terminal_safe("message", message),
+            ExtensionAction::RewritePlan { source } => terminal_safe("source", source),
+            ExtensionAction::BlockExecution { reason } => terminal_safe("reason", reason),
+            ExtensionAction::SetEnvironment { name, value } => {
+                portable_name("environment name", name).map_err(|e| e.at("name"))?;
+                if value.contains('\0') {
+                    return Err(
+                        ProtocolError::domain("environment value contains a NUL byte").at("value"),
+                    );
+                }
+                Ok(())
+            }
+            ExtensionAction::AnnotateResult { key, value } => {
+                portable_name("annotation key", key).map_err(|e| e.at("key"))?;
+                // The annotation bounds (nodes, depth, text), then no
+                // terminal controls in any key or string.
+                check_terminal_safe(value).map_err(|e| e.at("value"))
+            }
         }
-        Ok(())
     }
 }
 
@@ -287,7 +326,10 @@ string_enum!(ExtensionCapability "extension capability" {
 
 /// Result of dispatching one event to one handler (`event` operation result item).
 ///
-/// `error` is written as `null` when absent. At most [`EVENT_ACTIONS_MAX`] actions.
+/// `error` is written as `null` when absent. At most [`EVENT_ACTIONS_MAX`]
+/// actions, none when `error` is set (a failed handler keeps no actions);
+/// `handler` is a registered handler name (portable, at most
+/// [`REGISTRATION_NAME_BYTES_MAX`] bytes).
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventHandlerReport {
@@ -307,6 +349,19 @@ decode_record!(EventHandlerReport "event handler report" {
 
 impl Validate for EventHandlerReport {
     fn validate(&self) -> Result<(), ProtocolError> {
+        bounded_text(
+            "event handler name",
+            &self.handler,
+            REGISTRATION_NAME_BYTES_MAX,
+        )
+        .and_then(|()| portable_name("event handler name", &self.handler))
+        .map_err(|e| e.at("handler"))?;
+        if self.error.is_some() && !self.actions.is_empty() {
+            return Err(ProtocolError::domain(
+                "a failed handler's report carries actions; a failed handler keeps none",
+            )
+            .at("actions"));
+        }
         if self.actions.len() > EVENT_ACTIONS_MAX {
             return Err(ProtocolError::domain(format!(
                 "{} actions; at most {EVENT_ACTIONS_MAX} are allowed",
@@ -451,12 +506,6 @@ impl Validate for PluginRegistrations {
 
 fn reg_error(message: impl Into<String>) -> ProtocolError {
     ProtocolError::domain(message)
-}
-
-fn has_terminal_controls(value: &str) -> bool {
-    value
-        .chars()
-        .any(|c| c.is_control() && !matches!(c, '\n' | '\t'))
 }
 
 fn bounded_text(what: &str, value: &str, max: usize) -> Result<(), ProtocolError> {

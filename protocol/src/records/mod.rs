@@ -9,7 +9,7 @@ mod envelope;
 mod execution;
 mod extension;
 mod policy;
-mod results;
+pub(crate) mod results;
 mod shell_error;
 
 pub use config::{

@@ -5,13 +5,28 @@
 //! form has object keys sorted at every level. [`OperationResult`] gives
 //! each operation its typed result, so a parent can re-validate what a
 //! worker returned for the request in flight.
+//!
+//! Decoding also repeats the domain rules Quirl's worker runtime applies
+//! before it answers, so a result Quirl could never have sent is refused
+//! (`domain_bounds`, or the schema sub-kind a mis-shaped completion item
+//! calls for): completion items (shape, at most [`COMPLETION_ITEMS_MAX`],
+//! [`COMPLETION_ITEM_BYTES_MAX`] each and [`COMPLETION_RESULT_BYTES_MAX`]
+//! together), contribution values (terminal-safe, annotation bounds),
+//! rendered prompts (at most [`PROMPT_RETURN_BYTES_MAX`], terminal-safe),
+//! test counts (at least 1), plugin registrations (at least one), and
+//! handler reports (at most [`EVENT_HANDLERS_MAX`], in strictly ascending
+//! handler name order; see [`EventHandlerReport`] for each report).
 
 use super::{
     EventHandlerReport, ExecutionOutcome, OperationKind, PluginRegistrations, QuirlConfig,
 };
 use crate::error::{ErrorKind, ProtocolError};
 use crate::json::{Decode, decode_document};
-use crate::value::{CanonicalValue, encode_value};
+use crate::limits::{
+    COMPLETION_ITEM_BYTES_MAX, COMPLETION_ITEMS_MAX, COMPLETION_RESULT_BYTES_MAX,
+    EVENT_HANDLERS_MAX, PROMPT_RETURN_BYTES_MAX,
+};
+use crate::value::{CanonicalValue, check_terminal_safe, encode_value, has_terminal_controls};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -40,6 +55,151 @@ fn typed<T: Decode>(result: &Value) -> Result<T, ProtocolError> {
     decode_document::<T>(&encode_value(result))
 }
 
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The domain rules of the free-form results (`complete`, `contribution`;
+/// `eval` has none), checked without copying the value.
+pub(crate) fn check_free_form(kind: OperationKind, value: &Value) -> Result<(), ProtocolError> {
+    match kind {
+        OperationKind::Complete => check_completion(value),
+        OperationKind::Contribution => check_terminal_safe(value),
+        _ => Ok(()),
+    }
+}
+
+/// The strings of one completion item (keys not counted), or why it is not one.
+fn completion_item_bytes(item: &Value) -> Result<usize, ProtocolError> {
+    const RECORD: &str = "completion item";
+    match item {
+        Value::String(text) => Ok(text.len()),
+        Value::Object(map) => {
+            let mut bytes = 0_usize;
+            for (key, member) in map {
+                if !matches!(key.as_str(), "value" | "display" | "summary" | "detail") {
+                    return Err(ProtocolError::unknown_field(key, RECORD));
+                }
+                let Value::String(text) = member else {
+                    return Err(ProtocolError::wrong_type("a string", json_type(member)).at(key));
+                };
+                bytes = bytes.saturating_add(text.len());
+            }
+            if !map.contains_key("value") {
+                return Err(ProtocolError::missing_field("value", RECORD));
+            }
+            Ok(bytes)
+        }
+        other => Err(ProtocolError::wrong_type(
+            "a string or an object with a string `value`",
+            json_type(other),
+        )),
+    }
+}
+
+/// Quirl's `validate_completion_result`.
+fn check_completion(value: &Value) -> Result<(), ProtocolError> {
+    let Value::Array(items) = value else {
+        return Err(ProtocolError::wrong_type(
+            "an array of completion items",
+            json_type(value),
+        ));
+    };
+    if items.len() > COMPLETION_ITEMS_MAX {
+        return Err(ProtocolError::domain(format!(
+            "{} completion items; at most {COMPLETION_ITEMS_MAX} are allowed",
+            items.len()
+        )));
+    }
+    let mut total = 0_usize;
+    for (index, item) in items.iter().enumerate() {
+        let bytes = completion_item_bytes(item).map_err(|e| e.at_index(index))?;
+        if bytes > COMPLETION_ITEM_BYTES_MAX {
+            return Err(ProtocolError::domain(format!(
+                "completion item holds {bytes} bytes of text; at most {COMPLETION_ITEM_BYTES_MAX} are allowed"
+            ))
+            .at_index(index));
+        }
+        total = total.saturating_add(bytes);
+        if total > COMPLETION_RESULT_BYTES_MAX {
+            return Err(ProtocolError::domain(format!(
+                "completion items hold more than {COMPLETION_RESULT_BYTES_MAX} bytes of text together"
+            ))
+            .at_index(index));
+        }
+    }
+    Ok(())
+}
+
+/// Quirl's prompt segment conversion: bounded, terminal-safe text.
+fn check_prompt(prompt: Option<&str>) -> Result<(), ProtocolError> {
+    let Some(text) = prompt else {
+        return Ok(());
+    };
+    if text.len() > PROMPT_RETURN_BYTES_MAX {
+        return Err(ProtocolError::domain(format!(
+            "rendered prompt has {} bytes; at most {PROMPT_RETURN_BYTES_MAX} are allowed",
+            text.len()
+        )));
+    }
+    if has_terminal_controls(text) {
+        return Err(ProtocolError::domain(
+            "rendered prompt contains terminal control characters",
+        ));
+    }
+    Ok(())
+}
+
+fn check_test_count(count: u64) -> Result<(), ProtocolError> {
+    if count == 0 {
+        return Err(ProtocolError::domain(
+            "a test run counts at least one test (a module without tests is an error)",
+        ));
+    }
+    Ok(())
+}
+
+fn check_plugin(plugin: &PluginRegistrations) -> Result<(), ProtocolError> {
+    if plugin.prompt_segments.is_empty()
+        && plugin.completion_providers.is_empty()
+        && plugin.commands.is_empty()
+        && plugin.events.is_empty()
+        && plugin.contributions.is_empty()
+    {
+        return Err(ProtocolError::domain(
+            "a loaded plugin registers at least one command, prompt segment, completion provider, event handler or contribution",
+        ));
+    }
+    Ok(())
+}
+
+/// One report per handler, in handler name order (names are unique).
+fn check_reports(reports: &[EventHandlerReport]) -> Result<(), ProtocolError> {
+    if reports.len() > EVENT_HANDLERS_MAX {
+        return Err(ProtocolError::domain(format!(
+            "{} handler reports; a plugin has at most {EVENT_HANDLERS_MAX} event handlers",
+            reports.len()
+        )));
+    }
+    for (index, pair) in reports.windows(2).enumerate() {
+        if pair[0].handler >= pair[1].handler {
+            return Err(ProtocolError::domain(format!(
+                "handler report `{}` follows `{}`: reports come once per handler, in ascending name order",
+                pair[1].handler, pair[0].handler
+            ))
+            .at_index(index + 1));
+        }
+    }
+    Ok(())
+}
+
 impl OperationResult {
     /// Decode and validate the `result` of a response to an operation of `kind`.
     pub fn decode(kind: OperationKind, result: &Value) -> Result<Self, ProtocolError> {
@@ -55,16 +215,23 @@ impl OperationResult {
                 }
             }
             OperationKind::Eval | OperationKind::Complete | OperationKind::Contribution => {
-                Ok(OperationResult::Value(result.clone()))
+                check_free_form(kind, result).map(|()| OperationResult::Value(result.clone()))
             }
             OperationKind::LoadConfig => typed(result).map(OperationResult::Config),
-            OperationKind::LoadPlugin => typed(result).map(OperationResult::Plugin),
-            OperationKind::RenderPrompt => typed(result).map(OperationResult::Prompt),
+            OperationKind::LoadPlugin => typed(result)
+                .and_then(|plugin| check_plugin(&plugin).map(|()| OperationResult::Plugin(plugin))),
+            OperationKind::RenderPrompt => typed::<Option<String>>(result).and_then(|prompt| {
+                check_prompt(prompt.as_deref()).map(|()| OperationResult::Prompt(prompt))
+            }),
             OperationKind::Run | OperationKind::PluginCommand => {
                 typed(result).map(OperationResult::Outcome)
             }
-            OperationKind::Event => typed(result).map(OperationResult::Reports),
-            OperationKind::Test => typed(result).map(OperationResult::TestCount),
+            OperationKind::Event => typed::<Vec<EventHandlerReport>>(result).and_then(|reports| {
+                check_reports(&reports).map(|()| OperationResult::Reports(reports))
+            }),
+            OperationKind::Test => typed(result).and_then(|count| {
+                check_test_count(count).map(|()| OperationResult::TestCount(count))
+            }),
         };
         decoded.map_err(|e| e.at("result"))
     }
