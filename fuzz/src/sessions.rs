@@ -542,6 +542,12 @@ fn worker_send(session: &mut WorkerSession, model: &mut Model, frame: &WorkerFra
 /// Target `worker_session`: a worker session driven through a sequence of
 /// received parent frames and sent worker frames, against the model.
 pub fn worker_session(data: &[u8]) {
+    worker_session_trace(data);
+}
+
+/// [`worker_session`], returning the state after every step.
+pub fn worker_session_trace(data: &[u8]) -> Vec<SessionState> {
+    let mut trace = Vec::new();
     let mut src = Source::new(data);
     let mut session = WorkerSession::new();
     let mut model = Model::new();
@@ -681,12 +687,14 @@ pub fn worker_session(data: &[u8]) {
             session.in_flight(),
             session.poison_cause(),
         );
+        trace.push(session.state());
         if model.phase != Phase::Poisoned {
             assert_eq!(session.process_enabled(), model.process_enabled);
             assert_eq!(session.host_calls_allowed(), model.host_calls_allowed);
         }
     }
     assert_poisoned_worker_is_inert(&mut session, &model);
+    trace
 }
 
 fn assert_poisoned_worker_is_inert(session: &mut WorkerSession, model: &Model) {
@@ -825,6 +833,12 @@ fn parent_receive(
 /// Target `parent_session`: a parent session driven through a sequence of
 /// sent parent frames and received worker frames, against the model.
 pub fn parent_session(data: &[u8]) {
+    parent_session_trace(data);
+}
+
+/// [`parent_session`], returning the state after every step.
+pub fn parent_session_trace(data: &[u8]) -> Vec<SessionState> {
+    let mut trace = Vec::new();
     let mut src = Source::new(data);
     let mut session = ParentSession::new();
     let mut model = Model::new();
@@ -942,6 +956,7 @@ pub fn parent_session(data: &[u8]) {
             session.in_flight(),
             session.poison_cause(),
         );
+        trace.push(session.state());
     }
     if model.phase == Phase::Poisoned {
         let poisoned = |kind: Option<ErrorKind>| assert_eq!(kind, Some(ErrorKind::SessionPoisoned));
@@ -962,4 +977,5 @@ pub fn parent_session(data: &[u8]) {
         poisoned(session.receive_payload(b"{}").err().map(|e| e.kind()));
         assert_eq!(session.state(), SessionState::Poisoned);
     }
+    trace
 }

@@ -107,3 +107,23 @@ fn empty_and_tiny_inputs_pass_every_target() {
         }
     }
 }
+
+/// The hand-made happy-path seeds really walk through every live state, so
+/// a change to the generator that breaks their byte mapping is noticed.
+#[test]
+fn session_happy_path_seeds_reach_every_live_state() {
+    use quirl_lua_protocol::SessionState::*;
+    let expected = vec![Initializing, Ready, Busy, HostCallPending, Busy, Ready];
+    for (name, trace) in [
+        (
+            "worker_session",
+            sessions::worker_session_trace as fn(&[u8]) -> Vec<_>,
+        ),
+        ("parent_session", sessions::parent_session_trace),
+    ] {
+        let seeds = files_in(&fuzz_dir().join("corpus").join(name), "seed-happy-path");
+        assert_eq!(seeds.len(), 1, "{name}: one happy-path seed expected");
+        let data = std::fs::read(&seeds[0]).unwrap();
+        assert_eq!(trace(&data), expected, "{name}");
+    }
+}
