@@ -50,6 +50,19 @@ pub mod oracle {
         index == bytes.len() || (index < bytes.len() && bytes[index] & 0xC0 != 0x80)
     }
 
+    /// UTF-8 bytes of all text of an error record (SPEC §6.8).
+    pub fn text_bytes(error: &ShellError) -> u128 {
+        let mut text = error.message.len() as u128;
+        for label in &error.labels {
+            text += label.message.len() as u128;
+            text += label.source.as_ref().map_or(0, String::len) as u128;
+        }
+        for line in error.context.iter().chain(&error.help) {
+            text += line.len() as u128;
+        }
+        text + error.command.as_ref().map_or(0, String::len) as u128
+    }
+
     /// Whether an error record is within the v1 bounds.
     pub fn error_record_ok(error: &ShellError) -> bool {
         if error.labels.len() > ITEMS_MAX
@@ -58,14 +71,11 @@ pub mod oracle {
         {
             return false;
         }
-        let mut text = error.message.len() as u128;
         for label in &error.labels {
             if label.start > label.end {
                 return false;
             }
-            text += label.message.len() as u128;
             if let Some(source) = &label.source {
-                text += source.len() as u128;
                 let (start, end) = (label.start as usize, label.end as usize);
                 if end <= source.len() && !(on_boundary(source, start) && on_boundary(source, end))
                 {
@@ -73,13 +83,7 @@ pub mod oracle {
                 }
             }
         }
-        for line in error.context.iter().chain(&error.help) {
-            text += line.len() as u128;
-        }
-        if let Some(command) = &error.command {
-            text += command.len() as u128;
-        }
-        text <= TEXT_MAX as u128
+        text_bytes(error) <= TEXT_MAX as u128
     }
 }
 
@@ -747,13 +751,21 @@ fn sized_text(src: &mut Source<'_>, len: usize) -> String {
     text
 }
 
-fn text_len(src: &mut Source<'_>) -> usize {
+/// How long the one big text of a generated error record is.
+enum TextSize {
+    /// A few bytes.
+    Small(usize),
+    /// Whatever brings the record's total to the 256 KiB bound plus this.
+    AtBound(i64),
+}
+
+fn text_size(src: &mut Source<'_>) -> TextSize {
     match src.byte() % 8 {
-        0 => oracle::TEXT_MAX,
-        1 => oracle::TEXT_MAX + 1,
-        2 => oracle::TEXT_MAX - 1,
-        3 => oracle::TEXT_MAX / 2,
-        _ => src.below(8),
+        0 => TextSize::AtBound(0),
+        1 => TextSize::AtBound(1),
+        2 => TextSize::AtBound(-1),
+        3 => TextSize::AtBound(-(oracle::TEXT_MAX as i64) / 2),
+        _ => TextSize::Small(src.below(8)),
     }
 }
 
@@ -783,7 +795,7 @@ fn any_label(src: &mut Source<'_>) -> ErrorLabel {
 /// An error record anywhere near or beyond its bounds.
 fn bounded_error(src: &mut Source<'_>) -> ShellError {
     let mut error = ShellError::new(generate::error_code(src), String::new());
-    let big = text_len(src);
+    let size = text_size(src);
     let slot = src.below(6);
     for _ in 0..item_count(src) {
         error.labels.push(any_label(src));
@@ -796,7 +808,17 @@ fn bounded_error(src: &mut Source<'_>) -> ShellError {
     }
     error.command = src.flag().then(|| src.text(4));
     error.exit_status = src.flag().then(|| src.any_i32());
-    let filler = sized_text(src, big);
+    if slot == 1 {
+        error.command = Some(String::new());
+    }
+    let len = match size {
+        TextSize::Small(len) => len,
+        TextSize::AtBound(delta) => {
+            let others = oracle::text_bytes(&error) as i64;
+            (oracle::TEXT_MAX as i64 - others + delta).max(0) as usize
+        }
+    };
+    let filler = sized_text(src, len);
     match slot {
         0 => error.message = filler,
         1 => error.command = Some(filler),

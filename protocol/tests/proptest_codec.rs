@@ -52,6 +52,11 @@ proptest! {
         let twice = encode_worker_frame(&decode_worker_frame(&once).unwrap()).unwrap();
         prop_assert_eq!(once, twice);
     }
+}
+
+proptest! {
+    // Each case may build and decode several 256 KiB error records.
+    #![proptest_config(config(64))]
 
     /// Policies and error records are accepted exactly when an independent
     /// oracle (the SPEC ranges) says so, by constructor, decoders and encoders.
