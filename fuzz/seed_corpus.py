@@ -102,10 +102,10 @@ def builtin_seeds(written):
     write("decoder_chunking", "header-cap-plus-one", bytes([0x00]) + struct.pack(">I", 5_242_881), written)
     write("decoder_chunking", "header-zero", bytes([0x00, 0, 0, 0, 0]), written)
     # Session happy paths (action bytes as decoded by fuzz/src/sessions.rs):
-    # initialize with process access, ok; eval; one host call and its
+    # initialize with process access (policy and flag), ok; eval; one host call and its
     # response; the eval's response.
     write("worker_session", "happy-path", bytes([
-        0, 2, 0, 0, 1,          # receive request: id last+1, initialize (config, process on)
+        0, 2, 0, 1, 1,          # receive request: id last+1, initialize (script policy, process on)
         6, 0,                   # respond(Ok(null))
         0, 2, 1, 1, 0,          # receive request: id 2, eval ""
         8, 0, 1, 5, 2, 7,       # host_call("", 5 ms, 7 bytes)
@@ -113,7 +113,7 @@ def builtin_seeds(written):
         6, 1,                   # respond(Ok(5))
     ]), written)
     write("parent_session", "happy-path", bytes([
-        1, 0, 0, 1,             # request(initialize, config, process on)
+        1, 0, 1, 1,             # request(initialize, script policy, process on)
         4, 0, 0,                # receive response id 1, null
         1, 1, 1, 0,             # request(eval "")
         6, 0, 0, 0, 1, 5, 2, 7,  # receive host call (2, 1)
