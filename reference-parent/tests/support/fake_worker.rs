@@ -46,9 +46,12 @@ fn main() {
         count += 1;
         let id = frame["request"]["id"].as_u64().unwrap_or(0);
         if scenario == "unsolicited" && count == 1 {
-            answer(id, "null");
-            // A response nobody asked for, sent while the parent is idle.
-            answer(id + 1, "1");
+            // The answer and a response nobody asked for, in one write: the
+            // extra frame is in the pipe before the parent sees the answer,
+            // so the parent must find it however the threads are scheduled.
+            let mut both = frame_bytes(&response_payload(id, "null"));
+            both.extend(frame_bytes(&response_payload(id + 1, "1")));
+            write_raw(&both);
             continue;
         }
         if scenario == "echo" || scenario == "fork-at-start" || count < misbehave_at {
@@ -186,17 +189,25 @@ fn write_raw(bytes: &[u8]) {
     }
 }
 
-fn write_frame(payload: &[u8]) {
+fn frame_bytes(payload: &[u8]) -> Vec<u8> {
     let mut bytes = u32::try_from(payload.len()).unwrap().to_be_bytes().to_vec();
     bytes.extend_from_slice(payload);
-    write_raw(&bytes);
+    bytes
+}
+
+fn write_frame(payload: &[u8]) {
+    write_raw(&frame_bytes(payload));
+}
+
+fn response_payload(id: u64, result: &str) -> Vec<u8> {
+    format!(
+        r#"{{"kind":"response","response":{{"version":1,"id":{id},"ok":true,"result":{result}}}}}"#
+    )
+    .into_bytes()
 }
 
 fn answer(id: u64, result: &str) {
-    write_frame(
-        format!(r#"{{"kind":"response","response":{{"version":1,"id":{id},"ok":true,"result":{result}}}}}"#)
-            .as_bytes(),
-    );
+    write_frame(&response_payload(id, result));
 }
 
 fn guest_error(id: u64, code: &str) {
