@@ -198,6 +198,9 @@ pub fn names_code(text: &str, code: &str) -> bool {
 }
 
 struct Outcome {
+    /// The parent's process, kept (not yet group-killed) until the
+    /// leftovers are judged: dropping it kills the parent's process group.
+    _process: Contained,
     status: Option<std::process::ExitStatus>,
     exited_ns: u64,
     spawned_ns: u64,
@@ -297,6 +300,7 @@ fn run_parent(
     }
     let status = child.try_status();
     Ok(Outcome {
+        _process: child,
         status,
         exited_ns,
         spawned_ns,
