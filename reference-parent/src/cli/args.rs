@@ -92,6 +92,11 @@ pub(crate) enum Command {
     /// Read JSON lines from stdin, one operation each, and run them on a
     /// supervised pool of workers (one by default).
     Batch(BatchArgs),
+    /// Run JSON lines from stdin like `batch`, but print only the pool's
+    /// stats (one JSON object: name, generation, pid, running, invocations,
+    /// crashes, timeouts, restarts, quarantined, last error code, latency
+    /// percentiles, per member) after the last line.
+    Stats(BatchArgs),
 }
 
 /// `quirl-lua batch [--pool N] [--max-restarts N] [--stats] [--plugin FILE]`.
@@ -112,6 +117,10 @@ pub(crate) struct BatchArgs {
     /// callbacks (`prompt`, `complete`, `command`, `event`).
     #[arg(long, value_name = "FILE")]
     pub(crate) plugin: Option<PathBuf>,
+    /// Print one line per input line (false for `stats`, which prints only
+    /// the stats line).
+    #[arg(skip = true)]
+    pub(crate) results: bool,
 }
 
 /// `quirl-lua plugin FILE [--prompt NAME | --complete COMMAND | --command NAME | --event JSON]`.

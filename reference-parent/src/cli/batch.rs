@@ -137,7 +137,9 @@ pub(crate) fn run(config: WorkerConfig, options: &BatchArgs) -> Result<(), Failu
         drop(answers);
         let printer = std::thread::Builder::new()
             .name("quirl-lua-batch-output".to_owned())
-            .spawn_scoped(scope, move || print_in_order(&answer_queue, &permits))
+            .spawn_scoped(scope, move || {
+                print_in_order(&answer_queue, &permits, options.results)
+            })
             .map_err(|error| Failure::Usage(format!("cannot start a thread: {error}")))?;
         let read = read_lines(&jobs, &permit_queue);
         drop(jobs);
@@ -244,14 +246,16 @@ fn answer(pool: &Pool, input: Input) -> Answer {
 }
 
 /// Print answers in input order; return the first failing status.
-fn print_in_order(answers: &Receiver<(u64, Answer)>, permits: &SyncSender<()>) -> u8 {
+fn print_in_order(answers: &Receiver<(u64, Answer)>, permits: &SyncSender<()>, print: bool) -> u8 {
     let mut waiting = BTreeMap::new();
     let mut next = 0_u64;
     let mut first_failure = EXIT_OK;
     for (sequence, answer) in answers {
         waiting.insert(sequence, answer);
         while let Some((line, status)) = waiting.remove(&next) {
-            render::print_stdout_line(&line);
+            if print {
+                render::print_stdout_line(&line);
+            }
             if first_failure == EXIT_OK {
                 first_failure = status;
             }

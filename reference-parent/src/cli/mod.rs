@@ -108,9 +108,22 @@ impl From<Error> for Failure {
 
 fn execute(cli: &Cli) -> Result<Option<Value>, Failure> {
     let config = worker_config(&cli.options)?;
-    if let Command::Batch(options) = &cli.command {
-        batch::run(config, options)?;
-        return Ok(None);
+    match &cli.command {
+        Command::Batch(options) => {
+            batch::run(config, options)?;
+            return Ok(None);
+        }
+        Command::Stats(options) => {
+            let options = args::BatchArgs {
+                stats: true,
+                results: false,
+                plugin: options.plugin.clone(),
+                ..*options
+            };
+            batch::run(config, &options)?;
+            return Ok(None);
+        }
+        _ => {}
     }
     execute_one(config, &cli.command).map(Some)
 }
@@ -139,7 +152,9 @@ fn execute_one(config: WorkerConfig, command: &Command) -> Result<Value, Failure
             outcome_value(&outcome)
         }
         Command::Plugin(plugin) => run_plugin(config, plugin),
-        Command::Batch(_) => Err(Failure::Usage("batch runs separately".to_owned())),
+        Command::Batch(_) | Command::Stats(_) => {
+            Err(Failure::Usage("batch and stats run separately".to_owned()))
+        }
     }
 }
 
