@@ -36,9 +36,11 @@ pub const FRAME_BYTES_MAX: usize = SOURCE_BYTES_MAX + FRAME_CONTEXT_BYTES;
 /// Maximum nesting depth of arrays and objects in one frame, envelope included.
 ///
 /// 127 is the deepest document `serde_json` (and so Quirl 0.1) accepts; a
-/// deeper frame could never have come from, or reached, a Quirl peer. It
-/// leaves room for the envelope (at most 8 levels) around a structured value
-/// of [`VALUE_DEPTH_MAX`] lists, or a free-form value of depth 64.
+/// deeper frame could never have come from, or reached, a Quirl peer. Each
+/// nesting level of a structured value costs two JSON levels (the `list`
+/// object and its `value` array), so inside a `run` frame the deepest
+/// structured value that fits is about 60 lists: this limit, not
+/// [`VALUE_DEPTH_MAX`], is the one reached first on the wire (SPEC.md §14).
 pub const JSON_DEPTH_MAX: usize = 127;
 
 /// Maximum host calls (proxied process runs) during one request (Quirl: 16).
