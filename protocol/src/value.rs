@@ -26,13 +26,21 @@ impl Serialize for CanonicalValue<'_> {
                 seq.end()
             }
             Value::Object(map) => {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                if !entries.windows(2).all(|pair| pair[0].0 < pair[1].0) {
+                // Without serde_json's `preserve_order` the map iterates in
+                // sorted order already: check that without allocating, and
+                // sort a copy of the entries only when it does not.
+                let sorted = map.keys().zip(map.keys().skip(1)).all(|(a, b)| a < b);
+                let mut out = serializer.serialize_map(Some(map.len()))?;
+                if sorted {
+                    for (key, value) in map {
+                        out.serialize_entry(key, &CanonicalValue(value))?;
+                    }
+                } else {
+                    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
                     entries.sort_unstable_by(|left, right| left.0.cmp(right.0));
-                }
-                let mut out = serializer.serialize_map(Some(entries.len()))?;
-                for (key, value) in entries {
-                    out.serialize_entry(key, &CanonicalValue(value))?;
+                    for (key, value) in entries {
+                        out.serialize_entry(key, &CanonicalValue(value))?;
+                    }
                 }
                 out.end()
             }
@@ -141,4 +149,22 @@ pub(crate) fn check_terminal_safe(value: &Value) -> Result<(), ProtocolError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_encoding_sorts_keys_at_every_level() {
+        let value: Value = serde_json::from_str(
+            r#"{"b":[{"z":1,"a":{"y":null,"x":[]}}],"a":"\u00e9","\u00e9":{},"B":true}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(encode_value(&value)).unwrap(),
+            r#"{"B":true,"a":"é","b":[{"a":{"x":[],"y":null},"z":1}],"é":{}}"#
+        );
+    }
 }
