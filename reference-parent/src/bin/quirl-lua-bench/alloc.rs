@@ -10,8 +10,10 @@ pub struct Counting;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
+static CALLS: AtomicUsize = AtomicUsize::new(0);
 
 fn grew(bytes: usize) {
+    CALLS.fetch_add(1, Ordering::Relaxed);
     let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
     PEAK.fetch_max(live, Ordering::Relaxed);
 }
@@ -73,4 +75,9 @@ pub fn reset_peak() -> usize {
 /// Highest live size since the last [`reset_peak`].
 pub fn peak() -> usize {
     PEAK.load(Ordering::Relaxed)
+}
+
+/// Allocations (and growing or shrinking reallocations) so far.
+pub fn calls() -> usize {
+    CALLS.load(Ordering::Relaxed)
 }

@@ -262,32 +262,53 @@ fn x2(
         } else {
             pingpong::set_affinity(&pingpong::all_cpus())?;
         }
-        let mut echo = pingpong::Echo::spawn(request.clone(), response.len())?;
-        let echo_cpus = pingpong::affinity_of(echo.pid())?;
-        let base = echo.sample(warmup, n)?;
-        drop(echo);
-        let (ours, worker_cpus) = supervise::warm_round_trips_checked(worker, warmup, n)?;
+        let base =
+            pingpong::Echo::spawn(request.clone(), response.len())?.measure(false, warmup, n)?;
+        let patterned =
+            pingpong::Echo::spawn(request.clone(), response.len())?.measure(true, warmup, n)?;
+        let ours = supervise::warm_round_trips(worker, warmup, n)?;
         notes.push(format!(
-            "X2 {label}: worker CPUs {worker_cpus:?}, echo child CPUs {echo_cpus:?}"
+            "X2 {label}: worker CPUs {:?}, echo child CPUs {:?}",
+            ours.peer_cpus, base.peer_cpus
         ));
+        for (name, trips) in [
+            ("ping-pong", &base),
+            ("ping-pong with the parent's system calls", &patterned),
+            ("warm eval", &ours),
+        ] {
+            notes.push(format!(
+                "X2 {label}, {name}: CPU per round trip: parent {}, peer {}; parent heap allocations per round trip: {:.1}",
+                report::format_time(trips.own_cpu_ns),
+                report::format_time(trips.peer_cpu_ns),
+                trips.allocations
+            ));
+        }
         rows.push(time_row(
             "X2",
             format!("warm eval \"return 1\", {label}"),
-            &ours,
+            &ours.samples,
             "pipe ping-pong",
-            Some(&base),
+            Some(&base.samples),
             pinned.then_some(2.0),
+        )?);
+        rows.push(time_row(
+            "X2",
+            format!("ping-pong with the parent's system calls, {label}"),
+            &patterned.samples,
+            "pipe ping-pong",
+            Some(&base.samples),
+            None,
         )?);
         if pinned {
             for arg in &options.compare_args {
                 let command = worker.clone().arg(arg);
-                let (with_arg, _) = supervise::warm_round_trips_checked(&command, warmup, n)?;
+                let with_arg = supervise::warm_round_trips(&command, warmup, n)?;
                 rows.push(time_row(
                     "X2",
                     format!("warm eval \"return 1\", {label}, worker {arg}"),
-                    &with_arg,
+                    &with_arg.samples,
                     "pipe ping-pong",
-                    Some(&base),
+                    Some(&base.samples),
                     Some(2.0),
                 )?);
             }
@@ -492,56 +513,66 @@ fn x6(options: &Options, worker: &WorkerCommand) -> Result<Vec<Row>, BoxError> {
 
 fn lua_compute(options: &Options, worker: &WorkerCommand) -> Result<Vec<Row>, BoxError> {
     let n = if options.quick { 5 } else { 30 };
-    let (_lua, plain) = inproc::plain_fib(Hook::None)?;
-    let base = inproc::sample(2, n, || inproc::run_fib(&plain))?;
-    let mut rows = Vec::new();
-    for hook in [
+    let hooks = [
+        Hook::None,
         Hook::Raw(1_000),
         Hook::Mlua(1_000),
         Hook::MluaClock(1_000),
         Hook::Mlua(10_000),
         Hook::Mlua(1_000_000),
-    ] {
-        let (_lua, function) = inproc::plain_fib(hook)?;
-        let samples = inproc::sample(2, n, || inproc::run_fib(&function))?;
+    ];
+    let mut plain = Vec::new();
+    for hook in hooks {
+        plain.push((hook, inproc::plain_fib(hook)?));
+    }
+    let mut vm = inproc::sandbox_vm(supervise::policy()?)?;
+    let mut live = quirl_lua_reference_parent::Worker::spawn(supervise::config(worker)?)?;
+    // Variants run round-robin, one fib each per round, so that changes in
+    // machine load hit every variant alike.
+    let variants = plain.len() + 2;
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(n); variants];
+    for round in 0..n + 2 {
+        for (index, series) in samples.iter_mut().enumerate() {
+            let started = Instant::now();
+            if let Some((_, (_lua, function))) = plain.get(index) {
+                inproc::run_fib(function)?;
+            } else if index == plain.len() {
+                let value = inproc::sandbox_eval(&mut vm, inproc::FIB_SOURCE)?;
+                if value != serde_json::json!(inproc::FIB_RESULT) {
+                    return Err(format!("sandbox fib returned {value}").into());
+                }
+            } else {
+                let value = live.eval(inproc::FIB_SOURCE)?;
+                if value != serde_json::json!(inproc::FIB_RESULT) {
+                    return Err(format!("worker fib returned {value}").into());
+                }
+            }
+            let elapsed = started.elapsed();
+            // The first two rounds warm up.
+            if round >= 2 {
+                series.push(elapsed);
+            }
+        }
+    }
+    live.shutdown()?;
+    let base = samples[0].clone();
+    let mut rows = Vec::new();
+    for (index, series) in samples.iter().enumerate() {
+        let what = match plain.get(index) {
+            Some((hook, _)) => format!("fib(27): {}", hook.describe()),
+            None if index == plain.len() => {
+                "fib(27): sandbox VM in-process (budget hook every 1000)".to_owned()
+            }
+            None => "fib(27): eval through the worker process".to_owned(),
+        };
         rows.push(time_row(
             "L",
-            format!("fib(27): {}", hook.describe()),
-            &samples,
+            what,
+            series,
             "plain mlua, no hook",
             Some(&base),
             None,
         )?);
     }
-    let mut vm = inproc::sandbox_vm(supervise::policy()?)?;
-    let sandbox = inproc::sample(2, n, || {
-        let value = inproc::sandbox_eval(&mut vm, inproc::FIB_SOURCE)?;
-        if value != serde_json::json!(inproc::FIB_RESULT) {
-            return Err(format!("sandbox fib returned {value}").into());
-        }
-        Ok(())
-    })?;
-    rows.push(time_row(
-        "L",
-        "fib(27): sandbox VM in-process (budget hook every 1000)",
-        &sandbox,
-        "plain mlua, no hook",
-        Some(&base),
-        None,
-    )?);
-    let mut live = quirl_lua_reference_parent::Worker::spawn(supervise::config(worker)?)?;
-    let through = inproc::sample(2, n, || {
-        live.eval(inproc::FIB_SOURCE)?;
-        Ok(())
-    })?;
-    live.shutdown()?;
-    rows.push(time_row(
-        "L",
-        "fib(27): eval through the worker process",
-        &through,
-        "plain mlua, no hook",
-        Some(&base),
-        None,
-    )?);
     Ok(rows)
 }

@@ -10,8 +10,8 @@
 //! the reads, which no protocol can avoid.
 
 use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// Mode argument of the echo child.
 pub const ECHO_ARGUMENT: &str = "--internal-echo";
@@ -41,6 +41,12 @@ pub fn echo_main(response_bytes: usize) -> io::Result<()> {
         output.write_all(&response)?;
         output.flush()?;
     }
+}
+
+/// The extra descriptors of [`Echo::round_trip_parent_pattern`].
+pub struct ParentPattern {
+    eventfd: OwnedFd,
+    pidfd: OwnedFd,
 }
 
 /// A running echo child.
@@ -89,18 +95,125 @@ impl Echo {
         Ok(())
     }
 
-    /// `n` timed round trips after `warmup` untimed ones.
-    pub fn sample(&mut self, warmup: usize, n: usize) -> io::Result<Vec<Duration>> {
-        for _ in 0..warmup {
-            self.round_trip()?;
+    /// One round trip with the parent library's system calls around the
+    /// same bytes: an idle-check `read` (`EAGAIN`), a `SIGPIPE` disposition
+    /// query, the `write`, then `ppoll` over the pipe, an eventfd and a
+    /// pidfd before each `read` of the non-blocking pipe. No parsing.
+    pub fn round_trip_parent_pattern(&mut self, extra: &ParentPattern) -> io::Result<()> {
+        let (Some(stdin), Some(stdout)) = (self.child.stdin.as_mut(), self.child.stdout.as_mut())
+        else {
+            return Err(io::Error::other("echo child pipes missing"));
+        };
+        let out = stdout.as_raw_fd();
+        // SAFETY: reads into our own buffer, bounded by its length.
+        let idle = unsafe { libc::read(out, self.buffer.as_mut_ptr().cast(), self.buffer.len()) };
+        if idle >= 0 {
+            return Err(io::Error::other("echo child wrote while idle"));
         }
-        let mut samples = Vec::with_capacity(n);
-        for _ in 0..n {
-            let started = Instant::now();
-            self.round_trip()?;
-            samples.push(started.elapsed());
+        // SAFETY: a query only (null new action) into our own struct.
+        unsafe {
+            let mut current: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(libc::SIGPIPE, std::ptr::null(), &raw mut current);
         }
-        Ok(samples)
+        stdin.write_all(&self.request)?;
+        let mut got = 0;
+        while got < self.response_len {
+            let mut fds = [
+                libc::pollfd {
+                    fd: out,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: extra.eventfd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: extra.pidfd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let timeout = libc::timespec {
+                tv_sec: 10,
+                tv_nsec: 0,
+            };
+            // SAFETY: three valid pollfds in our own array; null sigmask.
+            let ready =
+                unsafe { libc::ppoll(fds.as_mut_ptr(), 3, &raw const timeout, std::ptr::null()) };
+            if ready < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: as above.
+            let n = unsafe {
+                libc::read(
+                    out,
+                    self.buffer[got..].as_mut_ptr().cast(),
+                    self.buffer.len() - got,
+                )
+            };
+            if n == 0 {
+                return Err(io::Error::other("echo child ended"));
+            }
+            if n > 0 {
+                got += n as usize;
+            }
+        }
+        Ok(())
+    }
+
+    /// Descriptors the parent-pattern round trip polls besides the pipe,
+    /// with the pipes switched to non-blocking mode.
+    pub fn parent_pattern(&mut self) -> io::Result<ParentPattern> {
+        for fd in [
+            self.child.stdin.as_ref().map(AsRawFd::as_raw_fd),
+            self.child.stdout.as_ref().map(AsRawFd::as_raw_fd),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            // SAFETY: fcntl on descriptors we own.
+            unsafe {
+                let flags = libc::fcntl(fd, libc::F_GETFL);
+                libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+            }
+        }
+        // SAFETY: eventfd/pidfd_open take no pointers; results are checked
+        // and owned from here on.
+        unsafe {
+            let eventfd = libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK);
+            if eventfd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let eventfd = OwnedFd::from_raw_fd(eventfd);
+            let pid = libc::pid_t::try_from(self.child.id()).map_err(io::Error::other)?;
+            let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0);
+            if pidfd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let pidfd = OwnedFd::from_raw_fd(i32::try_from(pidfd).map_err(io::Error::other)?);
+            Ok(ParentPattern { eventfd, pidfd })
+        }
+    }
+
+    /// Timed round trips (see [`crate::supervise::round_trips`]); with the
+    /// parent library's system calls if `parent_pattern`.
+    pub fn measure(
+        &mut self,
+        parent_pattern: bool,
+        warmup: usize,
+        n: usize,
+    ) -> Result<crate::supervise::RoundTrips, crate::inproc::BoxError> {
+        let pid = self.pid();
+        if parent_pattern {
+            let extra = self.parent_pattern()?;
+            crate::supervise::round_trips(pid, warmup, n, || {
+                Ok(self.round_trip_parent_pattern(&extra)?)
+            })
+        } else {
+            crate::supervise::round_trips(pid, warmup, n, || Ok(self.round_trip()?))
+        }
     }
 
     /// The child's pid (for affinity checks).

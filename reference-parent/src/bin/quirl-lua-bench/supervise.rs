@@ -41,21 +41,70 @@ pub fn return_one_frames(id: u64) -> Result<(Vec<u8>, Vec<u8>), BoxError> {
     Ok((request, response))
 }
 
-/// X2: `n` warm `eval "return 1"` round trips on one live worker,
-/// with the worker's CPU affinity as observed while it ran.
-pub fn warm_round_trips_checked(
+/// Round trips and where their time went.
+pub struct RoundTrips {
+    pub samples: Vec<Duration>,
+    /// CPUs the peer (worker or echo child) may run on.
+    pub peer_cpus: Vec<usize>,
+    /// CPU time per round trip of the calling thread, nanoseconds.
+    pub own_cpu_ns: f64,
+    /// CPU time per round trip of the peer process, nanoseconds.
+    pub peer_cpu_ns: f64,
+    /// Heap allocations per round trip in this process.
+    pub allocations: f64,
+}
+
+/// CPU time a task has run, in nanoseconds (`/proc/…/schedstat`).
+pub fn cpu_ns(path: &str) -> Result<u64, BoxError> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(text
+        .split_whitespace()
+        .next()
+        .and_then(|t| t.parse().ok())
+        .ok_or("bad schedstat")?)
+}
+
+/// Time `n` round trips of `f` after `warmup`, with the CPU time of this
+/// thread and of process `peer` over the timed part.
+pub fn round_trips(
+    peer: u32,
+    warmup: usize,
+    n: usize,
+    mut f: impl FnMut() -> Result<(), BoxError>,
+) -> Result<RoundTrips, BoxError> {
+    for _ in 0..warmup {
+        f()?;
+    }
+    let peer_path = format!("/proc/{peer}/schedstat");
+    let own_path = "/proc/thread-self/schedstat";
+    let calls0 = crate::alloc::calls();
+    let (own0, peer0) = (cpu_ns(own_path)?, cpu_ns(&peer_path)?);
+    let samples = crate::inproc::sample(0, n, &mut f)?;
+    let (own1, peer1) = (cpu_ns(own_path)?, cpu_ns(&peer_path)?);
+    let calls1 = crate::alloc::calls();
+    Ok(RoundTrips {
+        samples,
+        peer_cpus: crate::pingpong::affinity_of(peer)?,
+        own_cpu_ns: own1.saturating_sub(own0) as f64 / n as f64,
+        peer_cpu_ns: peer1.saturating_sub(peer0) as f64 / n as f64,
+        allocations: calls1.saturating_sub(calls0) as f64 / n as f64,
+    })
+}
+
+/// X2: `n` warm `eval "return 1"` round trips on one live worker.
+pub fn warm_round_trips(
     command: &WorkerCommand,
     warmup: usize,
     n: usize,
-) -> Result<(Vec<Duration>, Vec<usize>), BoxError> {
+) -> Result<RoundTrips, BoxError> {
     let mut worker = Worker::spawn(config(command)?)?;
-    let affinity = crate::pingpong::affinity_of(worker.pid())?;
-    let samples = crate::inproc::sample(warmup, n, || {
+    let pid = worker.pid();
+    let result = round_trips(pid, warmup, n, || {
         worker.eval("return 1")?;
         Ok(())
     })?;
     worker.shutdown()?;
-    Ok((samples, affinity))
+    Ok(result)
 }
 
 /// X3: spawn → initialize → first response, `n` times (each worker is then
