@@ -154,9 +154,13 @@ fn main() -> ExitCode {
 
 fn run() -> Result<(), BoxError> {
     let options = parse()?;
+    let needs_worker = ["X2", "X3", "X4", "X5", "X6", "L"]
+        .iter()
+        .any(|section| options.wants(section));
     let worker = match &options.worker {
         Some(worker) => worker.clone(),
-        None => default_worker()?,
+        None if needs_worker => default_worker()?,
+        None => WorkerCommand::new("quirl-lua").arg(WORKER_ARGUMENT),
     };
     // Record the CPUs we may use before any section pins this thread.
     let cpus = pingpong::all_cpus();
@@ -368,6 +372,18 @@ fn x3(options: &Options, worker: &WorkerCommand) -> Result<Vec<Row>, BoxError> {
             None,
         )?,
     ];
+    // In-process: what building the VM costs, without a process.
+    let policy = supervise::policy()?;
+    let build = inproc::sample(2, n, || inproc::sandbox_vm(policy).map(drop))?;
+    let plain = inproc::sample(2, n, || Ok(drop(mlua::Lua::new())))?;
+    rows.push(time_row(
+        "X3",
+        "in-process sandbox VM build (no process)",
+        &build,
+        "plain mlua Lua::new()",
+        Some(&plain),
+        None,
+    )?);
     if let Ok(path) = sibling("quirl-worker") {
         let small = WorkerCommand::new(path);
         let (_, answered) = supervise::cold_starts(&small, n)?;
