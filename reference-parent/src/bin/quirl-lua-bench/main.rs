@@ -375,7 +375,10 @@ fn x3(options: &Options, worker: &WorkerCommand) -> Result<Vec<Row>, BoxError> {
     // In-process: what building the VM costs, without a process.
     let policy = supervise::policy()?;
     let build = inproc::sample(2, n, || inproc::sandbox_vm(policy).map(drop))?;
-    let plain = inproc::sample(2, n, || Ok(drop(mlua::Lua::new())))?;
+    let plain = inproc::sample(2, n, || {
+        drop(mlua::Lua::new());
+        Ok(())
+    })?;
     rows.push(time_row(
         "X3",
         "in-process sandbox VM build (no process)",
