@@ -223,11 +223,13 @@ impl Fake {
 
     fn substitute(&self, text: &str) -> String {
         let id = self.in_flight.or(self.last_id).unwrap_or(0);
-        text.replace("${ID+1}", &id.saturating_add(1).to_string())
+        let text = text
+            .replace("${ID+1}", &id.saturating_add(1).to_string())
             .replace("${ID-1}", &id.saturating_sub(1).to_string())
             .replace("${ID}", &id.to_string())
             .replace("${DESCRIPTOR}", LUA_WORKER_PROTOCOL_DESCRIPTOR)
-            .replace("${MARKER}", &marker(&self.pid_file))
+            .replace("${MARKER}", &marker(&self.pid_file));
+        crate::worker::script::expand_repeats(&text)
     }
 
     fn write_raw(&mut self, bytes: &[u8]) -> Flow {

@@ -72,6 +72,9 @@ pub struct ParentExpect {
     /// JSON stdout must contain (subset match).
     #[serde(default)]
     pub stdout_subset: Option<Value>,
+    /// Text stdout must not contain.
+    #[serde(default)]
+    pub stdout_excludes: Option<String>,
     /// Time bound: `deadline` (request read → parent exit ≤ wall time +
     /// 200 ms), `prompt` (≤ half the wall time: the parent must not wait for
     /// its deadline), or a number of milliseconds from the request.

@@ -414,6 +414,14 @@ fn judge(case: &ParentCaseData, outcome: &Outcome, pid_file: &Path) -> Verdict {
             )),
         }
     }
+    if let Some(text) = &expect.stdout_excludes
+        && String::from_utf8_lossy(&outcome.stdout).contains(text.as_str())
+    {
+        problems.push(format!(
+            "stdout contains {text:?}: {}",
+            abbreviate(&outcome.stdout)
+        ));
+    }
     if let Some(bound) = &expect.bound {
         let from = record
             .requests

@@ -425,12 +425,47 @@ impl CaseData {
     }
 }
 
-/// Replace the descriptor placeholder in every string of a value.
+/// Expand `${REPEAT:N:TEXT}` (TEXT repeated N times; TEXT has no `}`), so
+/// that case files can describe large inputs without holding them.
+pub fn expand_repeats(text: &str) -> String {
+    const OPEN: &str = "${REPEAT:";
+    if !text.contains(OPEN) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(OPEN) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + OPEN.len()..];
+        let parsed = after.split_once(':').and_then(|(count, tail)| {
+            let count: usize = count.parse().ok()?;
+            let (unit, tail) = tail.split_once('}')?;
+            Some((count, unit, tail))
+        });
+        match parsed {
+            Some((count, unit, tail)) => {
+                out.push_str(&unit.repeat(count));
+                rest = tail;
+            }
+            None => {
+                out.push_str(OPEN);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Expand the placeholders (`${DESCRIPTOR}`, `${REPEAT:N:TEXT}`) of a text.
+pub fn expand(text: &str) -> String {
+    expand_repeats(&text.replace(DESCRIPTOR_PLACEHOLDER, LUA_WORKER_PROTOCOL_DESCRIPTOR))
+}
+
+/// Expand the placeholders in every string of a value.
 pub fn substitute(value: &Value) -> Value {
     match value {
-        Value::String(text) if text.contains(DESCRIPTOR_PLACEHOLDER) => {
-            Value::String(text.replace(DESCRIPTOR_PLACEHOLDER, LUA_WORKER_PROTOCOL_DESCRIPTOR))
-        }
+        Value::String(text) if text.contains("${") => Value::String(expand(text)),
         Value::Array(items) => Value::Array(items.iter().map(substitute).collect()),
         Value::Object(members) => Value::Object(
             members
@@ -629,17 +664,16 @@ impl<'a> Interpreter<'a> {
                 };
                 self.write(&framed(&payload))
             }
-            Step::SendText(text) => {
-                let text = text.replace(DESCRIPTOR_PLACEHOLDER, LUA_WORKER_PROTOCOL_DESCRIPTOR);
-                self.write(&framed(text.as_bytes()))
-            }
+            Step::SendText(text) => self.write(&framed(expand(text).as_bytes())),
             Step::SendBytes(text) => {
                 let bytes = hex(text).map_err(|e| format!("invalid case: {e}"))?;
                 self.write(&bytes)
             }
             Step::SendHeader(length) => self.write(&length.to_be_bytes()),
             Step::SendPadded(padded) => {
-                let fixed = padded.prefix.len() + padded.suffix.len();
+                let prefix = expand(&padded.prefix);
+                let suffix = expand(&padded.suffix);
+                let fixed = prefix.len() + suffix.len();
                 let count = match (padded.count, padded.payload_length) {
                     (Some(count), None) => count,
                     (None, Some(total)) => total
@@ -648,15 +682,12 @@ impl<'a> Interpreter<'a> {
                         .ok_or("invalid case: payload_length too small")?,
                     _ => return Err("invalid case: give count or payload_length".to_owned()),
                 };
-                let prefix = padded
-                    .prefix
-                    .replace(DESCRIPTOR_PLACEHOLDER, LUA_WORKER_PROTOCOL_DESCRIPTOR);
                 let mut payload = Vec::with_capacity(fixed + count * padded.fill.len());
                 payload.extend_from_slice(prefix.as_bytes());
                 for _ in 0..count {
                     payload.extend_from_slice(padded.fill.as_bytes());
                 }
-                payload.extend_from_slice(padded.suffix.as_bytes());
+                payload.extend_from_slice(suffix.as_bytes());
                 let declared = padded
                     .declare
                     .unwrap_or_else(|| u32::try_from(payload.len()).unwrap_or(u32::MAX));
@@ -666,10 +697,7 @@ impl<'a> Interpreter<'a> {
             }
             Step::SendSlowly(slowly) => {
                 let bytes = match (&slowly.text, &slowly.hex) {
-                    (Some(text), None) => framed(
-                        text.replace(DESCRIPTOR_PLACEHOLDER, LUA_WORKER_PROTOCOL_DESCRIPTOR)
-                            .as_bytes(),
-                    ),
+                    (Some(text), None) => framed(expand(text).as_bytes()),
                     (None, Some(hex_text)) => {
                         hex(hex_text).map_err(|e| format!("invalid case: {e}"))?
                     }
@@ -1112,6 +1140,14 @@ mod tests {
         assert_eq!(hex("00 01 ff").unwrap(), vec![0, 1, 255]);
         assert!(hex("0").is_err());
         assert!(hex("zz").is_err());
+    }
+
+    #[test]
+    fn repeats_expand_and_malformed_ones_stay() {
+        assert_eq!(expand_repeats("a${REPEAT:3:xy}b"), "axyxyxyb");
+        assert_eq!(expand_repeats("${REPEAT:2:-}${REPEAT:0:z}"), "--");
+        assert_eq!(expand_repeats("${REPEAT:x:y}"), "${REPEAT:x:y}");
+        assert_eq!(expand_repeats("${REPEAT:2:open"), "${REPEAT:2:open");
     }
 
     #[test]
