@@ -13,7 +13,9 @@
 //! - no descriptors beyond 0–2: every descriptor from 3 up is marked
 //!   close-on-exec (`close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`, or a bounded
 //!   `fcntl` sweep on kernels without it), including any the host process
-//!   opened without `O_CLOEXEC`.
+//!   opened without `O_CLOEXEC`;
+//! - the resource limits of its [`WorkerLimits`] (address space, core,
+//!   open files, file size, processes; see the `rlimits` module).
 //!
 //! # Why the process-group kill cannot hit a stranger (PID/PGID reuse)
 //!
@@ -59,6 +61,7 @@ use std::time::{Duration, Instant};
 
 use crate::command::WorkerCommand;
 use crate::poll;
+use crate::rlimits::WorkerLimits;
 
 /// How long a killed worker may take to be reported dead by the kernel
 /// before the reap is handed to a background thread.
@@ -104,7 +107,7 @@ pub(crate) struct Termination {
 ///
 /// On any failure after the process exists, it is killed and reaped before
 /// the error is returned.
-pub(crate) fn spawn(command: &WorkerCommand) -> io::Result<SpawnedWorker> {
+pub(crate) fn spawn(command: &WorkerCommand, limits: &WorkerLimits) -> io::Result<SpawnedWorker> {
     ensure_children_are_not_auto_reaped()?;
     let mut builder = Command::new(command.program());
     builder
@@ -117,11 +120,16 @@ pub(crate) fn spawn(command: &WorkerCommand) -> io::Result<SpawnedWorker> {
     if let Some(dir) = command.dir() {
         builder.current_dir(dir);
     }
-    // SAFETY: `prepare_child` runs between fork and exec and only makes
-    // async-signal-safe system calls (setsid, prctl, close_range, getrlimit,
-    // fcntl); it allocates nothing and takes no locks.
+    let limits = *limits;
+    // SAFETY: `prepare_child` and `apply_in_child` run between fork and exec
+    // and only make async-signal-safe system calls (setsid, prctl,
+    // close_range, getrlimit, setrlimit, fcntl); they allocate nothing and
+    // take no locks (`limits` is a plain copy moved into the closure).
     unsafe {
-        builder.pre_exec(prepare_child);
+        builder.pre_exec(move || {
+            prepare_child()?;
+            limits.apply_in_child()
+        });
     }
     let mut child = builder.spawn()?;
     let Ok(pid) = libc::pid_t::try_from(child.id()) else {
@@ -366,16 +374,43 @@ pub(crate) fn describe_status(status: ExitStatus) -> String {
         } else {
             ""
         };
-        format!("was killed by signal {signal}{core}")
+        format!(
+            "was killed by signal {signal}{}{core}",
+            signal_suffix(signal)
+        )
     } else {
         format!("ended with wait status {status}")
     }
+}
+
+/// ` (SIGSYS: …)` and the like: the signal's name, and for `SIGSYS` what it
+/// means for a locked-down worker.
+fn signal_suffix(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGSYS => {
+            return " (SIGSYS: a system call outside the worker's seccomp allowlist)".to_owned();
+        }
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGILL => "SIGILL",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGPIPE => "SIGPIPE",
+        _ => return String::new(),
+    };
+    format!(" ({name})")
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    const NO_LIMITS: WorkerLimits = WorkerLimits::NONE;
 
     fn read_all(output: OwnedFd) -> String {
         use std::io::Read;
@@ -394,7 +429,7 @@ mod tests {
 
     #[test]
     fn worker_leads_its_own_session_and_group() {
-        let spawned = spawn(&sh("exec sleep 30")).unwrap();
+        let spawned = spawn(&sh("exec sleep 30"), &NO_LIMITS).unwrap();
         let pid = spawned.process.pid().cast_signed();
         // SAFETY: integer arguments.
         let (pgid, sid) = unsafe { (libc::getpgid(pid), libc::getsid(pid)) };
@@ -405,7 +440,7 @@ mod tests {
 
     #[test]
     fn kill_reaps_the_worker_and_is_idempotent() {
-        let mut spawned = spawn(&sh("exec sleep 30")).unwrap();
+        let mut spawned = spawn(&sh("exec sleep 30"), &NO_LIMITS).unwrap();
         let first = spawned.process.kill_tree_and_reap();
         assert!(first.problems.is_empty(), "{:?}", first.problems);
         assert_eq!(first.status.and_then(|s| s.signal()), Some(libc::SIGKILL));
@@ -418,7 +453,7 @@ mod tests {
     #[test]
     fn environment_is_cleared_except_declared_entries() {
         let command = sh("env >&2").env("QUIRL_DECLARED", "yes");
-        let spawned = spawn(&command).unwrap();
+        let spawned = spawn(&command, &NO_LIMITS).unwrap();
         let SpawnedWorker {
             mut process,
             input,
@@ -449,7 +484,7 @@ mod tests {
         // SAFETY: dup returns a new descriptor without FD_CLOEXEC; checked.
         let leaked = unsafe { libc::dup(null.as_raw_fd()) };
         assert!(leaked > 2);
-        let spawned = spawn(&sh("ls /proc/self/fd >&2")).unwrap();
+        let spawned = spawn(&sh("ls /proc/self/fd >&2"), &NO_LIMITS).unwrap();
         let SpawnedWorker {
             mut process,
             input,
@@ -469,9 +504,10 @@ mod tests {
 
     #[test]
     fn the_worker_has_no_controlling_terminal() {
-        let spawned = spawn(&sh(
-            "if (: </dev/tty) 2>/dev/null; then echo tty >&2; else echo none >&2; fi",
-        ))
+        let spawned = spawn(
+            &sh("if (: </dev/tty) 2>/dev/null; then echo tty >&2; else echo none >&2; fi"),
+            &NO_LIMITS,
+        )
         .unwrap();
         let SpawnedWorker {
             mut process,
@@ -486,7 +522,7 @@ mod tests {
 
     #[test]
     fn spawn_failure_reports_the_os_error() {
-        let error = match spawn(&WorkerCommand::new("/nonexistent/quirl-worker")) {
+        let error = match spawn(&WorkerCommand::new("/nonexistent/quirl-worker"), &NO_LIMITS) {
             Ok(_) => panic!("spawned a missing program"),
             Err(error) => error,
         };
@@ -501,7 +537,8 @@ mod tests {
         );
         assert_eq!(
             describe_status(ExitStatus::from_raw(9)),
-            "was killed by signal 9"
+            "was killed by signal 9 (SIGKILL)"
         );
+        assert!(describe_status(ExitStatus::from_raw(libc::SIGSYS)).contains("(SIGSYS: "));
     }
 }

@@ -31,7 +31,8 @@
 //! - `wire` (private): the protocol crate's decoder and [`ParentSession`]
 //!   plus the parent's own host-call rule;
 //! - `host` (private) and [`process_host`]: answering `quirl.process.run`;
-//! - [`command`]: which program is the worker; [`error`]: typed errors.
+//! - [`command`]: which program is the worker; [`error`]: typed errors;
+//! - [`rlimits`]: the resource limits a worker gets before `exec` (S8).
 //!
 //! - [`lifecycle`]: plugin generations, restart budget and quarantine, pools
 //!   and statistics, built from the outside on [`Worker`] values — a
@@ -46,6 +47,7 @@ mod host;
 pub mod lifecycle;
 mod poll;
 pub mod process_host;
+pub mod rlimits;
 mod transport;
 mod wire;
 pub mod worker;
@@ -54,4 +56,5 @@ pub use command::{WORKER_ARGUMENT, WORKER_COMMAND_ENV, WorkerCommand};
 pub use error::{Error, ErrorKind};
 pub use process_host::Cancel;
 pub use quirl_lua_protocol::Policy;
+pub use rlimits::WorkerLimits;
 pub use worker::{Worker, WorkerConfig};

@@ -44,6 +44,7 @@ use crate::containment::{self, WorkerProcess, describe_status};
 use crate::error::{Error, ErrorKind};
 use crate::host;
 use crate::process_host::{Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig};
+use crate::rlimits::WorkerLimits;
 use crate::transport::{Interrupt, Transport, Watch};
 use crate::wire::{Incoming, Wire};
 
@@ -68,6 +69,7 @@ pub struct WorkerConfig {
     startup_timeout: Duration,
     cancel: Option<Cancel>,
     process_host: Option<ProcessHostConfig>,
+    limits: WorkerLimits,
 }
 
 impl WorkerConfig {
@@ -82,7 +84,16 @@ impl WorkerConfig {
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             cancel: None,
             process_host: None,
+            limits: WorkerLimits::for_policy(&policy),
         }
+    }
+
+    /// Resource limits of the worker process (default:
+    /// [`WorkerLimits::for_policy`] of this config's policy).
+    #[must_use]
+    pub fn limits(mut self, limits: WorkerLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Capability grants sent with `initialize` (e.g. `process.spawn:echo`).
@@ -207,7 +218,7 @@ impl Worker {
             .with_context(error.to_string())
         })?;
         let cancel_wake: Box<dyn AsFd + Send + Sync> = Box::new(registration);
-        let spawned = containment::spawn(&config.command).map_err(|error| {
+        let spawned = containment::spawn(&config.command, &config.limits).map_err(|error| {
             Error::new(
                 ErrorKind::Spawn,
                 ErrorCode::ProcessSpawn,

@@ -32,6 +32,11 @@ pub struct ServeOptions {
     /// Cancellation flag observed by the VM's hook and allocator; setting it
     /// stops the current request with a `cancellation` limit.
     pub cancel: Arc<AtomicBool>,
+    /// Whether the process locks itself down after `initialize` built the
+    /// VM (no-new-privileges + seccomp, see [`crate::lockdown`]). Default
+    /// `Off`: an in-process caller must not lock down its host process;
+    /// the worker binaries turn it on.
+    pub lockdown: crate::lockdown::Lockdown,
 }
 
 /// How a session ended without a violation.
@@ -435,7 +440,7 @@ where
                 match Vm::new(&config, Arc::clone(&options.cancel), host) {
                     Ok(built) => {
                         *vm = Some(built);
-                        crate::lockdown::after_vm_built()
+                        crate::lockdown::after_vm_built(options.lockdown)
                             .map_err(|e| ProtocolError::new(ErrorKind::IoError, e.to_string()))?;
                         lock(channel)?.respond(Ok(serde_json::Value::Null))?;
                     }
@@ -454,6 +459,7 @@ where
                     )
                     .into());
                 };
+                crate::lockdown::before_request();
                 match current.handle(request) {
                     Verdict::Success(value) => lock(channel)?.respond(Ok(value))?,
                     Verdict::Failure(error) => lock(channel)?.respond(Err(to_wire(&error)))?,

@@ -59,6 +59,9 @@ pub(crate) struct GlobalOptions {
     /// Print full JSON result and error records.
     #[arg(long, global = true)]
     pub(crate) json: bool,
+    /// Debugging only: run the worker without its lockdown (passes --no-lockdown to the worker: no seccomp filter; and no resource limits).
+    #[arg(long = "no-lockdown", global = true)]
+    pub(crate) no_lockdown: bool,
 }
 
 /// What to run.

@@ -260,8 +260,14 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
         options.wall_time_ms,
     )
     .map_err(|error| Failure::Usage(format!("invalid policy: {error}")))?;
-    let command = worker_command(options)?;
+    let mut command = worker_command(options)?;
+    if options.no_lockdown {
+        command = command.arg(quirl_lua_reference_worker::lockdown::NO_LOCKDOWN_ARGUMENT);
+    }
     let mut config = WorkerConfig::new(command, policy).cancel_token(cancel_on_interrupt());
+    if options.no_lockdown {
+        config = config.limits(quirl_lua_reference_parent::WorkerLimits::unlimited());
+    }
     if !options.grants.is_empty() {
         config = config.grants(options.grants.clone());
     }

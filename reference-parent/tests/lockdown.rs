@@ -1,0 +1,245 @@
+//! S8 lockdown through the parent: the real worker is locked down and
+//! limited after `initialize`, a worker that makes a forbidden system call
+//! dies by SIGSYS and is reported as a crash with nothing left behind, and
+//! `--no-lockdown` turns it all off.
+//!
+//! The probes use the worker's hidden `--lockdown-test-probe=NAME` argument,
+//! present because this crate's dev-dependency enables the worker's
+//! `lockdown-test-hooks` feature for test builds.
+#![cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/procfs.rs"]
+mod procfs;
+
+use std::time::Duration;
+
+use quirl_lua_reference_parent::rlimits::{ADDRESS_SPACE_MARGIN_BYTES, OPEN_FILES_MAX};
+use quirl_lua_reference_parent::{
+    ErrorKind, Policy, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig, WorkerLimits,
+};
+use serde_json::json;
+
+const CLI: &str = env!("CARGO_BIN_EXE_quirl-lua");
+const MEMORY: u64 = 16 << 20;
+
+fn policy() -> Policy {
+    Policy::new(false, MEMORY, 10_000_000, 5_000).unwrap()
+}
+
+fn worker_command(extra: &[&str]) -> WorkerCommand {
+    extra.iter().fold(
+        WorkerCommand::new(CLI).arg(WORKER_ARGUMENT),
+        |command, arg| command.arg(*arg),
+    )
+}
+
+fn spawn(extra: &[&str]) -> Worker {
+    Worker::spawn(WorkerConfig::new(worker_command(extra), policy())).unwrap()
+}
+
+/// `Name:\tvalue` lines of `/proc/PID/status`.
+fn status_field(pid: u32, name: &str) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .map(|value| value.trim().to_owned())
+        .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"))
+}
+
+/// Soft and hard value of one `/proc/PID/limits` row.
+fn limit(pid: u32, row: &str) -> (String, String) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = text
+        .lines()
+        .find(|line| line.starts_with(row))
+        .unwrap_or_else(|| panic!("no {row} in /proc/{pid}/limits:\n{text}"));
+    let mut values = line[row.len()..].split_whitespace();
+    (
+        values.next().unwrap().to_owned(),
+        values.next().unwrap().to_owned(),
+    )
+}
+
+fn open_descriptors(pid: u32) -> Vec<i32> {
+    let mut fds: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    fds.sort_unstable();
+    fds
+}
+
+/// Nothing of worker `pid` is left: no living member of its group or
+/// session, and no zombie child of ours.
+fn assert_nothing_left(pid: u32) {
+    let id = i32::try_from(pid).unwrap();
+    let living = procfs::living_members_after(id, Duration::from_secs(2));
+    assert!(living.is_empty(), "left behind: {living:?}");
+    assert!(
+        procfs::own_zombies().iter().all(|zombie| zombie.pid != id),
+        "worker {pid} was not reaped"
+    );
+}
+
+#[test]
+fn the_worker_is_locked_down_after_initialize() {
+    let mut worker = spawn(&[]);
+    let pid = worker.pid();
+    assert_eq!(status_field(pid, "NoNewPrivs"), "1");
+    assert_eq!(status_field(pid, "Seccomp"), "2");
+    assert_eq!(status_field(pid, "Seccomp_filters"), "1");
+    // Locked down and still serving.
+    assert_eq!(worker.eval("x = 6 * 7 return x").unwrap(), json!(42));
+    assert_eq!(
+        worker.eval("return #string.rep('a', 3000000)").unwrap(),
+        json!(3_000_000)
+    );
+    worker.shutdown().unwrap();
+    assert_nothing_left(pid);
+}
+
+#[test]
+fn the_worker_runs_under_the_policy_resource_limits() {
+    let worker = spawn(&[]);
+    let pid = worker.pid();
+    let address_space = (2 * MEMORY + ADDRESS_SPACE_MARGIN_BYTES).to_string();
+    assert_eq!(
+        limit(pid, "Max address space"),
+        (address_space.clone(), address_space)
+    );
+    let zero = ("0".to_owned(), "0".to_owned());
+    assert_eq!(limit(pid, "Max core file size"), zero);
+    assert_eq!(limit(pid, "Max file size"), zero);
+    assert_eq!(limit(pid, "Max processes"), zero);
+    let files = OPEN_FILES_MAX.to_string();
+    assert_eq!(limit(pid, "Max open files"), (files.clone(), files));
+    // Every inherited descriptor beyond stdio is gone; the worker itself
+    // moved its frame channel (the stderr pipe) to fd 3 and pointed fds 1
+    // and 2 at /dev/null.
+    assert_eq!(open_descriptors(pid), vec![0, 1, 2, 3]);
+    let target = |fd: i32| {
+        std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+            .unwrap()
+            .display()
+            .to_string()
+    };
+    assert!(target(0).starts_with("pipe:"), "{}", target(0));
+    assert_eq!(target(1), "/dev/null");
+    assert_eq!(target(2), "/dev/null");
+    assert!(target(3).starts_with("pipe:"), "{}", target(3));
+    drop(worker);
+    assert_nothing_left(pid);
+}
+
+#[test]
+fn the_address_space_margin_holds_the_largest_frame() {
+    // A frame just under 5 MiB of tiny JSON values is the worst case the
+    // worker must decode before it can refuse anything: about 140 MiB of
+    // address space at the smallest useful memory policy.
+    let policy = Policy::new(false, 1 << 20, 10_000_000, 10_000).unwrap();
+    let mut worker = Worker::spawn(WorkerConfig::new(worker_command(&[]), policy)).unwrap();
+    let context = serde_json::Value::Array(vec![json!(0); 2_600_000]);
+    let error = worker.render_prompt("missing", context).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Guest, "{error:?}");
+    assert_eq!(worker.eval("return 1").unwrap(), json!(1));
+}
+
+#[test]
+fn forbidden_system_calls_kill_the_worker_with_sigsys() {
+    for probe in [
+        "execve",
+        "socket",
+        "open",
+        "fork",
+        "mprotect-exec",
+        "mmap-exec",
+        "write-stdout",
+    ] {
+        let mut worker = spawn(&[&format!("--lockdown-test-probe={probe}")]);
+        let pid = worker.pid();
+        let error = worker.eval("return 1").unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{probe}: {error:?}");
+        assert_eq!(error.code().as_str(), "lua");
+        let context = error.record().context.join("\n");
+        assert!(
+            context.contains(&format!("worker {pid} was killed by signal 31 (SIGSYS")),
+            "{probe}: {context}"
+        );
+        assert!(worker.is_poisoned());
+        assert_eq!(
+            worker.eval("return 1").unwrap_err().kind(),
+            ErrorKind::Unavailable
+        );
+        assert_nothing_left(pid);
+    }
+}
+
+#[test]
+fn abort_and_panic_are_crashes_named_for_what_they_are() {
+    for (probe, expected) in [
+        ("abort", "was killed by signal 6 (SIGABRT)"),
+        ("segfault", "was killed by signal 11 (SIGSEGV)"),
+        ("stack-overflow", "was killed by signal 6 (SIGABRT)"),
+        ("panic", "exited with status 101"),
+    ] {
+        let mut worker = spawn(&[&format!("--lockdown-test-probe={probe}")]);
+        let pid = worker.pid();
+        let error = worker.eval("return 1").unwrap_err();
+        let context = error.record().context.join("\n");
+        assert!(
+            matches!(
+                error.kind(),
+                ErrorKind::WorkerCrashed | ErrorKind::ProtocolViolation
+            ),
+            "{probe}: {error:?}"
+        );
+        assert!(context.contains(expected), "{probe}: {context}");
+        assert!(!context.contains("SIGSYS"), "{probe}: {context}");
+        assert_nothing_left(pid);
+    }
+}
+
+#[test]
+fn no_lockdown_switches_the_filter_and_the_limits_off() {
+    let config = WorkerConfig::new(
+        worker_command(&["--no-lockdown", "--lockdown-test-probe=execve"]),
+        policy(),
+    )
+    .limits(WorkerLimits::unlimited());
+    let mut worker = Worker::spawn(config).unwrap();
+    let pid = worker.pid();
+    // The probe's execve of a missing program just fails with ENOENT.
+    assert_eq!(worker.eval("return 1").unwrap(), json!(1));
+    assert_eq!(status_field(pid, "Seccomp"), "0");
+    assert_ne!(limit(pid, "Max core file size").1, "0".to_owned());
+    worker.shutdown().unwrap();
+    assert_nothing_left(pid);
+}
+
+#[test]
+fn the_cli_passes_no_lockdown_to_the_worker() {
+    let run = |no_lockdown: bool| {
+        let mut command = std::process::Command::new(CLI);
+        command.env(
+            "QUIRL_LUA_WORKER",
+            format!("{CLI} {WORKER_ARGUMENT} --lockdown-test-probe=socket"),
+        );
+        if no_lockdown {
+            command.arg("--no-lockdown");
+        }
+        command.args(["eval", "return 7"]).output().unwrap()
+    };
+    let locked = run(false);
+    assert_eq!(locked.status.code(), Some(4), "{locked:?}");
+    assert!(
+        String::from_utf8_lossy(&locked.stderr).contains("SIGSYS"),
+        "{locked:?}"
+    );
+    let open = run(true);
+    assert_eq!(open.status.code(), Some(0), "{open:?}");
+    assert_eq!(String::from_utf8_lossy(&open.stdout).trim(), "7");
+}
