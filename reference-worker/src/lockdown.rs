@@ -238,6 +238,9 @@ pub fn report() -> String {
                 any(target_arch = "x86_64", target_arch = "aarch64")
             ))]
             {
+                if let Ok(built) = filter::Filter::build(std::process::id()) {
+                    let _ = writeln!(out, "filter: {} BPF instructions", built.len());
+                }
                 let _ = writeln!(out, "allowed system calls ({}):", filter::ALLOWLIST.len());
                 for rule in filter::ALLOWLIST {
                     let _ = writeln!(
