@@ -18,7 +18,7 @@ use quirl_lua_protocol::{
     Operation, OutputTarget, ParentFrame, Policy, decode_parent_frame,
 };
 use quirl_lua_reference_parent::{
-    Cancel, Error, ErrorKind, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig,
+    Cancel, Error, ErrorKind, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig, WorkerLimits,
 };
 use serde_json::Value;
 
@@ -264,14 +264,35 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
     if options.no_lockdown {
         command = command.arg(quirl_lua_reference_worker::lockdown::NO_LOCKDOWN_ARGUMENT);
     }
-    let mut config = WorkerConfig::new(command, policy).cancel_token(cancel_on_interrupt());
-    if options.no_lockdown {
-        config = config.limits(quirl_lua_reference_parent::WorkerLimits::unlimited());
-    }
+    let mut config = WorkerConfig::new(command, policy)
+        .cancel_token(cancel_on_interrupt())
+        .limits(worker_limits(options, &policy));
     if !options.grants.is_empty() {
         config = config.grants(options.grants.clone());
     }
     Ok(config)
+}
+
+/// The worker's resource limits (SPEC.md §18.1): none with `--no-lockdown`;
+/// all of them for the built-in worker; for a worker command given with
+/// `--worker` or `QUIRL_LUA_WORKER`, a program this CLI knows nothing
+/// about, only those every worker can live with (address space, core, open
+/// files) — not the file-size and process limits, which break a worker that
+/// writes a file or starts a helper (the conformance suite's scripted
+/// workers record what they see in a file). Library users choose with
+/// `WorkerConfig::limits`.
+fn worker_limits(options: &GlobalOptions, policy: &Policy) -> WorkerLimits {
+    if options.no_lockdown {
+        return WorkerLimits::unlimited();
+    }
+    let limits = WorkerLimits::for_policy(policy);
+    let custom = options.worker.is_some()
+        || std::env::var_os(WORKER_COMMAND_ENV).is_some_and(|line| !line.is_empty());
+    if custom {
+        limits.file_size(None).processes(None)
+    } else {
+        limits
+    }
 }
 
 /// A token that `SIGINT`, `SIGTERM` or `SIGHUP` cancel.
