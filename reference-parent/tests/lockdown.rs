@@ -4,8 +4,8 @@
 //! `--no-lockdown` turns it all off.
 //!
 //! The probes use the worker's hidden `--lockdown-test-probe=NAME` argument,
-//! present because this crate's dev-dependency enables the worker's
-//! `lockdown-test-hooks` feature for test builds.
+//! present in debug builds of `quirl-lua` only; the tests that need it are
+//! compiled only in debug builds too.
 #![cfg(all(
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
@@ -148,6 +148,7 @@ fn the_address_space_margin_holds_the_largest_frame() {
     assert_eq!(worker.eval("return 1").unwrap(), json!(1));
 }
 
+#[cfg(debug_assertions)]
 #[test]
 fn forbidden_system_calls_kill_the_worker_with_sigsys() {
     for probe in [
@@ -178,6 +179,7 @@ fn forbidden_system_calls_kill_the_worker_with_sigsys() {
     }
 }
 
+#[cfg(debug_assertions)]
 #[test]
 fn abort_and_panic_are_crashes_named_for_what_they_are() {
     for (probe, expected) in [
@@ -203,6 +205,7 @@ fn abort_and_panic_are_crashes_named_for_what_they_are() {
     }
 }
 
+#[cfg(debug_assertions)]
 #[test]
 fn no_lockdown_switches_the_filter_and_the_limits_off() {
     let config = WorkerConfig::new(
@@ -220,6 +223,7 @@ fn no_lockdown_switches_the_filter_and_the_limits_off() {
     assert_nothing_left(pid);
 }
 
+#[cfg(debug_assertions)]
 #[test]
 fn the_cli_passes_no_lockdown_to_the_worker() {
     let run = |no_lockdown: bool| {

@@ -38,7 +38,7 @@ mod bpf;
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 pub mod filter;
-#[cfg(feature = "lockdown-test-hooks")]
+#[cfg(any(debug_assertions, feature = "lockdown-test-hooks"))]
 pub mod probe;
 
 use std::fmt;
@@ -163,11 +163,11 @@ pub fn apply() -> Result<(), LockdownError> {
 }
 
 /// Called before each request after `initialize`; runs the armed test
-/// probe in builds with the `lockdown-test-hooks` feature, nothing
-/// otherwise.
+/// probe in debug builds and builds with the `lockdown-test-hooks` feature,
+/// nothing otherwise (release builds).
 #[inline]
 pub fn before_request() {
-    #[cfg(feature = "lockdown-test-hooks")]
+    #[cfg(any(debug_assertions, feature = "lockdown-test-hooks"))]
     probe::fire();
 }
 

@@ -84,7 +84,7 @@ pub fn run_stdio_worker() -> ExitCode {
         print!("{}", crate::lockdown::report());
         return ExitCode::SUCCESS;
     }
-    #[cfg(feature = "lockdown-test-hooks")]
+    #[cfg(any(debug_assertions, feature = "lockdown-test-hooks"))]
     crate::lockdown::probe::arm_from_args(&args);
     std::panic::set_hook(Box::new(|_| {}));
     let output = frame_output();

@@ -1,12 +1,19 @@
-//! Test-only probes (cargo feature `lockdown-test-hooks`): forbidden or
-//! crashing actions the worker performs at its first request after
-//! `initialize`, so tests can watch the lockdown kill it.
+//! Test-only probes: forbidden or crashing actions the worker performs at
+//! its first request after `initialize`, so tests can watch the lockdown
+//! kill it.
 //!
 //! The probe is chosen by the hidden worker argument
 //! `--lockdown-test-probe=NAME`. This module — and so the argument — exists
-//! only in builds with the feature (test builds of the parent crate enable
-//! it through a dev-dependency); release builds ignore the argument. Nothing
-//! reachable from guest Lua or from the wire selects a probe.
+//! only in debug builds (`debug_assertions`: what `cargo test` and `cargo
+//! build` produce) and in builds with the cargo feature
+//! `lockdown-test-hooks` (to test a release build); release builds ignore
+//! the argument. Nothing reachable from guest Lua or from the wire selects a
+//! probe.
+//!
+//! Why not only a feature: the parent's tests need the probe in the
+//! `quirl-lua` binary, and any plain `cargo build` of that binary into the
+//! same target directory (the conformance tests run one) would replace a
+//! feature-enabled build with one without it.
 
 use std::ffi::OsString;
 use std::sync::OnceLock;
