@@ -629,6 +629,7 @@ fn round_trip_one<F: WireFrame + PartialEq + std::fmt::Debug>(
     // Any member order and whitespace between tokens decode to the same frame.
     let text = String::from_utf8(bytes.clone()).unwrap_or_default();
     let tree = Json::parse(&text).unwrap_or_else(|| panic!("tree parser failed: {text}"));
+    assert_free_form_keys_sorted(&tree, direction, &text);
     let keep = keep_order(&tree, direction);
     let mut shuffled = String::new();
     write_shuffled(&tree, src, &keep, &mut 0, &mut shuffled);
@@ -1087,6 +1088,45 @@ pub fn object_roles(tree: &Json, direction: Direction) -> Vec<Role> {
     };
     walk(tree, root, &mut out);
     out
+}
+
+/// Objects of `tree` in pre-order (the order of [`object_roles`]).
+fn objects_preorder(tree: &Json) -> Vec<&[(String, Json)]> {
+    fn walk<'a>(json: &'a Json, out: &mut Vec<&'a [(String, Json)]>) {
+        match json {
+            Json::Obj(entries) => {
+                out.push(entries);
+                for (_, value) in entries {
+                    walk(value, out);
+                }
+            }
+            Json::Arr(items) => items.iter().for_each(|item| walk(item, out)),
+            Json::Atom(_) | Json::Str(_) => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(tree, &mut out);
+    out
+}
+
+/// Canonical form: free-form objects and the environment map have their
+/// keys sorted by UTF-8 bytes, as Quirl's `serde_json::Value` writes them.
+fn assert_free_form_keys_sorted(tree: &Json, direction: Direction, text: &str) {
+    let roles = object_roles(tree, direction);
+    for (entries, role) in objects_preorder(tree).into_iter().zip(roles) {
+        if !matches!(role, Role::FreeForm | Role::Map { ordered: false }) {
+            continue;
+        }
+        let keys: Vec<String> = entries
+            .iter()
+            .map(|(raw, _)| serde_json::from_str::<String>(raw).unwrap_or_default())
+            .collect();
+        assert!(
+            keys.windows(2)
+                .all(|pair| pair[0].as_bytes() < pair[1].as_bytes()),
+            "free-form keys not sorted in the canonical encoding: {keys:?}\n{text}"
+        );
+    }
 }
 
 fn keep_order(tree: &Json, direction: Direction) -> Vec<bool> {
