@@ -513,7 +513,7 @@ crate::json::decode_record!(HostCall "host call" {
     max_output_bytes: req,
 });
 
-fn check_call_id(call_id: u32) -> Result<(), ProtocolError> {
+pub(crate) fn check_call_id(call_id: u32) -> Result<(), ProtocolError> {
     if call_id == 0 {
         return Err(ProtocolError::domain("call ids start at 1").at("call_id"));
     }

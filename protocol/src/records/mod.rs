@@ -16,6 +16,7 @@ pub use config::{
     CompletionConfig, EditorConfig, PickerConfig, PromptConfig, QuirlConfig, StatuslineConfig,
     ThemeColors, UiConfig,
 };
+pub(crate) use envelope::check_call_id;
 pub use envelope::{
     HostCall, HostResponse, Operation, OperationKind, ParentFrame, Request, Response, WorkerFrame,
 };
