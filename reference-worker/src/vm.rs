@@ -149,7 +149,15 @@ pub struct Vm {
     is_cancelled: Function,
     policy: Policy,
     plugin: Option<Chunk>,
+    /// The last compiled `eval` chunk, by exact source text (see
+    /// [`Vm::eval_function`]).
+    eval_cache: Option<(String, Function)>,
 }
+
+/// Longest `eval` source whose compiled chunk is kept for reuse. Keeps the
+/// memory the cache retains inside the VM (and so inside the guest's
+/// memory budget, which it is charged to) to a few KiB.
+const EVAL_CACHE_SOURCE_BYTES_MAX: usize = 1024;
 
 fn build_error(error: &mlua::Error) -> OpError {
     OpError::lua("could not build the Lua sandbox").with_context(error.to_string())
@@ -245,6 +253,7 @@ impl Vm {
             is_cancelled,
             policy,
             plugin: None,
+            eval_cache: None,
         })
     }
 
@@ -390,8 +399,42 @@ impl Vm {
             text: source,
         };
         self.begin(self.policy_wall())?;
-        let value = self.evaluate(&chunk)?;
+        let function = self
+            .eval_function(&chunk)
+            .map_err(|e| self.fail(&e, Some(&chunk)))?;
+        let value = function
+            .call::<Value>(())
+            .map_err(|e| self.fail(&e, Some(&chunk)))?;
         to_json(&value, &RETURN_SHAPE, "eval result")
+    }
+
+    /// The compiled `eval` chunk for `chunk`, reused when the previous eval
+    /// had exactly the same source.
+    ///
+    /// Running a kept main chunk again is the same as compiling it again:
+    /// its only upvalue is `_ENV`, bound to the globals table at load time
+    /// (which the VM never replaces), and each call gets fresh locals,
+    /// varargs and closures (Lua 5.4 does not cache closures). A chunk can
+    /// rebind its `_ENV` only by naming it (`debug` with `setupvalue` and
+    /// `upvaluejoin` is not in the sandbox), so sources that contain
+    /// `_ENV` are never kept. Compile errors are not kept. The kept
+    /// function lives in the VM's own memory and so counts against the
+    /// guest's memory budget; [`EVAL_CACHE_SOURCE_BYTES_MAX`] and the
+    /// single entry bound it. Budgets are reset by `begin` before the call
+    /// either way (compiling runs no instructions).
+    fn eval_function(&mut self, chunk: &Chunk) -> mlua::Result<Function> {
+        if let Some((source, function)) = &self.eval_cache
+            && *source == chunk.text
+        {
+            return Ok(function.clone());
+        }
+        let function = self.compile_eval(chunk)?;
+        if chunk.text.len() <= EVAL_CACHE_SOURCE_BYTES_MAX && !chunk.text.contains("_ENV") {
+            self.eval_cache = Some((chunk.text.clone(), function.clone()));
+        } else {
+            self.eval_cache = None;
+        }
+        Ok(function)
     }
 
     fn check(&mut self, source: &str, source_name: String) -> Result<Json, OpError> {

@@ -229,6 +229,35 @@ fn budgets_reset_for_every_request() {
 }
 
 #[test]
+fn a_repeated_eval_source_runs_like_a_freshly_loaded_chunk() {
+    // The worker keeps the last compiled eval chunk; running it again must
+    // be indistinguishable from loading the source again.
+    let mut vm = vm();
+    let source = "local seen = {} seen[#seen + 1] = 1 runs = (runs or 0) + 1 \
+                  local function f() return #seen end return {runs, f(), select('#', ...)}";
+    assert_eq!(success(eval(&mut vm, source)), json!([1, 1, 0]));
+    assert_eq!(success(eval(&mut vm, source)), json!([2, 1, 0]));
+    // Globals changed by another request are seen by the kept chunk.
+    success(eval(&mut vm, "runs = 40"));
+    assert_eq!(success(eval(&mut vm, source)), json!([41, 1, 0]));
+    assert_eq!(success(eval(&mut vm, source)), json!([42, 1, 0]));
+    // Runtime errors repeat identically.
+    let first = failure(eval(&mut vm, "local x = nil return x.y"));
+    let second = failure(eval(&mut vm, "local x = nil return x.y"));
+    assert_eq!(first.message, second.message);
+    assert_eq!(first.context, second.context);
+}
+
+#[test]
+fn a_chunk_that_rebinds_env_is_loaded_afresh_every_time() {
+    let mut vm = vm();
+    success(eval(&mut vm, "marker = 'global'"));
+    let source = "local seen = marker _ENV = {marker = 'rebound'} return seen";
+    assert_eq!(success(eval(&mut vm, source)), json!("global"));
+    assert_eq!(success(eval(&mut vm, source)), json!("global"));
+}
+
+#[test]
 fn an_infinite_loop_trips_the_instruction_budget() {
     assert_eq!(
         tripped(eval(&mut vm(), "while true do end")),
