@@ -432,3 +432,15 @@ fn error_kinds_have_stable_names_and_codes() {
     assert_eq!(record.code, ErrorCode::Validation);
     assert!(record.validate().is_ok());
 }
+
+#[test]
+fn every_error_code_round_trips_through_its_wire_name() {
+    for &code in quirl_lua_protocol::ErrorCode::ALL {
+        assert_eq!(
+            quirl_lua_protocol::ErrorCode::from_name(code.as_str()),
+            Some(code)
+        );
+    }
+    assert_eq!(quirl_lua_protocol::ErrorCode::from_name("timeout"), None);
+    assert_eq!(quirl_lua_protocol::ErrorCode::ALL.len(), 9);
+}

@@ -25,69 +25,9 @@ pub const LABEL_SOURCE_BYTES_MAX: usize = 64 * 1024;
 /// boundary and marked with `…`.
 const ITEM_BYTES_MAX: usize = 16 * 1024;
 
-/// The nine stable v1 error codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
-    /// The requested command name or command form is not supported.
-    InvalidCommand,
-    /// A recognized command received an invalid argument.
-    InvalidArgument,
-    /// Structured data could not be parsed or converted.
-    Data,
-    /// Host I/O failed.
-    Io,
-    /// A process could not be started.
-    ProcessSpawn,
-    /// Script source could not be read.
-    ScriptRead,
-    /// Lua parsing or evaluation failed.
-    Lua,
-    /// A schema, protocol or semantic validation boundary was crossed.
-    Validation,
-    /// A byte, count, depth, instruction, memory or time bound was exceeded.
-    ResourceLimit,
-}
-
-impl ErrorCode {
-    /// Every code in declaration order.
-    pub const ALL: [Self; 9] = [
-        Self::InvalidCommand,
-        Self::InvalidArgument,
-        Self::Data,
-        Self::Io,
-        Self::ProcessSpawn,
-        Self::ScriptRead,
-        Self::Lua,
-        Self::Validation,
-        Self::ResourceLimit,
-    ];
-
-    /// The snake_case wire name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::InvalidCommand => "invalid_command",
-            Self::InvalidArgument => "invalid_argument",
-            Self::Data => "data",
-            Self::Io => "io",
-            Self::ProcessSpawn => "process_spawn",
-            Self::ScriptRead => "script_read",
-            Self::Lua => "lua",
-            Self::Validation => "validation",
-            Self::ResourceLimit => "resource_limit",
-        }
-    }
-
-    /// Parse a wire name.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|code| code.as_str() == name)
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// The nine stable v1 error codes (the protocol crate's type: one
+/// definition of the wire vocabulary for both peers).
+pub use quirl_lua_protocol::ErrorCode;
 
 /// A diagnostic annotation over the byte range `start..end` of `source`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -397,12 +337,5 @@ mod tests {
         let clipped = clip(&"é".repeat(10), 7);
         assert!(clipped.len() <= 7);
         assert!(clipped.ends_with('…'));
-    }
-
-    #[test]
-    fn every_code_round_trips_through_its_wire_name() {
-        for code in ErrorCode::ALL {
-            assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
-        }
     }
 }

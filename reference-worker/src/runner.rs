@@ -476,7 +476,7 @@ fn error_text(what: &str, value: &str) -> Result<(), OpError> {
 
 impl ErrorWire {
     fn into_error(self) -> Result<OpError, OpError> {
-        let code = ErrorCode::parse(&self.code)
+        let code = ErrorCode::from_name(&self.code)
             .ok_or_else(|| abi_error(format!("unknown error code `{}`", self.code)))?;
         error_text("Lua ShellError message", &self.message)?;
         for (what, count) in [

@@ -226,24 +226,10 @@ fn exchange<R: Read, W: Write>(
     }
 }
 
-fn code_to_wire(code: ErrorCode) -> wire::ErrorCode {
-    match code {
-        ErrorCode::InvalidCommand => wire::ErrorCode::InvalidCommand,
-        ErrorCode::InvalidArgument => wire::ErrorCode::InvalidArgument,
-        ErrorCode::Data => wire::ErrorCode::Data,
-        ErrorCode::Io => wire::ErrorCode::Io,
-        ErrorCode::ProcessSpawn => wire::ErrorCode::ProcessSpawn,
-        ErrorCode::ScriptRead => wire::ErrorCode::ScriptRead,
-        ErrorCode::Lua => wire::ErrorCode::Lua,
-        ErrorCode::Validation => wire::ErrorCode::Validation,
-        ErrorCode::ResourceLimit => wire::ErrorCode::ResourceLimit,
-    }
-}
-
 /// An operation error as the protocol's error record.
 pub fn to_wire(error: &OpError) -> wire::ShellError {
     wire::ShellError {
-        code: code_to_wire(error.code),
+        code: error.code,
         message: error.message.clone(),
         labels: error
             .labels
@@ -265,7 +251,7 @@ pub fn to_wire(error: &OpError) -> wire::ShellError {
 /// A protocol error record as an operation error.
 pub fn from_wire(error: &wire::ShellError) -> OpError {
     crate::error::ErrorRecord {
-        code: ErrorCode::parse(error.code.as_str()).unwrap_or(ErrorCode::Validation),
+        code: error.code,
         message: error.message.clone(),
         labels: error
             .labels

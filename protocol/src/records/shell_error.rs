@@ -43,6 +43,13 @@ string_enum!(ErrorCode "error code" {
     "resource_limit" => ResourceLimit,
 });
 
+impl ErrorCode {
+    /// The code whose wire name is `name`, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|code| code.as_str() == name)
+    }
+}
+
 impl std::fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
