@@ -105,12 +105,13 @@ fn failures(output: &Output) -> String {
         .join("\n")
 }
 
-#[test]
-fn reference_worker_passes_the_whole_worker_suite() {
+/// Run one whole suite against `peer`; every case must pass (no expected
+/// failures, none skipped) and the suite must have at least `min_cases`.
+fn assert_whole_suite_passes(suite: &str, peer: &str, min_cases: usize) {
     let dir = peers();
     let _serial = serial();
-    let worker = dir.join("quirl-worker");
-    let output = run(&["worker", "--", worker.to_str().unwrap()]);
+    let peer = dir.join(peer);
+    let output = run(&[suite, "--", peer.to_str().unwrap()]);
     assert!(output.status.success(), "{}", failures(&output));
     let text = String::from_utf8_lossy(&output.stdout);
     let summary = text.lines().last().unwrap();
@@ -123,28 +124,17 @@ fn reference_worker_passes_the_whole_worker_suite() {
         .nth(2)
         .and_then(|n| n.parse().ok())
         .unwrap();
-    assert!(cases >= 150, "{summary}");
+    assert!(cases >= min_cases, "{summary}");
+}
+
+#[test]
+fn reference_worker_passes_the_whole_worker_suite() {
+    assert_whole_suite_passes("worker", "quirl-worker", 150);
 }
 
 #[test]
 fn reference_parent_passes_the_whole_parent_suite() {
-    let dir = peers();
-    let _serial = serial();
-    let parent = dir.join("quirl-lua");
-    let output = run(&["parent", "--", parent.to_str().unwrap()]);
-    assert!(output.status.success(), "{}", failures(&output));
-    let text = String::from_utf8_lossy(&output.stdout);
-    let summary = text.lines().last().unwrap();
-    assert!(
-        summary.contains(" 0 failed, 0 expected failures, 0 skipped"),
-        "{summary}"
-    );
-    let cases: usize = summary
-        .split_whitespace()
-        .nth(2)
-        .and_then(|n| n.parse().ok())
-        .unwrap();
-    assert!(cases >= 40, "{summary}");
+    assert_whole_suite_passes("parent", "quirl-lua", 40);
 }
 
 #[test]
