@@ -31,6 +31,7 @@
 //! - `wire` (private): the protocol crate's decoder and [`ParentSession`]
 //!   plus the parent's own host-call rule;
 //! - `host` (private) and [`process_host`]: answering `quirl.process.run`;
+//! - [`callback_deadline`]: callbacks held to their declared deadlines;
 //! - [`command`]: which program is the worker; [`error`]: typed errors;
 //! - [`rlimits`]: the resource limits a worker gets before `exec` (S8).
 //!
@@ -40,6 +41,7 @@
 //!
 //! [`ParentSession`]: quirl_lua_protocol::ParentSession
 
+pub mod callback_deadline;
 pub mod command;
 mod containment;
 pub mod error;

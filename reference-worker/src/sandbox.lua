@@ -11,8 +11,9 @@
 --                    headroom and charges its copying
 -- plain_find(s,p,i)  linear-time literal search (1-based results or nil)
 -- interval           instruction units charged per coroutine and request
+-- table_capacity(t)  slots of t's array part and hash part
 
-local guard, charge, reserve_rep, plain_find, interval = ...
+local guard, charge, reserve_rep, plain_find, interval, table_capacity = ...
 
 local type, select, error, getmetatable, rawlen = type, select, error, getmetatable, rawlen
 local tointeger = math.tointeger
@@ -54,12 +55,14 @@ end
 do
   local xpcall = xpcall
   _G.xpcall = function(f, msgh, ...)
-    if type(msgh) == "function" then
-      local handler = msgh
-      msgh = function(...)
-        guard()
-        return handler(...)
-      end
+    -- Every handler is wrapped, callable tables included: Lua runs the
+    -- message handler before unwinding, with hooks disabled when the error
+    -- came from the count hook, so the handler must refuse to run after a
+    -- stop (SPEC §15.8).
+    local handler = msgh
+    msgh = function(...)
+      guard()
+      return handler(...)
     end
     return after(xpcall(f, msgh, ...))
   end
@@ -94,7 +97,11 @@ do
     return after(resume(co, ...))
   end
 
+  -- A stopped VM closes no coroutine: the coroutine's pending __close
+  -- handlers would run in a thread whose hooks Lua may have left disabled
+  -- when the stop was raised in it (SPEC §15.8).
   coroutine.close = function(co)
+    guard()
     return after(close(co))
   end
 
@@ -176,6 +183,7 @@ do
   local find, rep, upper, lower, reverse, sub, format, byte, pack, unpack =
     string.find, string.rep, string.upper, string.lower, string.reverse,
     string.sub, string.format, string.byte, string.pack, string.unpack
+  local packsize = string.packsize
 
   string.dump = nil
 
@@ -211,7 +219,12 @@ do
   end
 
   string.rep = function(s, n, sep)
-    reserve_rep(s, n, sep)
+    if reserve_rep(s, n, sep) then
+      -- Empty string and separator with a positive count: the result is
+      -- "", which Lua would build by looping n times (SPEC §15.6).
+      local result = rep(s, 1, sep)
+      return result
+    end
     local result = rep(s, n, sep)
     return result
   end
@@ -241,9 +254,24 @@ do
     return result
   end
 
-  string.pack = function(...)
-    local result = pack(...)
+  -- Formats are parsed option by option: one unit per format byte, charged
+  -- before the parse (SPEC §15.6).
+  local function charge_format(fmt)
+    if type(fmt) == "string" then
+      charge_count(#fmt)
+    end
+  end
+
+  string.pack = function(fmt, ...)
+    charge_format(fmt)
+    local result = pack(fmt, ...)
     charge_bytes(#result)
+    return result
+  end
+
+  string.packsize = function(fmt, ...)
+    charge_format(fmt)
+    local result = packsize(fmt, ...)
     return result
   end
 
@@ -251,8 +279,75 @@ do
     return pass_counted(byte(...))
   end
 
-  string.unpack = function(...)
-    return pass_counted(unpack(...))
+  string.unpack = function(fmt, ...)
+    charge_format(fmt)
+    return pass_counted(unpack(fmt, ...))
+  end
+end
+
+---------------------------------------------------------------------------
+-- next and pairs: Lua 5.4's next walks empty slots one by one, so one call
+-- on a large, mostly empty table is a long native scan (SPEC §15.6). The
+-- array part is charged exactly (from the key's index to the returned
+-- key's). A scan of the hash part is charged at the hash part's size once
+-- per traversal: a call that continues a traversal (its key is the key the
+-- previous call on that table returned) scans forward from where the last
+-- one stopped, so the whole traversal scans each slot at most once. A
+-- traversal that the guest breaks by adding keys makes Lua rehash, which
+-- allocates (and is charged) at least as much as the rescan costs.
+---------------------------------------------------------------------------
+do
+  local raw_next, raw_pairs = next, pairs
+  local math_type = math.type
+  local last_key = raw_setmetatable({}, { __mode = "k" })
+  local hash_paid = raw_setmetatable({}, { __mode = "k" })
+
+  local function array_index(k, array)
+    if math_type(k) == "integer" and k >= 1 and k <= array then
+      return k
+    end
+    return nil
+  end
+
+  local function charged_next(t, k)
+    if type(t) ~= "table" then
+      return raw_next(t, k) -- the original reports the argument error
+    end
+    local k2, v2 = raw_next(t, k)
+    local array, hash = table_capacity(t)
+    local start = 0
+    if k ~= nil then
+      start = array_index(k, array)
+    end
+    local units = 0
+    local in_hash = true
+    if start ~= nil then
+      local stop = array_index(k2, array)
+      if stop ~= nil then
+        units = stop - start
+        in_hash = false
+      else
+        units = array - start
+      end
+    end
+    local paid = k ~= nil and last_key[t] == k and hash_paid[t] == true
+    if in_hash and not paid then
+      units = units + hash
+      paid = true
+    end
+    last_key[t] = k2
+    hash_paid[t] = paid
+    charge_count(units)
+    return k2, v2
+  end
+
+  _G.next = charged_next
+  _G.pairs = function(...)
+    local f, s, c = raw_pairs(...)
+    if f == raw_next then
+      f = charged_next
+    end
+    return f, s, c
   end
 end
 
@@ -279,6 +374,33 @@ do
 
   utf8.codepoint = function(...)
     return pass_counted(codepoint(...))
+  end
+
+  -- The iterator skips continuation bytes one by one before decoding: a
+  -- call on a run of them scans it. Charged by the distance it advanced.
+  local codes = utf8.codes
+  local function charged_step(step)
+    return function(s, i)
+      local j, code = step(s, i)
+      if type(s) == "string" then
+        local from = tointeger(i) or 0
+        local to = j or #s
+        if to > from then
+          charge_bytes(to - from)
+        end
+      end
+      return j, code
+    end
+  end
+  local steps = raw_setmetatable({}, { __mode = "k" })
+  utf8.codes = function(...)
+    local step, s, i = codes(...)
+    local charged = steps[step]
+    if charged == nil then
+      charged = charged_step(step)
+      steps[step] = charged
+    end
+    return charged, s, i
   end
 end
 

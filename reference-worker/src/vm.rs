@@ -273,7 +273,9 @@ impl Vm {
             return verdict;
         }
         self.state.host_calls.store(0, Ordering::Relaxed);
+        let active = crate::vm_costs::ActiveMeter::enter(&self.meter);
         let result = self.dispatch(request);
+        drop(active);
         self.meter.end();
         match self.stopped_verdict() {
             Some(verdict) => verdict,
