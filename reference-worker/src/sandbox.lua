@@ -176,6 +176,125 @@ do
 end
 
 ---------------------------------------------------------------------------
+-- No heap addresses (SPEC §15.3): Lua prints functions, tables, threads and
+-- userdata as "<kind>: 0x<address>", which would hand guest code the heap
+-- layout that address-space randomisation hides. They print as
+-- "<kind>: #<n>" instead, n a per-VM number given to each object the first
+-- time it is printed: unique while the object lives, so tostring(t) still
+-- works as a key. string.format's %s does the same and %p prints the number.
+---------------------------------------------------------------------------
+do
+  local identity
+  local raw_tostring, format, sub, byte = tostring, string.format, string.sub, string.byte
+  local ids = raw_setmetatable({}, { __mode = "k" })
+  local string_ids = {}
+  local last_id = 0
+
+  local function number_of(v)
+    local id = ids[v]
+    if id == nil then
+      last_id = last_id + 1
+      id = last_id
+      ids[v] = id
+    end
+    return id
+  end
+
+  local referenced = { table = true, ["function"] = true, thread = true, userdata = true }
+
+  -- "#<n>" for objects with an identity, nil for other values.
+  identity = function(v)
+    local t = type(v)
+    if referenced[t] then
+      return "#" .. number_of(v)
+    elseif t == "string" then
+      local id = string_ids[v]
+      if id == nil then
+        last_id = last_id + 1
+        id = last_id
+        string_ids[v] = id
+      end
+      return "#" .. id
+    end
+    return nil
+  end
+
+  -- The default form ends with the object's own address, exactly as %p
+  -- prints it; a __tostring result is returned as it is.
+  local function safe_tostring(v)
+    local text = raw_tostring(v)
+    if referenced[type(v)] then
+      local address = format("%p", v)
+      local n = #text - #address
+      if n > 0 and sub(text, n + 1) == address then
+        return sub(text, 1, n) .. "#" .. number_of(v)
+      end
+    end
+    return text
+  end
+
+  _G.tostring = function(...)
+    if select("#", ...) == 0 then
+      local result = raw_tostring(...) -- reports the missing argument
+      return result
+    end
+    local result = safe_tostring((...))
+    return result
+  end
+
+  -- Rewrite %s of objects and every %p; other conversions pass through.
+  local function in_spec(b)
+    return b ~= nil and (b == 45 or b == 43 or b == 32 or b == 35 or b == 46 or (b >= 48 and b <= 57))
+  end
+  local pack, unpack, concat = table.pack, table.unpack, table.concat
+  string.format = function(fmt, ...)
+    if type(fmt) ~= "string" or plain_find(fmt, "%", 1) == nil then
+      local result = format(fmt, ...)
+      return result
+    end
+    local args = pack(...)
+    local parts, from, changed = {}, 1, false
+    local i, arg, n = 1, 0, #fmt
+    while true do
+      local p = plain_find(fmt, "%", i)
+      if p == nil then
+        break
+      end
+      if byte(fmt, p + 1) == 37 then -- "%%"
+        i = p + 2
+      else
+        local j = p + 1
+        while j <= n and in_spec(byte(fmt, j)) do
+          j = j + 1
+        end
+        arg = arg + 1
+        local conversion = byte(fmt, j)
+        if arg <= args.n then
+          if conversion == 115 and referenced[type(args[arg])] then -- %s
+            args[arg] = safe_tostring(args[arg])
+            changed = true
+          elseif conversion == 112 then -- %p becomes %s of the identity
+            parts[#parts + 1] = sub(fmt, from, j - 1)
+            parts[#parts + 1] = "s"
+            from = j + 1
+            args[arg] = identity(args[arg]) or "(null)"
+            changed = true
+          end
+        end
+        i = j + 1
+      end
+    end
+    if not changed then
+      local result = format(fmt, ...)
+      return result
+    end
+    parts[#parts + 1] = sub(fmt, from)
+    local result = format(concat(parts), unpack(args, 1, args.n))
+    return result
+  end
+end
+
+---------------------------------------------------------------------------
 -- string: no bytecode, no native patterns, charged copies.
 ---------------------------------------------------------------------------
 do
