@@ -20,12 +20,12 @@ local tointeger = math.tointeger
 local maxinteger = math.maxinteger
 local raw_setmetatable = setmetatable
 
--- Native work below these sizes is covered by the instructions that call it.
-local BIG_BYTES = 4096
+-- Native work below these sizes is covered by the instructions that call it
+-- (SPEC §15.6): up to 64 elements, and bytes in units of 64.
 local BIG_COUNT = 64
 
 local function charge_bytes(n)
-  if n > BIG_BYTES then charge(n // 64) end
+  if n >= 64 then charge(n // 64) end
 end
 
 local function charge_count(n)

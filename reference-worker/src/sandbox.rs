@@ -50,8 +50,6 @@ pub const GLOBALS: &[&str] = &[
 
 const PRELUDE: &str = include_str!("sandbox.lua");
 
-/// Copies above this many bytes are charged (one unit per 64 bytes).
-const BIG_BYTES: u64 = 4096;
 /// Native loops of more than this many steps are charged.
 const BIG_COUNT: u64 = 64;
 
@@ -246,7 +244,7 @@ fn plain_find(meter: &Meter, s: &[u8], p: &[u8], init: i64) -> mlua::Result<Mult
         return Ok(MultiValue::from_iter([Value::Nil]));
     }
     let scanned = len - start + p.len() as u64;
-    if scanned > BIG_BYTES {
+    if scanned >= crate::meter::BYTES_PER_UNIT {
         meter.charge(scanned / crate::meter::BYTES_PER_UNIT)?;
     }
     let start = start as usize;
