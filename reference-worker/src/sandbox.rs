@@ -97,7 +97,8 @@ pub fn build(meter: &Arc<Meter>) -> mlua::Result<Sandbox> {
     };
     check_internal_layout(&lua)?;
     let table_capacity = lua.create_function(|_, table: mlua::Table| {
-        let (array, hash) = crate::vm_costs::table_capacity(table.to_pointer());
+        // SAFETY: `table` is a live table held by this call's arguments.
+        let (array, hash) = unsafe { crate::vm_costs::table_capacity(table.to_pointer()) };
         Ok((
             i64::try_from(array).unwrap_or(i64::MAX),
             i64::try_from(hash).unwrap_or(i64::MAX),

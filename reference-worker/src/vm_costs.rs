@@ -97,7 +97,11 @@ unsafe fn long_len(ts: *const c_void) -> u64 {
 /// Verify the `TString` layout this module relies on against the linked Lua:
 /// `ts` is the object pointer (`lua_topointer`) of a long string of `len`
 /// bytes whose contents start at `contents`.
-pub fn check_layout(ts: *const c_void, contents: *const u8, len: usize) -> bool {
+///
+/// # Safety
+/// `ts` must be `lua_topointer` of a live long string and `contents` its
+/// `lua_tolstring`.
+pub unsafe fn check_layout(ts: *const c_void, contents: *const u8, len: usize) -> bool {
     if ts.is_null() || contents.is_null() {
         return false;
     }
@@ -173,8 +177,12 @@ const TABLE_BITRAS: u8 = 1 << 7;
 
 /// Slots of a table's array part and of its hash part, read from the
 /// `Table` header (what `next` may scan: Lua 5.4's `luaH_next` walks empty
-/// slots one by one). `table` is `lua_topointer` of a live table.
-pub fn table_capacity(table: *const c_void) -> (u64, u64) {
+/// slots one by one).
+///
+/// # Safety
+/// `table` must be null or `lua_topointer` of a table that stays alive
+/// while this runs.
+pub unsafe fn table_capacity(table: *const c_void) -> (u64, u64) {
     if table.is_null() {
         return (0, 0);
     }
