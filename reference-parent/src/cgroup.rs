@@ -176,7 +176,9 @@ pub fn containment_report(choice: Containment) -> ContainmentReport {
         notes: Vec::new(),
     };
     if choice == Containment::ProcessGroup {
-        report.notes.push("process-group containment was forced".to_owned());
+        report
+            .notes
+            .push("process-group containment was forced".to_owned());
         return report;
     }
     match hierarchy() {
@@ -245,9 +247,10 @@ fn discover() -> Result<Hierarchy, String> {
         .lines()
         .find_map(|line| line.strip_prefix("0::"))
         .ok_or_else(|| "this process has no cgroup v2 membership".to_owned())?;
-    let current = mount_point.join(relative_to_mount(current_path, &mount_root).ok_or_else(
-        || format!("this process's cgroup {current_path} is outside the cgroup2 mount"),
-    )?);
+    let current =
+        mount_point.join(relative_to_mount(current_path, &mount_root).ok_or_else(|| {
+            format!("this process's cgroup {current_path} is outside the cgroup2 mount")
+        })?);
     let creator = std::process::id();
     let start = process_start_time(creator)
         .ok_or_else(|| "this process's start time is unreadable".to_owned())?;
@@ -265,14 +268,18 @@ fn discover() -> Result<Hierarchy, String> {
     }
     if !own.join("cgroup.kill").exists() && !own.join("cgroup.freeze").exists() {
         let _ = fs::remove_dir(&own);
-        return Err("the kernel has neither cgroup.kill nor cgroup.freeze (Linux < 5.2)".to_owned());
+        return Err(
+            "the kernel has neither cgroup.kill nor cgroup.freeze (Linux < 5.2)".to_owned(),
+        );
     }
     // SAFETY: `remove_own_cgroup_at_exit` is an `extern "C" fn()` that
     // never unwinds (it only makes fallible calls whose errors it drops).
     // Registration failure only means the directory is left for the next
     // parent's stale sweep, so its result is recorded, not fatal.
     if unsafe { libc::atexit(remove_own_cgroup_at_exit) } != 0 {
-        notes.push("could not register the exit cleanup; a later parent removes this cgroup".to_owned());
+        notes.push(
+            "could not register the exit cleanup; a later parent removes this cgroup".to_owned(),
+        );
     }
     let memory = enable_controller("memory", &current, &own, &mut notes);
     let pids = enable_controller("pids", &current, &own, &mut notes);
@@ -422,8 +429,7 @@ extern "C" fn remove_own_cgroup_at_exit() {
 /// record why and return false.
 fn enable_controller(name: &str, current: &Path, own: &Path, notes: &mut Vec<String>) -> bool {
     let listed = |path: &Path| {
-        fs::read_to_string(path)
-            .is_ok_and(|text| text.split_whitespace().any(|word| word == name))
+        fs::read_to_string(path).is_ok_and(|text| text.split_whitespace().any(|word| word == name))
     };
     if !listed(&current.join("cgroup.controllers")) {
         notes.push(format!(
@@ -545,7 +551,10 @@ impl ChildCgroup {
         self.removed = true;
         let mut problems = Vec::new();
         if let Err(error) = kill_members(&self.path) {
-            problems.push(format!("cgroup.kill of {} failed: {error}", self.path.display()));
+            problems.push(format!(
+                "cgroup.kill of {} failed: {error}",
+                self.path.display()
+            ));
         }
         match wait_until_empty(&self.path, Instant::now() + EMPTY_WAIT_MAX) {
             Ok(true) => {}
@@ -687,17 +696,17 @@ mod tests {
             find_cgroup2_mount(mountinfo),
             Some(("/".to_owned(), PathBuf::from("/sys/fs/cgroup/unified")))
         );
-        assert_eq!(find_cgroup2_mount("35 31 0:32 / /x rw - cgroup cgroup rw\n"), None);
+        assert_eq!(
+            find_cgroup2_mount("35 31 0:32 / /x rw - cgroup cgroup rw\n"),
+            None
+        );
         assert_eq!(unescape_mountinfo(r"/a\040b"), "/a b");
     }
 
     #[test]
     fn cgroup_paths_are_taken_relative_to_the_mount_root() {
         assert_eq!(relative_to_mount("/", "/"), Some(PathBuf::new()));
-        assert_eq!(
-            relative_to_mount("/a/b", "/"),
-            Some(PathBuf::from("a/b"))
-        );
+        assert_eq!(relative_to_mount("/a/b", "/"), Some(PathBuf::from("a/b")));
         assert_eq!(relative_to_mount("/a/b", "/a"), Some(PathBuf::from("b")));
         assert_eq!(relative_to_mount("/ab", "/a"), None);
         assert_eq!(relative_to_mount("/a/../b", "/"), None);
@@ -714,7 +723,11 @@ mod tests {
 
     #[test]
     fn containment_names_round_trip() {
-        for choice in [Containment::Auto, Containment::Cgroup, Containment::ProcessGroup] {
+        for choice in [
+            Containment::Auto,
+            Containment::Cgroup,
+            Containment::ProcessGroup,
+        ] {
             assert_eq!(choice.as_str().parse::<Containment>(), Ok(choice));
         }
         assert!("cgroups".parse::<Containment>().is_err());

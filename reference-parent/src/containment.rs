@@ -568,7 +568,11 @@ mod tests {
 
     #[test]
     fn spawn_failure_reports_the_os_error() {
-        let error = match spawn(&WorkerCommand::new("/nonexistent/quirl-worker"), &NO_LIMITS, None) {
+        let error = match spawn(
+            &WorkerCommand::new("/nonexistent/quirl-worker"),
+            &NO_LIMITS,
+            None,
+        ) {
             Ok(_) => panic!("spawned a missing program"),
             Err(error) => error,
         };

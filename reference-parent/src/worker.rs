@@ -220,13 +220,19 @@ impl WorkerConfig {
             return Ok(config.clone());
         }
         let invalid = |error: crate::process_host::HostError| {
-            Error::new(
+            let mut wrapped = Error::new(
                 ErrorKind::InvalidInput,
                 ErrorCode::InvalidArgument,
                 "invalid process-host configuration (grants or working directory)",
             )
-            .with_context(error.to_string())
-            .with_help("grant programs as process.spawn:NAME")
+            .with_context(error.to_string());
+            for context in error.context() {
+                wrapped = wrapped.with_context(context.clone());
+            }
+            for help in error.help() {
+                wrapped = wrapped.with_help(help.clone());
+            }
+            wrapped.with_help("grant programs as process.spawn:NAME")
         };
         let grants = Grants::parse(self.grants.iter().flatten()).map_err(invalid)?;
         let access = ProcessAccess {
@@ -297,15 +303,16 @@ impl Worker {
         let cancel_wake: Box<dyn AsFd + Send + Sync> = Box::new(registration);
         let cgroup = config.worker_cgroup()?;
         let cgroup_contained = cgroup.is_some();
-        let spawned = containment::spawn(&config.command, &config.limits, cgroup).map_err(|error| {
-            Error::new(
-                ErrorKind::Spawn,
-                ErrorCode::ProcessSpawn,
-                "could not start the Lua worker",
-            )
-            .with_context(format!("worker command `{}`: {error}", config.command))
-            .with_help("check the worker command (--worker or QUIRL_LUA_WORKER)")
-        })?;
+        let spawned =
+            containment::spawn(&config.command, &config.limits, cgroup).map_err(|error| {
+                Error::new(
+                    ErrorKind::Spawn,
+                    ErrorCode::ProcessSpawn,
+                    "could not start the Lua worker",
+                )
+                .with_context(format!("worker command `{}`: {error}", config.command))
+                .with_help("check the worker command (--worker or QUIRL_LUA_WORKER)")
+            })?;
         let pid = spawned.process.pid();
         let mut worker = Self {
             live: Some(Live {

@@ -18,8 +18,8 @@ use quirl_lua_protocol::{
     Operation, OutputTarget, ParentFrame, Policy, decode_parent_frame,
 };
 use quirl_lua_reference_parent::{
-    Cancel, Error, ErrorKind, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig, WorkerLimits,
-    containment_report,
+    Cancel, Error, ErrorKind, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig,
+    WorkerLimits, containment_report,
 };
 use serde_json::Value;
 

@@ -102,7 +102,12 @@ pub fn run_command(
     }
     ensure_children_are_not_auto_reaped()?;
     let cgroup = command_cgroup(config)?;
-    let image = ExecImage::new(&path, &argv, config, cgroup.as_ref().map(ChildCgroup::procs_fd))?;
+    let image = ExecImage::new(
+        &path,
+        &argv,
+        config,
+        cgroup.as_ref().map(ChildCgroup::procs_fd),
+    )?;
     let mut command = Command::new(&path);
     command
         .current_dir(config.cwd())
@@ -281,9 +286,12 @@ pub fn run_command(
 /// The command's cgroup (SPEC §17.2), in cgroup mode.
 fn command_cgroup(config: &ProcessHostConfig) -> Result<Option<ChildCgroup>, HostError> {
     let failed = |why: String| {
-        HostError::new(HostErrorCode::Io, "could not contain the command in a cgroup")
-            .with_context(why)
-            .with_help("Use process-group containment where cgroup v2 is not writable")
+        HostError::new(
+            HostErrorCode::Io,
+            "could not contain the command in a cgroup",
+        )
+        .with_context(why)
+        .with_help("Use process-group containment where cgroup v2 is not writable")
     };
     let Some(hierarchy) = cgroup::resolve(config.configured_containment()).map_err(failed)? else {
         return Ok(None);

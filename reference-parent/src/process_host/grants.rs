@@ -486,7 +486,11 @@ mod tests {
     #[test]
     fn a_grant_of_a_command_runner_is_refused_unless_every_program_is_granted() {
         // SPEC §16.2: `setsid -f sleep 77` would run `sleep`.
-        for grant in ["process.spawn:setsid", "process.spawn:/usr/bin/env", "process.spawn:sh"] {
+        for grant in [
+            "process.spawn:setsid",
+            "process.spawn:/usr/bin/env",
+            "process.spawn:sh",
+        ] {
             let error = Grants::parse([grant]).unwrap_err();
             assert_eq!(error.code(), HostErrorCode::InvalidArgument, "{grant}");
             assert!(
@@ -494,13 +498,22 @@ mod tests {
                 "{grant}: {}",
                 error.message()
             );
-            assert!(error.help()[0].contains("`process.spawn`"), "{:?}", error.help());
+            assert!(
+                error.help()[0].contains("`process.spawn`"),
+                "{:?}",
+                error.help()
+            );
         }
         assert!(Grants::none().allow_program("nohup").is_err());
         // With every program granted on purpose, naming one is harmless.
         let grants = Grants::parse(["process.spawn:setsid", "process.spawn"]).unwrap();
         assert!(grants.allows("setsid"));
-        assert!(Grants::none().allow_any_program().allow_program("setsid").is_ok());
+        assert!(
+            Grants::none()
+                .allow_any_program()
+                .allow_program("setsid")
+                .is_ok()
+        );
         assert!(Grants::parse(["process.spawn:echo"]).is_ok());
     }
 

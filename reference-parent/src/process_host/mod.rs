@@ -179,8 +179,8 @@ pub use exec::{
     CommandOutcomeData, OUTCOME_ENCODED_BYTES_MAX, OUTPUT_BYTES_MAX, ProcessRequest, run_command,
 };
 pub use grants::{
-    DEFAULT_COMMAND_PIDS_MAX, Environment, Grants, PROCESS_SPAWN_GRANT,
-    PROCESS_SPAWN_GRANT_PREFIX, ProcessAccess, ProcessHostConfig,
+    DEFAULT_COMMAND_PIDS_MAX, Environment, Grants, PROCESS_SPAWN_GRANT, PROCESS_SPAWN_GRANT_PREFIX,
+    ProcessAccess, ProcessHostConfig,
 };
-pub use wrappers::{COMMAND_RUNNING_PROGRAMS, runs_arguments_as_command};
 pub use wire::{call_deadline, run_host_call};
+pub use wrappers::{COMMAND_RUNNING_PROGRAMS, runs_arguments_as_command};
