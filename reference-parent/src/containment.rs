@@ -553,6 +553,7 @@ mod tests {
         let spawned = spawn(
             &sh("if (: </dev/tty) 2>/dev/null; then echo tty >&2; else echo none >&2; fi"),
             &NO_LIMITS,
+            None,
         )
         .unwrap();
         let SpawnedWorker {

@@ -351,7 +351,12 @@ fn forced_cgroup_mode_without_cgroup_v2_fails_and_auto_falls_back() {
 
 #[test]
 fn json_errors_and_stats_say_which_containment_is_in_effect() {
-    for (mode, expected) in [("process-group", "process-group")] {
+    let automatic = if containment_report(Containment::Auto).cgroup.is_some() {
+        "cgroup v2"
+    } else {
+        "process-group"
+    };
+    for (mode, expected) in [("process-group", "process-group"), ("auto", automatic)] {
         let output = quirl_lua(&["--json", "--containment", mode, "eval", "error('x')"]);
         let record: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         let context = record["error"]["context"].as_array().unwrap();
@@ -443,4 +448,136 @@ fn a_grant_of_a_command_runner_is_refused_and_the_unscoped_grant_still_allows_it
             "{mode}"
         );
     }
+}
+
+/// The cgroup2 mount point, from the parent's own cgroup directory and this
+/// process's cgroup path (`0::/…`).
+fn mount_point(own: &Path) -> PathBuf {
+    let membership = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let current = membership
+        .lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .unwrap()
+        .trim_start_matches('/');
+    let mut mount = own.parent().unwrap().to_path_buf();
+    for _ in Path::new(current).components() {
+        mount.pop();
+    }
+    mount
+}
+
+#[test]
+fn a_parent_killed_with_sigkill_leaves_a_cgroup_the_next_parent_removes() {
+    let Some(own) =
+        own_cgroup("a_parent_killed_with_sigkill_leaves_a_cgroup_the_next_parent_removes")
+    else {
+        return;
+    };
+    // A worker stuck in Lua with a long deadline, under a parent that is
+    // then killed without any chance to clean up (a crash).
+    let mut parent = Command::new(CLI)
+        .args([
+            "--containment",
+            "cgroup",
+            "--wall-time-ms",
+            "60000",
+            "eval",
+            "while true do end",
+        ])
+        .env_remove("QUIRL_LUA_WORKER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let prefix = format!("quirl-lua-{}-", parent.id());
+    let worker_cgroup = {
+        let started = Instant::now();
+        loop {
+            let found = std::fs::read_dir(own.parent().unwrap())
+                .unwrap()
+                .flatten()
+                .find(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|entry| entry.path().join("worker-1"));
+            if let Some(path) = found.filter(|path| path.join("cgroup.procs").exists()) {
+                let members =
+                    std::fs::read_to_string(path.join("cgroup.procs")).unwrap_or_default();
+                if !members.trim().is_empty() {
+                    break path;
+                }
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the worker never started"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let worker: u32 = std::fs::read_to_string(worker_cgroup.join("cgroup.procs"))
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    assert!(worker_cgroup.exists(), "nothing was left to clean up");
+    // The next parent's start sweeps it: worker killed, cgroups removed.
+    let output = quirl_lua(&["--version", "--verbose"]);
+    assert!(output.status.success());
+    assert!(
+        !worker_cgroup.exists(),
+        "{worker_cgroup:?} survived the next parent"
+    );
+    assert!(!worker_cgroup.parent().unwrap().exists());
+    let stat = std::fs::read_to_string(format!("/proc/{worker}/stat")).unwrap_or_default();
+    let alive = stat
+        .rfind(')')
+        .and_then(|close| stat[close + 2..].chars().next())
+        .is_some_and(|state| !matches!(state, 'Z' | 'X'));
+    assert!(!alive, "worker {worker} survived: {stat}");
+}
+
+#[test]
+fn child_cgroups_carry_the_configured_limits_where_the_controllers_are_enabled() {
+    let Some(own) =
+        own_cgroup("child_cgroups_carry_the_configured_limits_where_the_controllers_are_enabled")
+    else {
+        return;
+    };
+    let report = containment_report(Containment::Auto);
+    if !report.controllers.contains(&"pids") {
+        eprintln!(
+            "SKIPPED the pids.max check: the pids controller is not enabled ({})",
+            report.notes.join("; ")
+        );
+    } else {
+        let config = host(Containment::Cgroup).command_pids_max(Some(17));
+        let command = format!(
+            "sh -c 'cat \"$0$(sed -n s/^0:://p /proc/self/cgroup)/pids.max\"' {}",
+            mount_point(&own).display()
+        );
+        let (_, result) = run(&config, &command, Duration::from_secs(10));
+        assert_eq!(result.unwrap().trim(), "17");
+    }
+    if !report.controllers.contains(&"memory") {
+        eprintln!(
+            "SKIPPED the memory.max check: the memory controller is not enabled ({})",
+            report.notes.join("; ")
+        );
+        return;
+    }
+    // `--memory 8MiB`: memory.max = 2 × 8 MiB + 256 MiB (SPEC §17.2).
+    let record = scratch("worker-memory-max");
+    let worker = format!(
+        "/bin/sh -c 'cat \"{}$(sed -n s/^0:://p /proc/self/cgroup)/memory.max\" > {}; exec {CLI} --internal-lua-worker-v1'",
+        mount_point(&own).display(),
+        record.display()
+    );
+    let output = quirl_lua(&["--memory", "8MiB", "--worker", &worker, "eval", "return 1"]);
+    assert!(output.status.success(), "{output:?}");
+    let text = std::fs::read_to_string(&record).unwrap();
+    let _ = std::fs::remove_file(&record);
+    assert_eq!(text.trim(), ((16_u64 << 20) + (256 << 20)).to_string());
 }
