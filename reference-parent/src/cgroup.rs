@@ -733,6 +733,82 @@ mod tests {
         assert!("cgroups".parse::<Containment>().is_err());
     }
 
+    /// A child cgroup with one `sleep` (and its `setsid` escapee) in it.
+    fn populated_cgroup(test: &str) -> Option<(ChildCgroup, std::process::Child)> {
+        use std::os::unix::process::CommandExt;
+        let Ok(Some(hierarchy)) = resolve(Containment::Auto) else {
+            eprintln!("SKIPPED {test}: no writable cgroup v2 hierarchy here");
+            return None;
+        };
+        let cgroup =
+            ChildCgroup::create(hierarchy, ChildKind::Command, CgroupLimits::default()).unwrap();
+        let procs = cgroup.procs_fd();
+        let mut command = std::process::Command::new("/bin/sh");
+        command.args(["-c", "setsid -f sleep 30; exec sleep 30"]);
+        // SAFETY: `enter_in_child` is one write(2) on a descriptor that
+        // `cgroup` keeps open across the spawn.
+        unsafe {
+            command.pre_exec(move || enter_in_child(procs));
+        }
+        let child = command.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while cgroup.members().unwrap().len() < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(cgroup.members().unwrap().len(), 2, "sh and its escapee");
+        Some((cgroup, child))
+    }
+
+    #[test]
+    fn cgroup_kill_ends_every_member_and_remove_leaves_no_directory() {
+        let Some((mut cgroup, mut child)) =
+            populated_cgroup("cgroup_kill_ends_every_member_and_remove_leaves_no_directory")
+        else {
+            return;
+        };
+        cgroup.kill().unwrap();
+        assert!(wait_until_empty(cgroup.path(), Instant::now() + EMPTY_WAIT_MAX).unwrap());
+        let _ = child.wait();
+        let path = cgroup.path().to_path_buf();
+        assert!(cgroup.remove().is_empty());
+        assert!(!path.exists());
+        assert!(cgroup.remove().is_empty(), "remove is idempotent");
+    }
+
+    #[test]
+    fn the_freeze_fallback_for_kernels_without_cgroup_kill_ends_every_member() {
+        let Some((mut cgroup, mut child)) = populated_cgroup(
+            "the_freeze_fallback_for_kernels_without_cgroup_kill_ends_every_member",
+        ) else {
+            return;
+        };
+        freeze_and_kill(cgroup.path()).unwrap();
+        assert!(wait_until_empty(cgroup.path(), Instant::now() + EMPTY_WAIT_MAX).unwrap());
+        assert_eq!(
+            fs::read_to_string(cgroup.path().join("cgroup.freeze"))
+                .unwrap()
+                .trim(),
+            "0",
+            "thawed again"
+        );
+        let _ = child.wait();
+        assert!(cgroup.remove().is_empty());
+    }
+
+    #[test]
+    fn waiting_for_a_populated_cgroup_times_out_at_the_deadline() {
+        let Some((mut cgroup, mut child)) =
+            populated_cgroup("waiting_for_a_populated_cgroup_times_out_at_the_deadline")
+        else {
+            return;
+        };
+        let deadline = Instant::now() + Duration::from_millis(50);
+        assert!(!wait_until_empty(cgroup.path(), deadline).unwrap());
+        assert!(Instant::now() >= deadline);
+        assert!(cgroup.remove().is_empty());
+        let _ = child.wait();
+    }
+
     #[test]
     fn forced_process_group_mode_says_so() {
         let report = containment_report(Containment::ProcessGroup);
