@@ -57,9 +57,9 @@
 //! is out of reach of the group kill; if it also holds the response pipe the
 //! cleanup reports that as context. Containing such escapes needs a PID
 //! namespace or a cgroup (cgroup mode above); the reference worker also
-//! forbids `fork` in its own lockdown (see SPEC.md). `PR_SET_PDEATHSIG` is deliberately not used:
-//! it fires when the *spawning thread* exits, which would kill pooled workers
-//! spawned from short-lived threads. If the whole parent dies, the worker
+//! forbids `fork` in its own lockdown (see SPEC.md). `PR_SET_PDEATHSIG` is
+//! deliberately not used: it fires when the *spawning thread* exits, which
+//! would kill pooled workers spawned from short-lived threads. If the whole parent dies, the worker
 //! sees EOF on stdin and a conforming worker exits.
 
 use std::io;

@@ -22,6 +22,11 @@ use quirl_lua_reference_parent::{
 
 fn cycle(config: &WorkerConfig) {
     let mut worker = Worker::spawn(config.clone()).unwrap();
+    let expected = match config.configured_containment() {
+        Containment::ProcessGroup => "process-group",
+        _ => "cgroup",
+    };
+    assert_eq!(worker.containment_mode(), expected);
     assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
     drop(worker);
 }
