@@ -12,6 +12,7 @@ pub mod error;
 pub mod events;
 mod hook;
 mod lenient;
+pub mod library_call;
 pub mod lockdown;
 pub mod meter;
 pub mod registry;

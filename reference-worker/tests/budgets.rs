@@ -110,9 +110,6 @@ fn close_handlers_in_coroutines_after_a_trip_are_stopped() {
 fn message_handlers_after_a_trip_are_stopped() {
     assert_trips_instructions(&[
         "return xpcall(function() while true do end end, function() while true do end end)",
-        // A callable table as message handler.
-        "return xpcall(function() while true do end end,
-           setmetatable({}, {__call = function() while true do end end}))",
         // A handler that protects its own loop.
         "return xpcall(function() while true do end end,
            function(e) while true do pcall(function() while true do end end) end end)",
