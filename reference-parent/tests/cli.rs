@@ -260,7 +260,7 @@ fn a_stuck_callback_is_killed_at_its_own_deadline_plus_the_slack() {
     let _ = std::fs::remove_file(&plugin);
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     let text = stderr(&output);
-    assert!(text.contains("deadline 58 ms"), "{text}");
+    assert!(text.contains("deadline 258 ms"), "{text}");
     // Generous bound; the behaviour is "not the 5 s wall time".
     assert!(
         elapsed < std::time::Duration::from_secs(1),
