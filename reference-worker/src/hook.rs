@@ -30,7 +30,7 @@ static METER_KEY: u8 = 0;
 /// Registry key (its address) of the error value the hook raises. It is kept
 /// in the registry so that pushing it never allocates (the VM may be out of
 /// memory when the hook raises).
-static STOP_VALUE_KEY: u8 = 0;
+static STOP_VALUE_KEY: u8 = 1;
 
 /// The error value the hook raises. Guest code never sees it in a way it
 /// could use: every protected-call wrapper re-raises after a stop, and a

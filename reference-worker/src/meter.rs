@@ -23,16 +23,15 @@
 //!   (`table.move`, `table.concat`, `table.insert`/`remove` with a position,
 //!   `table.unpack`, `table.sort` at n·log2 n, `string.byte`,
 //!   `utf8.codepoint`) and one unit per 64 bytes they copy or scan
-//!   (`string.rep`, `upper`, `lower`, `reverse`, `sub`, `format`, `utf8.len`).
-//!
+//!   (`string.rep`, `upper`, `lower`, `reverse`, `sub`, `format`, `utf8.len`);
 //! - every byte the VM allocates during a request (gross, frees are not
 //!   credited) is charged at one unit per 64 bytes by the allocator gate:
 //!   native work that builds its result as it goes (concatenation, table
 //!   resizes, `string.format`, buffers) is proportional to what it allocates,
 //!   even when the memory is freed again at once;
 //! - native scans that allocate nothing are charged by the wrappers in
-//!   `sandbox.lua` (`next`, `string.pack`, string arithmetic) and by the
-//!   link-time wrappers in `vm_costs.rs` (long-string comparison and
+//!   `sandbox.lua` (`next`/`pairs`, `string.pack` formats, `utf8.codes`) and
+//!   by the link-time wrappers in `vm_costs.rs` (long-string comparison and
 //!   equality, string-to-number conversion).
 //!
 //! SPEC §15.6 lists every reachable function with its cost model.
