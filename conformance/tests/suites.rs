@@ -323,3 +323,64 @@ fn the_parent_adapter_example_certifies_a_host_with_another_interface() {
         .unwrap();
     assert!(cases >= 10, "{summary}");
 }
+
+#[test]
+fn a_worker_without_lua_passes_every_protocol_only_case() {
+    // SPEC.md §19.2: the protocol crate's example worker answers by the
+    // Lua-free worker contract; `--protocol-only` must pass 100% with it.
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../protocol/examples/worker.rs");
+    if !example.is_file() {
+        eprintln!(
+            "skipped: {} does not exist, so there is no Lua-free worker to run",
+            example.display()
+        );
+        return;
+    }
+    let dir = profile_dir();
+    let target_dir = dir.parent().unwrap();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "quirl-lua-protocol",
+            "--example",
+            "worker",
+        ])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if dir.file_name().and_then(|n| n.to_str()) == Some("release") {
+        command.arg("--release");
+    }
+    assert!(
+        command.status().expect("cargo runs").success(),
+        "building the example failed"
+    );
+    let worker = dir.join("examples/worker");
+    let _serial = serial();
+    let installed = Installed::new("protocol-only");
+    let output = installed.run(&["worker", "--protocol-only", "--", worker.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", failures(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let summary = text.lines().last().unwrap();
+    assert!(
+        summary.contains(" 0 failed, 0 expected failures"),
+        "{summary}"
+    );
+    let cases: usize = summary
+        .split_whitespace()
+        .nth(2)
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(cases > 500, "{summary}");
+    assert!(
+        text.lines().any(|l| l
+            == format!(
+                "profile protocol: {cases} cases, {cases} passed, 0 failed, 0 expected failures"
+            )),
+        "{text}"
+    );
+}
