@@ -269,36 +269,33 @@ pub fn summarize(cases: &[CaseReport], skipped: usize, elapsed: Duration) -> Sum
         ..Summary::default()
     };
     for case in cases {
-        let counts = (!case.profile.is_empty())
-            .then(|| summary.profiles.entry(case.profile.clone()).or_default());
-        let mut profile = counts.map(|counts| {
-            counts.total += 1;
-            counts
-        });
+        let mut counts = ProfileCounts::default();
         match case.status {
             Status::Pass => {
                 summary.passed += 1;
-                if let Some(counts) = profile.as_mut() {
-                    counts.passed += 1;
-                }
+                counts.passed = 1;
             }
             Status::Fail => {
                 summary.failed += 1;
-                if let Some(counts) = profile.as_mut() {
-                    counts.failed += 1;
-                }
+                counts.failed = 1;
             }
             Status::Xfail => {
                 summary.xfailed += 1;
-                if let Some(counts) = profile.as_mut() {
-                    counts.xfailed += 1;
-                }
+                counts.xfailed = 1;
                 let key = case
                     .reason_key
                     .clone()
                     .unwrap_or_else(|| "unclassified".to_owned());
                 *summary.expected_by_reason.entry(key).or_default() += 1;
             }
+        }
+        // Stale list entries are no case and have no profile.
+        if !case.profile.is_empty() {
+            let total = summary.profiles.entry(case.profile.clone()).or_default();
+            total.total += 1;
+            total.passed += counts.passed;
+            total.failed += counts.failed;
+            total.xfailed += counts.xfailed;
         }
     }
     summary
