@@ -170,26 +170,25 @@ fn the_cli_runs_quirls_worker_with_the_same_output() {
         return;
     };
     let worker = format!("{} {WORKER_ARGUMENT}", quirl.display());
-    let lines = [
-        json!({"op": "eval", "source": "return { answer = 6 * 7, list = { 'a', 'b' } }"}),
-        json!({"op": "check", "source": "return 1"}),
-        json!({"op": "test", "source": "return { test_one = function() end }"}),
-        json!({"op": "run", "source": "return { abi_version = 1, main = function(ctx) return { abi_version = 1, ok = true, status = 0, output = { kind = 'value', value = { type = 'string', value = 'hi' } } } end }"}),
-        json!({"op": "load_plugin", "source": PLUGIN}),
-    ];
-    let input: String = lines.iter().map(|line| format!("{line}\n")).collect();
-    let run = |worker: Option<&str>| {
+    let plugin_file =
+        std::env::temp_dir().join(format!("quirl-interop-plugin-{}.lua", std::process::id()));
+    std::fs::write(&plugin_file, PLUGIN).unwrap();
+    let run = |worker: Option<&str>, plugin: bool, lines: &[Value]| {
         let mut command = Command::new(CLI);
         if let Some(worker) = worker {
             command.args(["--worker", worker]);
         }
+        command.arg("batch");
+        if plugin {
+            command.arg("--plugin").arg(&plugin_file);
+        }
         let mut child = command
-            .arg("batch")
             .env_remove("QUIRL_LUA_WORKER")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
+        let input: String = lines.iter().map(|line| format!("{line}\n")).collect();
         use std::io::Write;
         child
             .stdin
@@ -199,17 +198,34 @@ fn the_cli_runs_quirls_worker_with_the_same_output() {
             .unwrap();
         child.wait_with_output().unwrap()
     };
-    let ours = run(None);
-    let theirs = run(Some(&worker));
-    assert!(
-        ours.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ours.stdout)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&theirs.stdout),
-        String::from_utf8_lossy(&ours.stdout),
-        "quirl-lua --worker '{worker}' batch printed something else than with our worker"
-    );
-    assert_eq!(theirs.status.code(), Some(0));
+    let plain = [
+        json!({"op": "eval", "source": "return { answer = 6 * 7, list = { 'a', 'b' } }"}),
+        json!({"op": "check", "source": "return 1"}),
+        json!({"op": "test", "source": "return { test_one = function() end }"}),
+        json!({"op": "run", "source": "return { abi_version = 1, main = function(ctx) return { abi_version = 1, ok = true, status = 0, output = { kind = 'value', value = { type = 'string', value = 'hi' } } } end }"}),
+        json!({"op": "load_plugin", "source": PLUGIN}),
+    ];
+    // The plugin's callbacks: render_prompt, complete, plugin_command, event.
+    let callbacks = [
+        json!({"op": "prompt", "name": "conf", "context": {"n": 3}}),
+        json!({"op": "complete", "command": "conf"}),
+        json!({"op": "command", "name": "conf-cmd"}),
+        json!({"op": "event", "event": {"protocol_version": 2, "sequence": 1,
+            "data": {"kind": "session_start", "restored": false}}}),
+    ];
+    for (plugin, lines) in [(false, &plain[..]), (true, &callbacks[..])] {
+        let ours = run(None, plugin, lines);
+        let theirs = run(Some(&worker), plugin, lines);
+        let ours_text = String::from_utf8_lossy(&ours.stdout);
+        assert!(ours.status.success(), "{ours_text}");
+        assert_eq!(ours_text.lines().count(), lines.len(), "{ours_text}");
+        assert!(!ours_text.contains("\"ok\":false"), "{ours_text}");
+        assert_eq!(
+            String::from_utf8_lossy(&theirs.stdout),
+            ours_text,
+            "quirl-lua --worker '{worker}' batch (plugin: {plugin}) printed something else than with our worker"
+        );
+        assert_eq!(theirs.status.code(), Some(0));
+    }
+    std::fs::remove_file(&plugin_file).unwrap();
 }
