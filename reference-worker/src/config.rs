@@ -356,4 +356,35 @@ mod tests {
         let empty_left = from_lua_json(&json!({"prompt": {"left": {}}}), "c").unwrap();
         assert!(empty_left.prompt.left.is_empty());
     }
+
+    #[test]
+    fn the_configuration_is_the_protocols_record_and_round_trips() {
+        let roles: serde_json::Map<String, Json> = ThemeColors::ROLES
+            .iter()
+            .map(|role| ((*role).to_owned(), json!("#a0b1c2")))
+            .collect();
+        let config = from_lua_json(
+            &json!({"ui": {"theme": "mine", "themes": {"mine": roles}},
+                    "completion": {"min_chars": 2}}),
+            "c",
+        )
+        .unwrap();
+        let wire = to_json(&config).unwrap();
+        assert_eq!(
+            OperationResult::decode(quirl_lua_protocol::OperationKind::LoadConfig, &wire).unwrap(),
+            OperationResult::Config(config)
+        );
+        let mut missing = roles_without("number");
+        missing.insert("extra".to_owned(), json!("#000000"));
+        let error = from_lua_json(&json!({"ui": {"themes": {"mine": missing}}}), "c").unwrap_err();
+        assert!(error.message.contains("ui.themes.mine.number"), "{error:?}");
+    }
+
+    fn roles_without(role: &str) -> serde_json::Map<String, Json> {
+        ThemeColors::ROLES
+            .iter()
+            .filter(|name| **name != role)
+            .map(|name| ((*name).to_owned(), json!("#000000")))
+            .collect()
+    }
 }

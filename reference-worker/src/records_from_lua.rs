@@ -300,7 +300,20 @@ impl<'a> Fields<'a> {
             .keys()
             .find(|key| !self.read.contains(&key.as_str()))
         {
-            Some(key) => Err(format!("unknown field `{}`", self.name(key))),
+            Some(key) => {
+                let expected: Vec<String> =
+                    self.read.iter().map(|field| format!("`{field}`")).collect();
+                let expected = match expected.as_slice() {
+                    [] => "no fields".to_owned(),
+                    [one] => one.clone(),
+                    [first, second] => format!("{first} or {second}"),
+                    all => format!("one of {}", all.join(", ")),
+                };
+                Err(format!(
+                    "unknown field `{}`, expected {expected}",
+                    self.name(key)
+                ))
+            }
             None => Ok(()),
         }
     }

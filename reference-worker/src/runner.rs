@@ -19,7 +19,7 @@ use quirl_lua_protocol::{
 };
 use serde_json::Value as Json;
 
-/// Current runner ABI version.
+/// Worker-only (the runner ABI's version): current runner ABI version.
 pub const ABI_VERSION: u64 = 1;
 /// Worker-only (runner ABI; no protocol counterpart): values in a finite
 /// `values` output.

@@ -42,8 +42,9 @@ use std::time::{Duration, Instant};
 /// completion callbacks.
 pub const COMPLETION_DEADLINE: Duration = Duration::from_millis(50);
 
-/// Shape bounds for configuration tables (larger than return values: a
-/// configuration may carry 32 palettes).
+/// Worker-only (Quirl's SDK conversion; SPEC §15.10): shape bounds for
+/// configuration tables (larger than return values: a configuration may
+/// carry 32 palettes).
 const CONFIG_SHAPE: Shape = Shape {
     nodes: 16_384,
     depth: 16,
