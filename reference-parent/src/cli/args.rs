@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use quirl_lua_reference_parent::Containment;
+use quirl_lua_reference_parent::process_host::DEFAULT_COMMAND_PIDS_MAX;
 
 /// Default memory limit: 32 MiB (the `--memory` default, spelled `32MiB`).
 #[cfg(test)]
@@ -59,6 +61,16 @@ pub(crate) struct GlobalOptions {
     /// Print full JSON result and error records.
     #[arg(long, global = true)]
     pub(crate) json: bool,
+    /// Containment of workers and host commands: `auto` (a cgroup v2 per
+    /// child when writable, else process groups), `cgroup` or `process-group`.
+    #[arg(long, global = true, value_name = "MODE", default_value = "auto", value_parser = parse_containment)]
+    pub(crate) containment: Containment,
+    /// pids.max of each host command's cgroup (cgroup mode, where the pids controller is enabled).
+    #[arg(long = "command-pids-max", global = true, value_name = "N", default_value_t = DEFAULT_COMMAND_PIDS_MAX)]
+    pub(crate) command_pids_max: u64,
+    /// With --version: also print the containment in effect.
+    #[arg(long, global = true)]
+    pub(crate) verbose: bool,
     /// Debugging only: run the worker without its lockdown (passes --no-lockdown to the worker: no seccomp filter; and no resource limits).
     #[arg(long = "no-lockdown", global = true)]
     pub(crate) no_lockdown: bool,
@@ -150,6 +162,10 @@ pub(crate) struct PluginArgs {
         requires = "command"
     )]
     pub(crate) args: Vec<String>,
+}
+
+fn parse_containment(text: &str) -> Result<Containment, String> {
+    text.parse()
 }
 
 /// Parse `33554432`, `32MiB`, `512KiB`, `1G`, … into bytes.

@@ -18,7 +18,8 @@ use quirl_lua_protocol::{
     Operation, OutputTarget, ParentFrame, Policy, decode_parent_frame,
 };
 use quirl_lua_reference_parent::{
-    Cancel, Error, ErrorKind, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig, WorkerLimits,
+    Cancel, Error, ErrorKind, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig,
+    WorkerLimits, containment_report,
 };
 use serde_json::Value;
 
@@ -52,6 +53,11 @@ pub(crate) fn exit_code(error: &Error) -> u8 {
 
 /// Parse the command line and run it.
 pub(crate) fn run() -> ExitCode {
+    let arguments: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(text) = verbose_version(&arguments) {
+        print!("{text}");
+        return ExitCode::from(EXIT_OK);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -71,6 +77,13 @@ pub(crate) fn run() -> ExitCode {
         }
         Ok(None) => EXIT_OK,
         Err(Failure::Worker(error)) => {
+            let error = if json {
+                // SPEC §17.2: a JSON error says which containment was in effect.
+                let report = containment_report(cli.options.containment);
+                error.with_containment_context(format!("containment: {}", report.summary()))
+            } else {
+                error
+            };
             render::print_error(&error, json);
             exit_code(&error)
         }
@@ -85,6 +98,49 @@ pub(crate) fn run() -> ExitCode {
         Err(Failure::Silent(status)) => status,
     };
     ExitCode::from(status)
+}
+
+/// `quirl-lua --version --verbose` (clap's own `--version` prints only the
+/// version): the version and the containment in effect, which honours a
+/// `--containment MODE` given with it. `None` for every other command line.
+fn verbose_version(arguments: &[std::ffi::OsString]) -> Option<String> {
+    let has = |flag: &str| arguments.iter().any(|argument| argument == flag);
+    if !((has("--version") || has("-V")) && has("--verbose")) {
+        return None;
+    }
+    let mut choice = quirl_lua_reference_parent::Containment::Auto;
+    for (index, argument) in arguments.iter().enumerate() {
+        let value = match argument.to_str() {
+            Some("--containment") => arguments.get(index + 1).and_then(|value| value.to_str()),
+            Some(other) => other.strip_prefix("--containment="),
+            None => None,
+        };
+        if let Some(value) = value {
+            match value.parse() {
+                Ok(parsed) => choice = parsed,
+                Err(message) => return Some(format!("error: {message}\n")),
+            }
+        }
+    }
+    let report = containment_report(choice);
+    let mut text = format!(
+        "quirl-lua {}\ncontainment: {}\n",
+        env!("CARGO_PKG_VERSION"),
+        report.mode
+    );
+    if let Some(path) = &report.cgroup {
+        text.push_str(&format!("cgroup: {path}\n"));
+        let controllers = if report.controllers.is_empty() {
+            "none".to_owned()
+        } else {
+            report.controllers.join(", ")
+        };
+        text.push_str(&format!("controllers: {controllers}\n"));
+    }
+    for note in &report.notes {
+        text.push_str(&format!("note: {note}\n"));
+    }
+    Some(text)
 }
 
 /// Why a command did not produce a result.
@@ -266,7 +322,9 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
     }
     let mut config = WorkerConfig::new(command, policy)
         .cancel_token(cancel_on_interrupt())
-        .limits(worker_limits(options, &policy));
+        .limits(worker_limits(options, &policy))
+        .containment(options.containment)
+        .command_pids_max(Some(options.command_pids_max));
     if !options.grants.is_empty() {
         config = config.grants(options.grants.clone());
     }
