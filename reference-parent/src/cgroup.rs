@@ -752,7 +752,9 @@ mod tests {
         }
         let child = command.spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while cgroup.members().unwrap().len() < 2 && Instant::now() < deadline {
+        // `setsid -f` forks and its first process exits: three members can
+        // be seen for a moment, so wait for exactly the settled two.
+        while cgroup.members().unwrap().len() != 2 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(cgroup.members().unwrap().len(), 2, "sh and its escapee");

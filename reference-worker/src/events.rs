@@ -171,16 +171,13 @@ pub fn actions(
     handler: &str,
     granted: &[ExtensionCapability],
 ) -> Result<Vec<ExtensionAction>, OpError> {
+    // Quirl's `validation_error(handler, …)`: labelled with the handler's
+    // name, with the SDK-shape help.
     let actions = records_from_lua::extension_actions(value).map_err(|e| {
-        OpError::validation(format!(
-            "event handler must return an array of declared actions: {e}"
-        ))
-        .with_label(crate::error::Label {
-            source: Some(handler.to_owned()),
-            start: 0,
-            end: 0,
-            message: "schema mismatch".to_owned(),
-        })
+        OpError::schema(
+            handler,
+            format!("event handler must return an array of declared actions: {e}"),
+        )
     })?;
     if actions.len() > EVENT_ACTIONS_MAX {
         return Err(crate::convert::shape_limit(
@@ -278,6 +275,22 @@ mod tests {
         let unsafe_text = json!([{"action": "diagnose", "message": "\u{1b}[2J"}]);
         let error = actions(&unsafe_text, "h", &[ExtensionCapability::EventsObserve]).unwrap_err();
         assert!(error.message.contains("terminal control"), "{error:?}");
+    }
+
+    #[test]
+    fn a_malformed_handler_result_carries_quirls_label_and_help() {
+        let error = actions(&json!("nope"), "h", &[]).unwrap_err();
+        assert!(
+            error
+                .message
+                .starts_with("event handler must return an array of declared actions: ")
+        );
+        assert_eq!(error.labels[0].source.as_deref(), Some("h"));
+        assert_eq!(error.labels[0].message, "schema mismatch");
+        assert_eq!(
+            error.help,
+            ["Check the documented Lua SDK shape and remove unknown fields or invalid values"]
+        );
     }
 
     #[test]

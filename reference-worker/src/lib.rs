@@ -10,6 +10,7 @@ pub mod convert;
 pub mod diag;
 pub mod error;
 pub mod events;
+pub mod library_call;
 pub mod lockdown;
 pub mod meter;
 pub mod records_from_lua;
