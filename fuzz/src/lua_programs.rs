@@ -10,10 +10,11 @@
 //! thread CPU time it used at most [`CPU_NS_PER_UNIT_MAX`] nanoseconds per
 //! budget unit (plus a fixed allowance for the VM's setup).
 //!
-//! Depends only on `quirl_lua_reference_worker` and `libc`, so the worker's
+//! Depends only on `quirl_lua_protocol`, `quirl_lua_reference_worker` and `libc`, so the worker's
 //! stable test suite includes it with `#[path]` (proptest replay).
 
-use quirl_lua_reference_worker::{Policy, Request, Verdict, Vm, VmConfig};
+use quirl_lua_protocol::{Operation, Policy};
+use quirl_lua_reference_worker::{Verdict, Vm, VmConfig};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -352,14 +353,13 @@ fn thread_cpu_ns() -> u64 {
 
 /// Run `source` in a fresh VM with the generated-run budget.
 pub fn run_source(source: &str) -> Outcome {
+    let policy = match Policy::new(false, MEMORY_LIMIT, INSTRUCTION_LIMIT, WALL_TIME_MS) {
+        Ok(policy) => policy,
+        Err(error) => panic!("the generated-run policy is out of range: {error:?}"),
+    };
     let vm = Vm::new(
         &VmConfig {
-            policy: Policy {
-                allow_process: false,
-                memory_limit_bytes: MEMORY_LIMIT,
-                instruction_limit: INSTRUCTION_LIMIT,
-                wall_time_ms: WALL_TIME_MS,
-            },
+            policy,
             grants: None,
             process_enabled: false,
         },
@@ -371,7 +371,7 @@ pub fn run_source(source: &str) -> Outcome {
         Err(error) => panic!("the sandbox VM could not be built: {error:?}"),
     };
     let started = thread_cpu_ns();
-    let verdict = vm.handle(Request::Eval {
+    let verdict = vm.handle(Operation::Eval {
         source: source.to_owned(),
     });
     let cpu_ns = thread_cpu_ns().saturating_sub(started);

@@ -10,12 +10,11 @@
 mod common;
 
 use common::*;
-use quirl_lua_reference_worker::Policy;
 use serde_json::json;
 
 /// Small instruction budget, generous wall time (a `wall_time` trip means
 /// the budget did not bound the work).
-const SMALL: Policy = Policy {
+const SMALL: Budgets = Budgets {
     allow_process: false,
     memory_limit_bytes: 32 * 1024 * 1024,
     instruction_limit: 1_000_000,
