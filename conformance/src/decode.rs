@@ -101,6 +101,17 @@ pub fn decode_stream<R: Read, W: Write>(
                         Err(error) => return finish(output, frames, Some(error)),
                     }
                 }
+                // A future outcome kind: this tool cannot judge it.
+                Ok(other) => {
+                    return finish(
+                        output,
+                        frames,
+                        Some(quirl_lua_protocol::ProtocolError::new(
+                            quirl_lua_protocol::ErrorKind::InvalidUse,
+                            format!("unknown frame decoder outcome {other:?}"),
+                        )),
+                    );
+                }
                 Err(error) => return finish(output, frames, Some(error)),
             }
         }

@@ -17,6 +17,7 @@ const MIN_BUFFER: usize = 4 * 1024;
 
 /// What one call to [`FrameDecoder::feed`] produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Feed {
     /// All input was consumed; the current frame is not complete yet.
     NeedMore,
@@ -206,10 +207,6 @@ impl FrameDecoder {
     }
 }
 
-fn io_error(error: &std::io::Error, doing: &str) -> ProtocolError {
-    ProtocolError::new(ErrorKind::IoError, format!("{doing} failed: {error}"))
-}
-
 /// Read exactly one frame's payload; `Ok(None)` on a clean end of stream.
 ///
 /// Never reads past the end of the frame, never reserves ahead of received
@@ -223,7 +220,7 @@ pub fn read_payload<R: Read>(reader: &mut R) -> Result<Option<Vec<u8>>, Protocol
         let read = match reader.read(&mut chunk[..want]) {
             Ok(read) => read,
             Err(error) if error.kind() == IoErrorKind::Interrupted => continue,
-            Err(error) => return Err(io_error(&error, "reading a frame")),
+            Err(error) => return Err(ProtocolError::io("reading a frame", error)),
         };
         if read == 0 {
             decoder.finish()?;
@@ -249,5 +246,5 @@ pub fn write_frame<F: WireFrame, W: Write>(writer: &mut W, frame: &F) -> Result<
     writer
         .write_all(&bytes)
         .and_then(|()| writer.flush())
-        .map_err(|error| io_error(&error, "writing a frame"))
+        .map_err(|error| ProtocolError::io("writing a frame", error))
 }

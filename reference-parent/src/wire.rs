@@ -95,6 +95,7 @@ impl Wire {
                 Ok(Feed::Frame { consumed, .. }) => {
                     self.pending.drain(..consumed);
                 }
+                Ok(_) => self.pending.clear(),
             }
         }
         self.decoder.finish().err()
@@ -128,11 +129,18 @@ impl Wire {
                 self.pending.drain(..consumed);
                 payload
             }
+            _ => return Ok(None),
         };
         let frame = WorkerFrame::decode(&payload)?;
         Ok(Some(match self.session.receive(frame)? {
             ParentEvent::Response { result, .. } => Incoming::Response(result),
             ParentEvent::HostCall(call) => Incoming::HostCall(call),
+            other => {
+                return Err(ProtocolError::new(
+                    ErrorKind::UnexpectedFrame,
+                    format!("an event this parent does not know: {other:?}"),
+                ));
+            }
         }))
     }
 }
@@ -143,11 +151,17 @@ const _: () = assert!(HOST_CALLS_PER_REQUEST_MAX == 16);
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use quirl_lua_protocol::{Policy, frame_payload};
+    use quirl_lua_protocol::{Policy, PolicySettings, frame_payload};
 
     fn initialized(process_enabled: bool) -> Wire {
         let mut wire = Wire::new();
-        let policy = Policy::new(process_enabled, 1 << 20, 1000, 100).unwrap();
+        let policy = Policy::new(PolicySettings {
+            allow_process: process_enabled,
+            memory_limit_bytes: 1 << 20,
+            instruction_limit: 1000,
+            wall_time_ms: 100,
+        })
+        .unwrap();
         let (id, _) = wire
             .start_request(Operation::initialize(policy, None, process_enabled))
             .unwrap();
@@ -179,7 +193,13 @@ mod tests {
                 .is_err()
         );
         let mut wire = initialized(false);
-        let policy = Policy::new(false, 1 << 20, 1000, 100).unwrap();
+        let policy = Policy::new(PolicySettings {
+            allow_process: false,
+            memory_limit_bytes: 1 << 20,
+            instruction_limit: 1000,
+            wall_time_ms: 100,
+        })
+        .unwrap();
         assert!(
             wire.start_request(Operation::initialize(policy, None, false))
                 .is_err()
@@ -245,7 +265,13 @@ mod tests {
     fn host_calls_need_both_the_policy_and_initialize() {
         for (allow_process, process_enabled) in [(false, true), (true, false), (true, true)] {
             let mut wire = Wire::new();
-            let policy = Policy::new(allow_process, 1 << 20, 1000, 100).unwrap();
+            let policy = Policy::new(PolicySettings {
+                allow_process,
+                memory_limit_bytes: 1 << 20,
+                instruction_limit: 1000,
+                wall_time_ms: 100,
+            })
+            .unwrap();
             let (id, _) = wire
                 .start_request(Operation::initialize(policy, None, process_enabled))
                 .unwrap();

@@ -11,7 +11,7 @@ mod procfs;
 
 use std::time::{Duration, Instant};
 
-use quirl_lua_reference_parent::{Policy, Worker, WorkerCommand, WorkerConfig};
+use quirl_lua_reference_parent::{Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig};
 
 fn cycle(config: &WorkerConfig) {
     let mut worker = Worker::spawn(config.clone()).unwrap();
@@ -22,7 +22,13 @@ fn cycle(config: &WorkerConfig) {
 #[test]
 fn a_thousand_spawn_eval_kill_cycles_leave_no_zombie_and_no_descriptor_growth() {
     let command = WorkerCommand::new(env!("CARGO_BIN_EXE_quirl-lua-fake-worker")).arg("echo");
-    let policy = Policy::new(false, 32 << 20, 100_000_000, 5_000).unwrap();
+    let policy = Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 100_000_000,
+        wall_time_ms: 5_000,
+    })
+    .unwrap();
     let config = WorkerConfig::new(command, policy).startup_timeout(Duration::from_secs(10));
     // Warm up: anything the runtime opens lazily is in the baseline.
     for _ in 0..5 {

@@ -227,7 +227,14 @@ impl WorkerConn {
                         }
                     }
                 }
-                Err(error) => {
+                Ok(_) | Err(_) => {
+                    let error = match self.decoder.feed(&[]) {
+                        Err(error) => error,
+                        Ok(_) => quirl_lua_protocol::ProtocolError::new(
+                            quirl_lua_protocol::ErrorKind::InvalidUse,
+                            "unknown decoder outcome",
+                        ),
+                    };
                     self.frames.push_back(Next::Invalid(error));
                     piece = &[];
                     self.stderr = None;

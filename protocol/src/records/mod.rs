@@ -29,6 +29,6 @@ pub use extension::{
     EventHandlerReport, EventKind, EventSubscription, ExtensionAction, ExtensionCapability,
     ExtensionEvent, ExtensionEventData, OutputStream, PluginRegistrations, PromptRegistration,
 };
-pub use policy::Policy;
+pub use policy::{Policy, PolicySettings};
 pub use results::OperationResult;
 pub use shell_error::{ErrorCode, ErrorLabel, ShellError};
