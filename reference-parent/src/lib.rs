@@ -28,8 +28,8 @@
 //! - `transport` and `poll` (private): non-blocking pipes and one `ppoll`
 //!   per wait over output, pidfd, cancellation and deadline — no reader
 //!   thread, no polling tick;
-//! - `wire` (private): the protocol crate's decoder and [`ParentSession`]
-//!   plus the parent's own host-call rule;
+//! - the wire side is the protocol crate's [`ParentConnection`]
+//!   (decoder, session, SPEC §9.5 end of stream) — no private copy;
 //! - `host` (private) and [`process_host`]: answering `quirl.process.run`;
 //! - [`command`]: which program is the worker; [`error`]: typed errors;
 //! - [`rlimits`]: the resource limits a worker gets before `exec` (S8).
@@ -38,7 +38,7 @@
 //!   and statistics, built from the outside on [`Worker`] values — a
 //!   poisoned worker is never reused, a new one is spawned.
 //!
-//! [`ParentSession`]: quirl_lua_protocol::ParentSession
+//! [`ParentConnection`]: quirl_lua_protocol::ParentConnection
 
 pub mod command;
 mod containment;
@@ -49,7 +49,6 @@ mod poll;
 pub mod process_host;
 pub mod rlimits;
 mod transport;
-mod wire;
 pub mod worker;
 
 pub use command::{WORKER_ARGUMENT, WORKER_COMMAND_ENV, WorkerCommand};
