@@ -207,11 +207,16 @@ impl FrameDecoder {
     }
 }
 
-/// Read exactly one frame's payload; `Ok(None)` on a clean end of stream.
+/// Read exactly one frame's payload from a blocking reader; `Ok(None)` on
+/// a clean end of stream.
 ///
 /// Never reads past the end of the frame, never reserves ahead of received
 /// bytes, and fails with `truncated_header`/`truncated_frame` when the
-/// stream ends inside a frame.
+/// stream ends inside a frame. A one-shot helper: its decoder lives for one
+/// call, so if the reader fails mid-frame (including `WouldBlock` from a
+/// non-blocking reader) the bytes of that frame read so far are lost. Keep
+/// a [`blocking::FrameReader`](crate::blocking::FrameReader) or a client of
+/// [`crate::blocking`] for a stream instead.
 pub fn read_payload<R: Read>(reader: &mut R) -> Result<Option<Vec<u8>>, ProtocolError> {
     let mut decoder = FrameDecoder::new();
     let mut chunk = [0_u8; 16 * 1024];

@@ -115,7 +115,9 @@ pub use codec::{
     WireFrame, decode_parent_frame, decode_worker_frame, encode_parent_frame, encode_worker_frame,
     frame_payload,
 };
-pub use connection::{HostCommand, ParentConnection, Responded, WorkerConnection, WorkerEvent};
+pub use connection::{
+    FrameInbox, HostCommand, ParentConnection, Responded, WorkerConnection, WorkerEvent,
+};
 pub use error::{ErrorKind, ProtocolError};
 pub use frame::{Feed, FrameDecoder, read_frame, read_payload, write_frame};
 pub use limits::{

@@ -56,18 +56,53 @@ use crate::frame::{Feed, FrameDecoder};
 /// Unconsumed input is compacted once this many bytes at its front were read.
 const COMPACT_AFTER_BYTES: usize = 64 * 1024;
 
-/// Bytes received and not yet turned into frames.
+/// The input half of a connection, without a session: bytes in (any
+/// chunking), complete payloads out, truncation checked at the end.
+///
+/// Both connections are built on it. Use it directly only where frames
+/// must be seen that a session would refuse: a conformance runner that
+/// provokes violations, a scripted test peer, a recorder. Hosts use
+/// [`ParentConnection`] or [`WorkerConnection`].
+///
+/// ```
+/// use quirl_lua_protocol::connection::FrameInbox;
+///
+/// let mut inbox = FrameInbox::new();
+/// inbox.feed(&[0, 0, 0, 2, b'{', b'}', 0, 0])?;
+/// assert_eq!(inbox.next_payload()?.as_deref(), Some(&b"{}"[..]));
+/// assert_eq!(inbox.next_payload()?, None); // half a header is kept
+/// assert!(!inbox.is_quiet());
+/// assert_eq!(inbox.finish().unwrap_err().kind(), quirl_lua_protocol::ErrorKind::TruncatedHeader);
+/// # Ok::<(), quirl_lua_protocol::ProtocolError>(())
+/// ```
 #[derive(Debug, Default)]
-pub(crate) struct Inbox {
+pub struct FrameInbox {
     decoder: FrameDecoder,
     /// Input fed by the caller; `pending[read..]` has not reached the decoder.
     pending: Vec<u8>,
     read: usize,
-    /// `end_of_stream` was accepted: no further input.
+    /// `finish` was called: no further input.
     ended: bool,
 }
 
-impl Inbox {
+impl FrameInbox {
+    /// An empty inbox with the v1 frame limit.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Append bytes received from the peer. `invalid_use` after
+    /// [`finish`](Self::finish).
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<(), ProtocolError> {
+        if self.ended {
+            return Err(ProtocolError::invalid_use(
+                "bytes fed after the end of the stream",
+            ));
+        }
+        self.push(bytes);
+        Ok(())
+    }
+
     pub(crate) fn push(&mut self, bytes: &[u8]) {
         if self.read == self.pending.len() {
             self.pending.clear();
@@ -79,9 +114,10 @@ impl Inbox {
         self.pending.extend_from_slice(bytes);
     }
 
-    /// The next complete payload, if the input holds one. Framing errors
-    /// are sticky in the decoder.
-    pub(crate) fn next_payload(&mut self) -> Result<Option<Vec<u8>>, ProtocolError> {
+    /// The next complete payload (length prefix removed), if the fed bytes
+    /// hold one. Framing errors (`empty_frame`, `oversized_frame`) are
+    /// sticky.
+    pub fn next_payload(&mut self) -> Result<Option<Vec<u8>>, ProtocolError> {
         while self.read < self.pending.len() {
             match self.decoder.feed(&self.pending[self.read..])? {
                 Feed::NeedMore => self.read = self.pending.len(),
@@ -96,22 +132,32 @@ impl Inbox {
         Ok(None)
     }
 
-    /// No byte received since the last complete frame.
-    pub(crate) fn is_quiet(&self) -> bool {
+    /// Whether no byte was received since the last complete frame.
+    pub fn is_quiet(&self) -> bool {
         self.read == self.pending.len() && self.decoder.is_at_boundary()
     }
 
-    /// Input was fed that `next_payload` has not looked at yet.
-    pub(crate) fn has_unread(&self) -> bool {
+    /// Whether fed bytes were not looked at yet (call
+    /// [`next_payload`](Self::next_payload) until it returns `None`).
+    pub fn has_unread(&self) -> bool {
         self.read < self.pending.len()
     }
 
-    pub(crate) fn is_ended(&self) -> bool {
+    /// Whether [`finish`](Self::finish) was called.
+    pub fn is_ended(&self) -> bool {
         self.ended
     }
 
-    /// Mark the end of input: `Ok` at a frame boundary, else truncation.
-    pub(crate) fn finish(&mut self) -> Result<(), ProtocolError> {
+    /// The stream ended: `Ok` at a frame boundary, else
+    /// `truncated_header`/`truncated_frame`. Call it once
+    /// [`next_payload`](Self::next_payload) returned `None`; with bytes not
+    /// looked at yet it is `invalid_use` and changes nothing.
+    pub fn finish(&mut self) -> Result<(), ProtocolError> {
+        if self.has_unread() {
+            return Err(ProtocolError::invalid_use(
+                "fed bytes were not read yet; take every payload before finishing",
+            ));
+        }
         self.ended = true;
         self.decoder.finish()
     }
@@ -188,7 +234,7 @@ mod tests {
 
     #[test]
     fn the_inbox_keeps_bytes_after_a_frame_and_compacts_its_front() {
-        let mut inbox = Inbox::default();
+        let mut inbox = FrameInbox::default();
         let frame = [0, 0, 0, 2, b'{', b'}'];
         let mut stream = Vec::new();
         for _ in 0..(COMPACT_AFTER_BYTES / frame.len() + 2) {

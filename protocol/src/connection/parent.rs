@@ -1,7 +1,7 @@
 //! The parent's connection: requests and host responses out, responses and
 //! host calls in.
 
-use super::{Inbox, Outbox, ended_error};
+use super::{FrameInbox, Outbox, ended_error};
 use crate::error::{ErrorKind, ProtocolError};
 use crate::records::{CommandOutcome, Operation, OperationKind, ShellError};
 use crate::session::{ParentEvent, ParentSession, SessionState};
@@ -39,7 +39,7 @@ use crate::session::{ParentEvent, ParentSession, SessionState};
 #[derive(Debug, Default)]
 pub struct ParentConnection {
     session: ParentSession,
-    inbox: Inbox,
+    inbox: FrameInbox,
     outbox: Outbox,
 }
 

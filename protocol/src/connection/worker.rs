@@ -1,7 +1,7 @@
 //! The worker's connection: requests and host responses in, responses and
 //! host calls out, with the respond-or-error path of SPEC §4.2 and §15.10.
 
-use super::{Inbox, Outbox, ended_error};
+use super::{FrameInbox, Outbox, ended_error};
 use crate::error::{ErrorKind, ProtocolError};
 use crate::limits::HOST_CALLS_PER_REQUEST_MAX;
 use crate::records::{
@@ -73,7 +73,7 @@ pub enum Responded {
 #[derive(Debug, Default)]
 pub struct WorkerConnection {
     session: WorkerSession,
-    inbox: Inbox,
+    inbox: FrameInbox,
     outbox: Outbox,
 }
 
