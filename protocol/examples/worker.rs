@@ -12,6 +12,7 @@
 
 use quirl_lua_protocol::blocking::WorkerClient;
 use quirl_lua_protocol::{ErrorCode, Operation, OperationResult, ShellError, WorkerEvent};
+use std::io::{Read, Write};
 use std::process::ExitCode;
 
 /// The answer this worker gives, or `None` for an unsupported request.
@@ -38,7 +39,12 @@ fn unsupported(operation: &Operation) -> ShellError {
 }
 
 fn main() -> ExitCode {
-    let mut worker = WorkerClient::new(std::io::stdin().lock(), std::io::stderr().lock());
+    serve(std::io::stdin().lock(), std::io::stderr().lock())
+}
+
+/// Serve requests from `input` (stdin), frames to `output` (stderr).
+pub fn serve(input: impl Read, output: impl Write) -> ExitCode {
+    let mut worker = WorkerClient::new(input, output);
     loop {
         match worker.next_event() {
             Ok(Some(WorkerEvent::Request(request))) => {

@@ -129,3 +129,8 @@ pub use records::*;
 /// [`OperationResult::Value`]), re-exported so a host uses the same version.
 pub use serde_json;
 pub use session::{ParentEvent, ParentSession, SessionState, WorkerSession};
+
+/// The examples of `README.md`, compiled as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

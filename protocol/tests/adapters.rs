@@ -369,3 +369,24 @@ mod async_adapters {
         assert!(parent.connection().outgoing().is_empty());
     }
 }
+
+#[test]
+fn a_frame_reader_keeps_partial_frames_across_would_block() {
+    let mut stream = worker_answers();
+    stream.extend_from_slice(&[0, 0]); // then the stream ends inside a header
+    let mut reader = blocking::FrameReader::new(Trickle {
+        bytes: stream.into(),
+        calls: 0,
+    });
+    let first = retry(|| reader.next_payload()).unwrap();
+    assert!(first.starts_with(br#"{"kind":"response""#));
+    let second = retry(|| reader.next_payload()).unwrap();
+    assert!(second.ends_with(br#""result":42}}"#));
+    let error = loop {
+        match reader.next_payload() {
+            Err(error) if error.io_error().is_some() => {}
+            other => break other.unwrap_err(),
+        }
+    };
+    assert_eq!(error.kind(), ErrorKind::TruncatedHeader);
+}
