@@ -3,11 +3,18 @@
 //! evade.
 //!
 //! ```no_run
-//! use quirl_lua_reference_parent::{ErrorKind, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig};
+//! use quirl_lua_reference_parent::{
+//!     ErrorKind, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
+//! };
 //!
 //! // `quirl-lua --internal-lua-worker-v1` (or any worker speaking the protocol).
 //! let command = WorkerCommand::new("/usr/local/bin/quirl-lua").arg("--internal-lua-worker-v1");
-//! let policy = Policy::new(PolicySettings { allow_process: false, memory_limit_bytes: 32 << 20, instruction_limit: 100_000_000, wall_time_ms: 250 })?;
+//! let policy = Policy::new(PolicySettings {
+//!     allow_process: false,
+//!     memory_limit_bytes: 32 << 20,
+//!     instruction_limit: 100_000_000,
+//!     wall_time_ms: 250,
+//! })?;
 //! let mut worker = Worker::spawn(WorkerConfig::new(command, policy))?;
 //! assert_eq!(worker.eval("return 6 * 7")?, serde_json::json!(42));
 //!
