@@ -13,7 +13,7 @@
 //! Depends only on `quirl_lua_protocol`, `quirl_lua_reference_worker` and `libc`, so the worker's
 //! stable test suite includes it with `#[path]` (proptest replay).
 
-use quirl_lua_protocol::{Operation, Policy};
+use quirl_lua_protocol::{Operation, Policy, PolicySettings};
 use quirl_lua_reference_worker::{Verdict, Vm, VmConfig};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -353,7 +353,12 @@ fn thread_cpu_ns() -> u64 {
 
 /// Run `source` in a fresh VM with the generated-run budget.
 pub fn run_source(source: &str) -> Outcome {
-    let policy = match Policy::new(false, MEMORY_LIMIT, INSTRUCTION_LIMIT, WALL_TIME_MS) {
+    let policy = match Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: MEMORY_LIMIT,
+        instruction_limit: INSTRUCTION_LIMIT,
+        wall_time_ms: WALL_TIME_MS,
+    }) {
         Ok(policy) => policy,
         Err(error) => panic!("the generated-run policy is out of range: {error:?}"),
     };

@@ -14,6 +14,7 @@
 
 use std::time::{Duration, Instant};
 
+use quirl_lua_protocol::PolicySettings;
 use quirl_lua_reference_parent::callback_deadline::CALLBACK_SLACK;
 use quirl_lua_reference_parent::{Policy, Worker, WorkerCommand, WorkerConfig};
 
@@ -98,7 +99,12 @@ fn deadline_latency(command: &WorkerCommand, n: usize) -> Result<Vec<Duration>, 
     let path = plugin_file()?;
     let source = std::fs::read_to_string(&path)?;
     let _ = std::fs::remove_file(&path);
-    let policy = Policy::new(false, 32 << 20, 100_000_000, 5_000)?;
+    let policy = Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 100_000_000,
+        wall_time_ms: 5_000,
+    })?;
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let mut worker = Worker::spawn(WorkerConfig::new(command.clone(), policy))?;
