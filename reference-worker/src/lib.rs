@@ -13,6 +13,7 @@ pub mod events;
 mod lenient;
 pub mod lockdown;
 pub mod meter;
+pub mod pattern;
 pub mod registry;
 pub mod runner;
 pub mod sandbox;

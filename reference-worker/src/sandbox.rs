@@ -8,16 +8,13 @@
 //! installed, see `vm.rs`), and it knows nothing about the protocol.
 //!
 //! Removed: `load`, `loadstring`, `loadfile`, `dofile`, `require`, `print`,
-//! `warn`, `io`, `os`, `package`, `debug`, `string.dump`, native patterns
-//! (`string.match`/`gmatch`/`gsub` and non-plain `string.find` raise an
-//! error), every `collectgarbage` option except `"count"`, and `__gc`
-//! finalizers from guest metatables.
+//! `warn`, `io`, `os`, `package`, `debug`, `string.dump`, every
+//! `collectgarbage` option except `"count"`, and `__gc` finalizers from guest
+//! metatables. Lua patterns run in the budgeted engine of `pattern`.
 
 use crate::meter::Meter;
 use mlua::chunk::ChunkMode;
-use mlua::{
-    Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib, Value, VmState,
-};
+use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Value, VmState};
 use std::sync::Arc;
 
 /// Every global a guest can reach, with the SDK table `quirl`.
@@ -91,17 +88,14 @@ pub fn build(meter: &Arc<Meter>) -> mlua::Result<Sandbox> {
             reserve_rep(lua, &meter, s, n, sep)
         })?
     };
-    let plain_find = {
-        let meter = Arc::clone(meter);
-        lua.create_function(move |_, (s, p, init): (LuaString, LuaString, i64)| {
-            plain_find(&meter, &s.as_bytes(), &p.as_bytes(), init)
-        })?
-    };
+    // Budgeted patterns (SPEC §15.4), installed while the original string
+    // library is still in place.
+    crate::pattern::install(&lua, meter)?;
     let next_generation: Function = lua
         .load(PRELUDE)
         .set_name("=sandbox")
         .set_mode(ChunkMode::Text)
-        .call((guard, charge, reserve_rep, plain_find, meter.interval()))?;
+        .call((guard, charge, reserve_rep, meter.interval()))?;
 
     let globals = lua.globals();
     let mut remove = Vec::new();
@@ -182,36 +176,4 @@ fn reserve_rep(lua: &Lua, meter: &Meter, s: Value, n: Value, sep: Value) -> mlua
         meter.charge(total / crate::meter::BYTES_PER_UNIT)?;
     }
     Ok(())
-}
-
-/// Literal search with the results of `string.find(s, p, init, true)`, in
-/// linear time (Lua's own `lmemfind` is quadratic in the worst case).
-fn plain_find(meter: &Meter, s: &[u8], p: &[u8], init: i64) -> mlua::Result<MultiValue> {
-    let len = s.len() as u64;
-    let start = if init > 0 {
-        init as u64
-    } else if init == 0 || init.unsigned_abs() > len {
-        1
-    } else {
-        len - init.unsigned_abs() + 1
-    } - 1;
-    if start > len {
-        return Ok(MultiValue::from_iter([Value::Nil]));
-    }
-    let scanned = len - start + p.len() as u64;
-    if scanned > BIG_BYTES {
-        meter.charge(scanned / crate::meter::BYTES_PER_UNIT)?;
-    }
-    let start = start as usize;
-    match memchr::memmem::find(&s[start..], p) {
-        Some(offset) => {
-            let first = (start + offset) as i64 + 1;
-            let last = first + p.len() as i64 - 1;
-            Ok(MultiValue::from_iter([
-                Value::Integer(first),
-                Value::Integer(last),
-            ]))
-        }
-        None => Ok(MultiValue::from_iter([Value::Nil])),
-    }
 }
