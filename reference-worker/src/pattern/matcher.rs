@@ -26,7 +26,19 @@ pub(super) struct Slot {
     pub(super) len: isize,
 }
 
-type Step<T, S> = Result<T, PatternError<S>>;
+/// Why matching stopped early. Kept small (the matcher returns it through
+/// every recursive call); the budget's stop itself waits in the matcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Abort {
+    /// A Lua error with this message.
+    Message(&'static str),
+    /// `invalid capture index %N`.
+    CaptureIndex(i32),
+    /// The budget stopped the match (the stop is in the matcher).
+    Stopped,
+}
+
+type Step<T> = Result<T, Abort>;
 
 /// Matcher state for one subject and one pattern (Lua's `MatchState`).
 pub(super) struct Matcher<'a, B: Budget> {
@@ -37,6 +49,7 @@ pub(super) struct Matcher<'a, B: Budget> {
     pub(super) caps: [Slot; MAX_CAPTURES],
     steps: u64,
     budget: &'a mut B,
+    stop: Option<B::Stop>,
 }
 
 impl<'a, B: Budget> Matcher<'a, B> {
@@ -51,6 +64,7 @@ impl<'a, B: Budget> Matcher<'a, B> {
             caps: [Slot::default(); MAX_CAPTURES],
             steps: 0,
             budget,
+            stop: None,
         }
     }
 
@@ -62,22 +76,41 @@ impl<'a, B: Budget> Matcher<'a, B> {
     }
 
     /// Charge the steps not yet charged.
-    pub(super) fn finish(&mut self) -> Step<(), B::Stop> {
+    #[cold]
+    pub(super) fn finish(&mut self) -> Step<()> {
         let steps = std::mem::take(&mut self.steps);
-        if steps > 0 {
-            self.budget.charge(steps).map_err(PatternError::Stopped)?;
+        if steps > 0
+            && let Err(stop) = self.budget.charge(steps)
+        {
+            self.stop = Some(stop);
+            return Err(Abort::Stopped);
         }
         Ok(())
     }
 
     /// Count `n` steps, charging a full batch.
-    #[inline]
-    pub(super) fn step(&mut self, n: u64) -> Step<(), B::Stop> {
+    #[inline(always)]
+    pub(super) fn step(&mut self, n: u64) -> Step<()> {
         self.steps += n;
         if self.steps >= STEPS_PER_CHARGE {
             self.finish()?;
         }
         Ok(())
+    }
+
+    /// The error an [`Abort`] stands for.
+    pub(super) fn error(&mut self, abort: Abort) -> PatternError<B::Stop> {
+        match abort {
+            Abort::Message(message) => PatternError::lua(message),
+            Abort::CaptureIndex(index) => {
+                PatternError::Lua(format!("invalid capture index %{index}"))
+            }
+            Abort::Stopped => match self.stop.take() {
+                Some(stop) => PatternError::Stopped(stop),
+                // Not reached: `Stopped` is only returned with a stop kept.
+                None => PatternError::lua("the pattern matcher stopped"),
+            },
+        }
     }
 
     /// The budget, for output checks of `gsub`.
@@ -97,9 +130,9 @@ impl<'a, B: Budget> Matcher<'a, B> {
 
     /// Try to match the pattern from `p` on at subject position `s`; the end
     /// of the match, if any (Lua's `match`).
-    pub(super) fn do_match(&mut self, mut s: usize, mut p: usize) -> Step<Option<usize>, B::Stop> {
+    pub(super) fn do_match(&mut self, mut s: usize, mut p: usize) -> Step<Option<usize>> {
         if self.depth == 0 {
-            return Err(PatternError::lua("pattern too complex"));
+            return Err(Abort::Message("pattern too complex"));
         }
         self.depth -= 1;
         let end = self.pat.len();
@@ -128,7 +161,7 @@ impl<'a, B: Budget> Matcher<'a, B> {
                 b'%' if self.p(p + 1) == b'f' => {
                     p += 2;
                     if self.p(p) != b'[' {
-                        return Err(PatternError::lua("missing '[' after '%f' in pattern"));
+                        return Err(Abort::Message("missing '[' after '%f' in pattern"));
                     }
                     let ep = self.class_end(p)?;
                     let previous = if s == 0 { 0 } else { self.s(s - 1) };
@@ -180,14 +213,14 @@ impl<'a, B: Budget> Matcher<'a, B> {
     }
 
     /// The end of the single-character class starting at `p` (`classend`).
-    fn class_end(&self, p: usize) -> Step<usize, B::Stop> {
+    fn class_end(&self, p: usize) -> Step<usize> {
         let end = self.pat.len();
         let c = self.p(p);
         let mut p = p + 1;
         match c {
             b'%' => {
                 if p >= end {
-                    return Err(PatternError::lua("malformed pattern (ends with '%')"));
+                    return Err(Abort::Message("malformed pattern (ends with '%')"));
                 }
                 Ok(p + 1)
             }
@@ -197,7 +230,7 @@ impl<'a, B: Budget> Matcher<'a, B> {
                 }
                 loop {
                     if p >= end {
-                        return Err(PatternError::lua("malformed pattern (missing ']')"));
+                        return Err(Abort::Message("malformed pattern (missing ']')"));
                     }
                     let c = self.pat[p];
                     p += 1;
@@ -227,9 +260,9 @@ impl<'a, B: Budget> Matcher<'a, B> {
         }
     }
 
-    fn match_balance(&mut self, s: usize, p: usize) -> Step<Option<usize>, B::Stop> {
+    fn match_balance(&mut self, s: usize, p: usize) -> Step<Option<usize>> {
         if p + 1 >= self.pat.len() {
-            return Err(PatternError::lua(
+            return Err(Abort::Message(
                 "malformed pattern (missing arguments to '%b')",
             ));
         }
@@ -255,7 +288,7 @@ impl<'a, B: Budget> Matcher<'a, B> {
         Ok(None)
     }
 
-    fn max_expand(&mut self, s: usize, p: usize, ep: usize) -> Step<Option<usize>, B::Stop> {
+    fn max_expand(&mut self, s: usize, p: usize, ep: usize) -> Step<Option<usize>> {
         let mut i = 0usize;
         while self.single_match(s + i, p, ep) {
             self.step(1)?;
@@ -272,7 +305,7 @@ impl<'a, B: Budget> Matcher<'a, B> {
         }
     }
 
-    fn min_expand(&mut self, mut s: usize, p: usize, ep: usize) -> Step<Option<usize>, B::Stop> {
+    fn min_expand(&mut self, mut s: usize, p: usize, ep: usize) -> Step<Option<usize>> {
         loop {
             if let Some(res) = self.do_match(s, ep + 1)? {
                 return Ok(Some(res));
@@ -285,10 +318,10 @@ impl<'a, B: Budget> Matcher<'a, B> {
         }
     }
 
-    fn start_capture(&mut self, s: usize, p: usize, what: isize) -> Step<Option<usize>, B::Stop> {
+    fn start_capture(&mut self, s: usize, p: usize, what: isize) -> Step<Option<usize>> {
         let level = self.level;
         if level >= MAX_CAPTURES {
-            return Err(PatternError::lua("too many captures"));
+            return Err(Abort::Message("too many captures"));
         }
         self.caps[level] = Slot { init: s, len: what };
         self.level = level + 1;
@@ -299,12 +332,12 @@ impl<'a, B: Budget> Matcher<'a, B> {
         Ok(res)
     }
 
-    fn end_capture(&mut self, s: usize, p: usize) -> Step<Option<usize>, B::Stop> {
+    fn end_capture(&mut self, s: usize, p: usize) -> Step<Option<usize>> {
         let Some(l) = (0..self.level)
             .rev()
             .find(|&l| self.caps[l].len == CAP_UNFINISHED)
         else {
-            return Err(PatternError::lua("invalid pattern capture"));
+            return Err(Abort::Message("invalid pattern capture"));
         };
         self.caps[l].len = (s - self.caps[l].init) as isize;
         let res = self.do_match(s, p)?;
@@ -314,10 +347,10 @@ impl<'a, B: Budget> Matcher<'a, B> {
         Ok(res)
     }
 
-    fn match_capture(&mut self, s: usize, digit: u8) -> Step<Option<usize>, B::Stop> {
+    fn match_capture(&mut self, s: usize, digit: u8) -> Step<Option<usize>> {
         let l = i32::from(digit) - i32::from(b'1');
         if l < 0 || l as usize >= self.level || self.caps[l as usize].len == CAP_UNFINISHED {
-            return Err(PatternError::Lua(format!("invalid capture index %{}", l + 1)));
+            return Err(Abort::CaptureIndex(l + 1));
         }
         let Slot { init, len } = self.caps[l as usize];
         // A position capture has a negative length: as an unsigned length in

@@ -121,7 +121,7 @@ fn find_aux<B: Budget>(
     let mut start = init;
     let found = loop {
         m.reset();
-        if let Some(end) = m.do_match(start, 0)? {
+        if let Some(end) = m.do_match(start, 0).map_err(|a| m.error(a))? {
             let whole = (!find).then_some(start..end);
             break Some(Found {
                 range: start..end,
@@ -133,7 +133,7 @@ fn find_aux<B: Budget>(
             break None;
         }
     };
-    m.finish()?;
+    m.finish().map_err(|a| m.error(a))?;
     Ok(found)
 }
 
@@ -171,7 +171,7 @@ pub fn gmatch_next<B: Budget>(
     let mut found = None;
     while src <= s.len() {
         m.reset();
-        if let Some(end) = m.do_match(src, 0)?
+        if let Some(end) = m.do_match(src, 0).map_err(|a| m.error(a))?
             && Some(end) != cursor.last_match
         {
             cursor.position = end;
@@ -181,7 +181,7 @@ pub fn gmatch_next<B: Budget>(
         }
         src += 1;
     }
-    m.finish()?;
+    m.finish().map_err(|a| m.error(a))?;
     Ok(found)
 }
 
@@ -206,7 +206,7 @@ pub fn gsub_scan<B: Budget>(
     let mut found = None;
     while start <= s.len() {
         m.reset();
-        if let Some(end) = m.do_match(start, 0)?
+        if let Some(end) = m.do_match(start, 0).map_err(|a| m.error(a))?
             && Some(end) != last_match
         {
             found = Some(Found {
@@ -220,7 +220,7 @@ pub fn gsub_scan<B: Budget>(
         }
         start += 1;
     }
-    m.finish()?;
+    m.finish().map_err(|a| m.error(a))?;
     Ok(found)
 }
 
@@ -246,11 +246,12 @@ pub fn gsub<B: Budget>(
     let mut copied_from = 0usize;
     while n < max {
         m.reset();
-        match m.do_match(src, 0)? {
+        match m.do_match(src, 0).map_err(|a| m.error(a))? {
             Some(end) if Some(end) != last_match => {
                 n += 1;
                 out.extend_from_slice(&s[copied_from..src]);
-                repl.expand(&m, src..end, &mut out)?;
+                repl.expand(&m, src..end, &mut out)
+                    .map_err(|a| m.error(a))?;
                 let limit = m.budget().output_limit();
                 if out.len() > limit {
                     let requested = out.len();
@@ -268,7 +269,7 @@ pub fn gsub<B: Budget>(
         }
     }
     if n == 0 {
-        m.finish()?;
+        m.finish().map_err(|a| m.error(a))?;
         return Ok((None, 0));
     }
     out.extend_from_slice(&s[copied_from..]);
@@ -276,7 +277,8 @@ pub fn gsub<B: Budget>(
         let requested = out.len();
         return Err(PatternError::Stopped(m.budget().output_too_large(requested)));
     }
-    m.step(out.len() as u64 / PLAIN_BYTES_PER_STEP)?;
-    m.finish()?;
+    m.step(out.len() as u64 / PLAIN_BYTES_PER_STEP)
+        .map_err(|a| m.error(a))?;
+    m.finish().map_err(|a| m.error(a))?;
     Ok((Some(out), n))
 }

@@ -3,8 +3,8 @@
 //! whole match when the pattern has no captures), `%%` a percent sign;
 //! anything else after `%` is an error.
 
-use super::matcher::{CAP_POSITION, CAP_UNFINISHED, Matcher};
-use super::{Budget, PatternError};
+use super::Budget;
+use super::matcher::{Abort, CAP_POSITION, CAP_UNFINISHED, Matcher};
 use std::ops::Range;
 
 /// A string (or number, as its string) given as `gsub`'s replacement.
@@ -25,7 +25,7 @@ impl<'r> Replacement<'r> {
         m: &Matcher<'_, B>,
         whole: Range<usize>,
         out: &mut Vec<u8>,
-    ) -> Result<(), PatternError<B::Stop>> {
+    ) -> Result<(), Abort> {
         let mut rest = self.text;
         while let Some(at) = memchr::memchr(b'%', rest) {
             out.extend_from_slice(&rest[..at]);
@@ -38,7 +38,7 @@ impl<'r> Replacement<'r> {
                     append_capture(m, index, whole.clone(), out)?;
                 }
                 _ => {
-                    return Err(PatternError::lua(
+                    return Err(Abort::Message(
                         "invalid use of '%' in replacement string",
                     ));
                 }
@@ -55,20 +55,17 @@ fn append_capture<B: Budget>(
     index: usize,
     whole: Range<usize>,
     out: &mut Vec<u8>,
-) -> Result<(), PatternError<B::Stop>> {
+) -> Result<(), Abort> {
     if index >= m.level {
         if index != 0 {
-            return Err(PatternError::Lua(format!(
-                "invalid capture index %{}",
-                index + 1
-            )));
+            return Err(Abort::CaptureIndex(index as i32 + 1));
         }
         out.extend_from_slice(&m.src[whole]);
         return Ok(());
     }
     let slot = m.caps[index];
     match slot.len {
-        CAP_UNFINISHED => Err(PatternError::lua("unfinished capture")),
+        CAP_UNFINISHED => Err(Abort::Message("unfinished capture")),
         CAP_POSITION => {
             out.extend_from_slice((slot.init + 1).to_string().as_bytes());
             Ok(())

@@ -1,0 +1,130 @@
+//! Lua patterns (SPEC §15.4): the budgeted matcher against Lua's own C
+//! matcher on typical patterns. Each workload is one Lua function run in
+//! two states: plain `mlua` (Lua 5.4's `lstrlib.c`) and `mlua` with the
+//! reference worker's pattern functions installed (charging a meter with
+//! an unreachable limit, so every step is still counted and charged). The
+//! two run round-robin; the table gives the median per call and the ratio
+//! (engine / C).
+//!
+//! ```sh
+//! cargo bench -p quirl-lua-reference-worker --bench patterns
+//! ```
+//!
+//! Without `--bench` (as under `cargo test --all-targets`) every workload
+//! runs once in both states and must give the same result.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use mlua::{Function, Lua, Value};
+use quirl_lua_reference_worker::meter::Meter;
+use quirl_lua_reference_worker::pattern;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+const TEXT: &str = "The quick brown fox jumps over the lazy dog; key=value pairs, \
+    trimmed   text and a needle in the haystack of ordinary words, numbers 12 345 6789.";
+
+/// (name, calls per run, Lua source returning a function of `n` that
+/// makes `n` calls and returns a checksum).
+const WORKLOADS: &[(&str, u32, &str)] = &[
+    (
+        "gmatch word split (%a+)",
+        200,
+        r#"local text = ... return function(n) local c = 0
+          for _ = 1, n do for w in text:gmatch("%a+") do c = c + #w end end return c end"#,
+    ),
+    (
+        "match key=value ((%w+)=(%w+))",
+        2000,
+        r#"return function(n) local c = 0
+          for _ = 1, n do local k, v = ("key=value"):match("(%w+)=(%w+)") c = c + #k + #v end return c end"#,
+    ),
+    (
+        "match trim (^%s*(.-)%s*$)",
+        2000,
+        r#"return function(n) local c = 0
+          for _ = 1, n do c = c + #("   some padded text   "):match("^%s*(.-)%s*$") end return c end"#,
+    ),
+    (
+        "gsub with function (%w+)",
+        200,
+        r#"local text = ... return function(n) local c = 0
+          for _ = 1, n do local s, k = text:gsub("%w+", function(w) return #w end) c = c + #s + k end return c end"#,
+    ),
+    (
+        "gsub with string (%s+ -> ' ')",
+        200,
+        r#"local text = ... return function(n) local c = 0
+          for _ = 1, n do local s, k = text:gsub("%s+", " ") c = c + #s + k end return c end"#,
+    ),
+    (
+        "find plain (needle, plain=true)",
+        2000,
+        r#"local text = ... return function(n) local c = 0
+          for _ = 1, n do c = c + text:find("needle", 1, true) end return c end"#,
+    ),
+    (
+        "find pattern (n%a+e)",
+        2000,
+        r#"local text = ... return function(n) local c = 0
+          for _ = 1, n do c = c + text:find("n%a+e") end return c end"#,
+    ),
+];
+
+fn workload(lua: &Lua, source: &str) -> Function {
+    lua.load(source).call(TEXT).unwrap()
+}
+
+fn time(function: &Function, calls: u32) -> (Duration, i64) {
+    let start = Instant::now();
+    let checksum: i64 = function.call(calls).unwrap();
+    (start.elapsed(), checksum)
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
+fn main() {
+    let benching = std::env::args().any(|arg| arg == "--bench");
+    let c_lua = Lua::new();
+    let engine_lua = Lua::new();
+    let meter = Arc::new(Meter::new(1 << 30, u64::MAX, Arc::new(AtomicBool::new(false))));
+    meter.begin(u64::MAX, Duration::from_secs(86_400));
+    pattern::install(&engine_lua, &meter).unwrap();
+    // Both states must really differ in their matcher.
+    assert!(matches!(
+        engine_lua.load("return string.find").eval::<Value>().unwrap(),
+        Value::Function(_)
+    ));
+
+    let rounds = if benching { 31 } else { 1 };
+    println!("| workload | C Lua per call | engine per call | ratio |");
+    println!("|---|---|---|---|");
+    for &(name, calls, source) in WORKLOADS {
+        let c = workload(&c_lua, source);
+        let engine = workload(&engine_lua, source);
+        let calls = if benching { calls } else { 1 };
+        // Warm up both, and check they compute the same thing.
+        let (_, expected) = time(&c, calls);
+        let (_, actual) = time(&engine, calls);
+        assert_eq!(actual, expected, "{name}: engine and C Lua differ");
+        let mut c_samples = Vec::new();
+        let mut engine_samples = Vec::new();
+        for _ in 0..rounds {
+            c_samples.push(time(&c, calls).0);
+            engine_samples.push(time(&engine, calls).0);
+        }
+        let c_call = median(c_samples) / calls;
+        let engine_call = median(engine_samples) / calls;
+        println!(
+            "| {name} | {:.2} µs | {:.2} µs | {:.2}x |",
+            c_call.as_secs_f64() * 1e6,
+            engine_call.as_secs_f64() * 1e6,
+            engine_call.as_secs_f64() / c_call.as_secs_f64()
+        );
+    }
+    assert!(meter.stopped().is_none(), "the meter never stops here");
+}
