@@ -143,9 +143,7 @@ fn int_arg<'d>(byte: u8) -> Arg<'d> {
 /// Header bytes kind, sel, a, b; then subject, pattern and replacement
 /// separated by 0xff bytes (the subject is cut at 24 bytes).
 fn decode(data: &[u8]) -> Option<Call<'_>> {
-    let (&[kind, sel, a, b], rest) = data.split_first_chunk::<4>()? else {
-        return None;
-    };
+    let (&[kind, sel, a, b], rest) = data.split_first_chunk::<4>()?;
     let mut parts = rest.splitn(3, |&byte| byte == 0xff);
     let s = parts.next().unwrap_or_default();
     let s = &s[..s.len().min(24)];

@@ -65,6 +65,12 @@ const WORKLOADS: &[(&str, u32, &str)] = &[
           for _ = 1, n do c = c + text:find("needle", 1, true) end return c end"#,
     ),
     (
+        "call floor: probe(text, 'x') (C: string.len; engine state: an empty mlua callback)",
+        2000,
+        r#"local text = ... return function(n) local c = 0
+          for _ = 1, n do c = c + (probe(text, "x") > 0 and 1 or 0) end return c end"#,
+    ),
+    (
         "find pattern (n%a+e)",
         2000,
         r#"local text = ... return function(n) local c = 0
@@ -91,12 +97,29 @@ fn main() {
     let benching = std::env::args().any(|arg| arg == "--bench");
     let c_lua = Lua::new();
     let engine_lua = Lua::new();
-    let meter = Arc::new(Meter::new(1 << 30, u64::MAX, Arc::new(AtomicBool::new(false))));
+    let meter = Arc::new(Meter::new(
+        1 << 30,
+        u64::MAX,
+        Arc::new(AtomicBool::new(false)),
+    ));
     meter.begin(u64::MAX, Duration::from_secs(86_400));
     pattern::install(&engine_lua, &meter).unwrap();
+    // The floor of any binding through mlua's safe callbacks: a Rust
+    // function that takes two strings and returns an integer, against a C
+    // library function of the same shape.
+    c_lua.load("probe = string.len").exec().unwrap();
+    let probe = engine_lua
+        .create_function(|_, (s, _p): (mlua::LuaString, mlua::LuaString)| {
+            Ok(s.as_bytes().len() as i64)
+        })
+        .unwrap();
+    engine_lua.globals().set("probe", probe).unwrap();
     // Both states must really differ in their matcher.
     assert!(matches!(
-        engine_lua.load("return string.find").eval::<Value>().unwrap(),
+        engine_lua
+            .load("return string.find")
+            .eval::<Value>()
+            .unwrap(),
         Value::Function(_)
     ));
 

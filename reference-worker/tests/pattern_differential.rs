@@ -85,7 +85,11 @@ fn harness(lua: &Lua) -> Function {
 fn states() -> States {
     let c_lua = Lua::new();
     let engine_lua = Lua::new();
-    let meter = Arc::new(Meter::new(1 << 30, u64::MAX, Arc::new(AtomicBool::new(false))));
+    let meter = Arc::new(Meter::new(
+        1 << 30,
+        u64::MAX,
+        Arc::new(AtomicBool::new(false)),
+    ));
     meter.begin(u64::MAX, Duration::from_secs(3600));
     pattern::install(&engine_lua, &meter).unwrap();
     States {
@@ -174,10 +178,7 @@ fn find(s: &str, p: &str) -> Call {
 }
 
 fn with_kind(kind: i64, s: &str, p: &str) -> Call {
-    Call {
-        kind,
-        ..find(s, p)
-    }
+    Call { kind, ..find(s, p) }
 }
 
 fn lua_match(s: &str, p: &str) -> Call {
@@ -297,7 +298,13 @@ fn table() -> Vec<Call> {
     cases.push(lua_match(&"a".repeat(300), &"(a".repeat(40)));
     // find: plain, no specials, init clamping and negative init.
     for init in [-100, -4, -3, -1, 0, 1, 2, 3, 4, 5, 100] {
-        for (s, p) in [("abc", "b"), ("abc", ""), ("abc", "b."), ("abc", "^b"), ("", "")] {
+        for (s, p) in [
+            ("abc", "b"),
+            ("abc", ""),
+            ("abc", "b."),
+            ("abc", "^b"),
+            ("", ""),
+        ] {
             for plain in [Arg::None, Arg::Bool(true), Arg::Bool(false), Arg::Int(0)] {
                 cases.push(Call {
                     a: Arg::Int(init),
@@ -444,10 +451,17 @@ fn every_construct_matches_c_lua() {
         .filter_map(|call| {
             let expected = run(&states.c_lua, &states.c, call);
             let actual = run(&states.engine_lua, &states.engine, call);
-            (actual != expected).then(|| format!("{call:?}\n  C:      {expected}\n  engine: {actual}"))
+            (actual != expected)
+                .then(|| format!("{call:?}\n  C:      {expected}\n  engine: {actual}"))
         })
         .collect();
-    assert!(mismatches.is_empty(), "{} of {} cases differ:\n{}", mismatches.len(), cases.len(), mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "{} of {} cases differ:\n{}",
+        mismatches.len(),
+        cases.len(),
+        mismatches.join("\n")
+    );
 }
 
 #[test]
@@ -461,12 +475,12 @@ fn hand_checked_results_agree_with_c_lua() {
             lua_match("  padded  ", "^%s*(.-)%s*$"),
             r#"ok: 1["padded"]"#,
         ),
-        (gsub("hello world", "o", "0"), r#"ok: 2["hell0 w0rld",number:2]"#),
-        (gsub("abc", "", "-"), r#"ok: 2["-a-b-c-",number:4]"#),
         (
-            gmatch("abc", "a*"),
-            r#"ok: 1["a"];1[""];1[""];0[]"#,
+            gsub("hello world", "o", "0"),
+            r#"ok: 2["hell0 w0rld",number:2]"#,
         ),
+        (gsub("abc", "", "-"), r#"ok: 2["-a-b-c-",number:4]"#),
+        (gmatch("abc", "a*"), r#"ok: 1["a"];1[""];1[""];0[]"#),
         (
             lua_match("a", "%"),
             "error: [string \"harness\"]:36: malformed pattern (ends with '%')",
@@ -499,7 +513,11 @@ fn hand_checked_results_agree_with_c_lua() {
 #[test]
 fn a_catastrophic_pattern_ends_by_the_instruction_budget() {
     let lua = Lua::new();
-    let meter = Arc::new(Meter::new(1 << 30, 1_000_000, Arc::new(AtomicBool::new(false))));
+    let meter = Arc::new(Meter::new(
+        1 << 30,
+        1_000_000,
+        Arc::new(AtomicBool::new(false)),
+    ));
     meter.begin(1_000_000, Duration::from_secs(3600));
     pattern::install(&lua, &meter).unwrap();
     let result = lua

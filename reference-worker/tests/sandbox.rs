@@ -119,8 +119,14 @@ fn patterns_run_in_the_budgeted_engine_and_literal_find_works() {
     // tests/pattern_differential.rs, this checks them through the VM.
     let mut vm = vm();
     for (source, expected) in [
-        ("return string.match('key=val', '(%w+)=(%w+)')", json!("key")),
-        ("return {('key=val'):match('(%w+)=(%w+)')}", json!(["key", "val"])),
+        (
+            "return string.match('key=val', '(%w+)=(%w+)')",
+            json!("key"),
+        ),
+        (
+            "return {('key=val'):match('(%w+)=(%w+)')}",
+            json!(["key", "val"]),
+        ),
         ("return ('  x  '):match('^%s*(.-)%s*$')", json!("x")),
         ("return {('abc'):gsub('b', 'x')}", json!(["axc", 1])),
         (

@@ -256,7 +256,13 @@ fn gsub_string(lua: &Lua, meter: &Meter, args: MultiValue) -> mlua::Result<Multi
     };
     let (subject, pattern, repl) = (s.as_bytes(), p.as_bytes(), repl.as_bytes());
     let mut budget = MeterBudget { meter };
-    match gsub(&subject, &pattern, &Replacement::new(&repl), max, &mut budget) {
+    match gsub(
+        &subject,
+        &pattern,
+        &Replacement::new(&repl),
+        max,
+        &mut budget,
+    ) {
         // Nothing changed: Lua returns its first argument, which
         // `luaL_checklstring` has turned into a string.
         Ok((None, n)) => Ok(MultiValue::from_iter([Value::String(s), Value::Integer(n)])),

@@ -83,7 +83,10 @@ mod tests {
         assert!(match_set(b'z', set, 0, close));
         let set = b"[]a-]";
         assert!(match_set(b']', set, 0, set.len() - 1));
-        assert!(match_set(b'-', set, 0, set.len() - 1), "a trailing '-' is literal");
+        assert!(
+            match_set(b'-', set, 0, set.len() - 1),
+            "a trailing '-' is literal"
+        );
         assert!(!match_set(b'b', set, 0, set.len() - 1));
     }
 }

@@ -255,7 +255,9 @@ pub fn gsub<B: Budget>(
                 let limit = m.budget().output_limit();
                 if out.len() > limit {
                     let requested = out.len();
-                    return Err(PatternError::Stopped(m.budget().output_too_large(requested)));
+                    return Err(PatternError::Stopped(
+                        m.budget().output_too_large(requested),
+                    ));
                 }
                 src = end;
                 copied_from = end;
@@ -275,7 +277,9 @@ pub fn gsub<B: Budget>(
     out.extend_from_slice(&s[copied_from..]);
     if out.len() > m.budget().output_limit() {
         let requested = out.len();
-        return Err(PatternError::Stopped(m.budget().output_too_large(requested)));
+        return Err(PatternError::Stopped(
+            m.budget().output_too_large(requested),
+        ));
     }
     m.step(out.len() as u64 / PLAIN_BYTES_PER_STEP)
         .map_err(|a| m.error(a))?;

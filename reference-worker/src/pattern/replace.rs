@@ -38,9 +38,7 @@ impl<'r> Replacement<'r> {
                     append_capture(m, index, whole.clone(), out)?;
                 }
                 _ => {
-                    return Err(Abort::Message(
-                        "invalid use of '%' in replacement string",
-                    ));
+                    return Err(Abort::Message("invalid use of '%' in replacement string"));
                 }
             }
             rest = rest.get(at + 2..).unwrap_or_default();
