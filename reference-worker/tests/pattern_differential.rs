@@ -390,6 +390,11 @@ fn table() -> Vec<Call> {
             ("abc", "^a"),
             ("xyz", "b"),
             ("abc", "%"),
+            // A table replacement reads only the first capture: a later
+            // unfinished one is no error (found by the fuzz target).
+            ("\0\0abc", "()%w("),
+            ("abc", "(%w)("),
+            ("abc", "%w("),
         ] {
             cases.push(gsub_with(s, p, sel));
             cases.push(Call {

@@ -277,11 +277,12 @@ fn gsub_string(lua: &Lua, meter: &Meter, args: MultiValue) -> mlua::Result<Multi
 fn gsub_step(
     lua: &Lua,
     meter: &Meter,
-    (s, p, src, last): (LuaString, LuaString, i64, i64),
+    (s, p, src, last, first_only): (LuaString, LuaString, i64, i64, bool),
 ) -> mlua::Result<MultiValue> {
     let (s, p) = (s.as_bytes(), p.as_bytes());
     let mut budget = MeterBudget { meter };
-    match gsub_scan(&s, &p, offset(src).unwrap_or(0), offset(last), &mut budget) {
+    let (src, last) = (offset(src).unwrap_or(0), offset(last));
+    match gsub_scan(&s, &p, src, last, first_only, &mut budget) {
         Ok(None) => Ok(MultiValue::new()),
         Ok(Some(found)) => {
             let mut values = MultiValue::from_iter([

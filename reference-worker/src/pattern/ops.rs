@@ -46,15 +46,18 @@ fn start_position(init: i64, len: usize) -> usize {
 }
 
 /// The captures of a successful match at `s..e` (`push_captures`): the
-/// whole match when `whole` and the pattern has no captures.
+/// whole match when `whole` and the pattern has no captures. At most
+/// `limit` are read (`gsub` with a table reads only the first, so a later
+/// unfinished capture is no error there).
 fn captures<B: Budget>(
     m: &Matcher<'_, B>,
     whole: Option<Range<usize>>,
+    limit: usize,
 ) -> Outcome<Vec<Capture>, B::Stop> {
     if m.level == 0 {
         return Ok(whole.map(Capture::Text).into_iter().collect());
     }
-    m.caps[..m.level]
+    m.caps[..m.level.min(limit)]
         .iter()
         .map(|slot| match slot.len {
             CAP_UNFINISHED => Err(PatternError::lua("unfinished capture")),
@@ -125,7 +128,7 @@ fn find_aux<B: Budget>(
             let whole = (!find).then_some(start..end);
             break Some(Found {
                 range: start..end,
-                captures: captures(&m, whole)?,
+                captures: captures(&m, whole, usize::MAX)?,
             });
         }
         start += 1;
@@ -176,7 +179,7 @@ pub fn gmatch_next<B: Budget>(
         {
             cursor.position = end;
             cursor.last_match = Some(end);
-            found = Some(captures(&m, Some(src..end))?);
+            found = Some(captures(&m, Some(src..end), usize::MAX)?);
             break;
         }
         src += 1;
@@ -189,12 +192,14 @@ pub fn gmatch_next<B: Budget>(
 /// `p` starts with the anchor `^`), skipping an empty match that ends at
 /// `last_match`. For the replacement driver that calls guest functions
 /// between matches: returns the match range and its captures as `match`
-/// would return them.
+/// would return them, only the first when `first_only` (the key of a table
+/// replacement).
 pub fn gsub_scan<B: Budget>(
     s: &[u8],
     p: &[u8],
     src: usize,
     last_match: Option<usize>,
+    first_only: bool,
     budget: &mut B,
 ) -> Outcome<Option<Found>, B::Stop> {
     let (anchor, p) = match p.split_first() {
@@ -209,9 +214,10 @@ pub fn gsub_scan<B: Budget>(
         if let Some(end) = m.do_match(start, 0).map_err(|a| m.error(a))?
             && Some(end) != last_match
         {
+            let limit = if first_only { 1 } else { usize::MAX };
             found = Some(Found {
                 range: start..end,
-                captures: captures(&m, Some(start..end))?,
+                captures: captures(&m, Some(start..end), limit)?,
             });
             break;
         }

@@ -10,8 +10,8 @@
 -- natives.gmatch_step(s,p,o,l)   end, captures... | nothing | FAIL, message
 -- natives.gsub(...)              result, count | DRIVE, subject, pattern,
 --                                max | FAIL, message | FAIL, nil, args
--- natives.gsub_step(s,p,o,l)     start, end, captures... | nothing |
---                                FAIL, message
+-- natives.gsub_step(s,p,o,l,f)   start, end, captures... (only the first
+--                                when f) | nothing | FAIL, message
 -- natives.charge_output(len)     charges a result built here
 -- Offsets are 0-based; a last-match offset of -1 means none. "args" are
 -- the guest's arguments up to the first bad one, for argument_error.
@@ -124,12 +124,13 @@ string.gsub = function(...)
   -- A table or function replacement: Lua's str_gsub loop, with the engine
   -- finding each match and the guest's code running here as ordinary Lua.
   local _, _, repl = ...
-  local apply = type(repl) == "function" and call_replacement or index_replacement
+  local is_function = type(repl) == "function"
+  local apply = is_function and call_replacement or index_replacement
   local anchor = byte(pattern, 1) == 94
   local parts, count, src, last, changed = {}, 0, 0, -1, false
   local size = 0
   while count < max do
-    local start, e, value = apply(repl, gsub_step(subject, pattern, src, last))
+    local start, e, value = apply(repl, gsub_step(subject, pattern, src, last, not is_function))
     if start == nil then
       break
     end
