@@ -4,7 +4,9 @@
 //! reference worker's pattern functions installed (charging a meter with
 //! an unreachable limit, so every step is still counted and charged). The
 //! two run round-robin; the table gives the median per call and the ratio
-//! (engine / C).
+//! (engine / C). Samples are measured in CPU time of the thread, not wall
+//! time: on a shared machine a longer sample spans more time slices of other
+//! processes, which wall time would charge to it.
 //!
 //! ```sh
 //! cargo bench -p quirl-lua-reference-worker --bench patterns
@@ -18,9 +20,10 @@
 use mlua::{Function, Lua, Value};
 use quirl_lua_reference_worker::meter::Meter;
 use quirl_lua_reference_worker::pattern;
+use rustix::time::{ClockId, clock_gettime};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TEXT: &str = "The quick brown fox jumps over the lazy dog; key=value pairs, \
     trimmed   text and a needle in the haystack of ordinary words, numbers 12 345 6789.";
@@ -82,10 +85,15 @@ fn workload(lua: &Lua, source: &str) -> Function {
     lua.load(source).call(TEXT).unwrap()
 }
 
+fn thread_cpu() -> Duration {
+    let now = clock_gettime(ClockId::ThreadCPUTime);
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
 fn time(function: &Function, calls: u32) -> (Duration, i64) {
-    let start = Instant::now();
+    let start = thread_cpu();
     let checksum: i64 = function.call(calls).unwrap();
-    (start.elapsed(), checksum)
+    (thread_cpu() - start, checksum)
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -94,7 +102,13 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 }
 
 fn main() {
-    let benching = std::env::args().any(|arg| arg == "--bench");
+    let args: Vec<String> = std::env::args().collect();
+    let benching = args.iter().any(|arg| arg == "--bench");
+    // `--only TEXT`: just the workloads whose name contains TEXT (profiling).
+    let only = args
+        .iter()
+        .position(|arg| arg == "--only")
+        .and_then(|at| args.get(at + 1).cloned());
     let c_lua = Lua::new();
     let engine_lua = Lua::new();
     let meter = Arc::new(Meter::new(
@@ -124,9 +138,16 @@ fn main() {
     ));
 
     let rounds = if benching { 31 } else { 1 };
+    let rounds = if only.is_some() { rounds * 20 } else { rounds };
     println!("| workload | C Lua per call | engine per call | ratio |");
     println!("|---|---|---|---|");
     for &(name, calls, source) in WORKLOADS {
+        if only
+            .as_ref()
+            .is_some_and(|only| !name.contains(only.as_str()))
+        {
+            continue;
+        }
         let c = workload(&c_lua, source);
         let engine = workload(&engine_lua, source);
         let calls = if benching { calls } else { 1 };
