@@ -7,7 +7,7 @@
 
 use mlua::{Function, Lua, MultiValue, Value};
 use quirl_lua_reference_worker::meter::Meter;
-use quirl_lua_reference_worker::pattern;
+use quirl_lua_reference_worker::{library_call, pattern};
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -93,6 +93,9 @@ fn engine() -> Option<Engine> {
         Arc::new(AtomicBool::new(false)),
     ));
     pattern::install(&lua, &meter).ok()?;
+    // As the sandbox does: wrappers behind library calls (SPEC §15.11).
+    let rewriter = library_call::rewriter(&lua).ok()?;
+    library_call::install(&lua, &rewriter).ok()?;
     let harness = harness(&lua)?;
     Some(Engine {
         lua,

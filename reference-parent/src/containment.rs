@@ -42,15 +42,24 @@
 //! sleep loop. The pidfd is a kernel-ordered handle on exactly this process,
 //! so waiting on it cannot be confused by pid reuse either.
 //!
-//! # What is not contained
+//! # Cgroup mode (SPEC §17.2)
+//!
+//! When a writable cgroup v2 hierarchy is available (or required by
+//! [`crate::Containment::Cgroup`]), the worker also gets a cgroup of its
+//! own (see the `cgroup` module): it joins it as the first step after the
+//! fork, `cgroup.kill` precedes the group kill, and the cgroup is emptied
+//! and removed after the reap. That reaches every descendant, including one
+//! that called `setsid()` and was orphaned.
+//!
+//! # What is not contained (process-group mode)
 //!
 //! A descendant that calls `setsid()`/`setpgid()` itself leaves the group and
 //! is out of reach of the group kill; if it also holds the response pipe the
 //! cleanup reports that as context. Containing such escapes needs a PID
-//! namespace or a cgroup; the reference worker instead forbids `fork` in its
-//! own lockdown (see SPEC.md). `PR_SET_PDEATHSIG` is deliberately not used:
-//! it fires when the *spawning thread* exits, which would kill pooled workers
-//! spawned from short-lived threads. If the whole parent dies, the worker
+//! namespace or a cgroup (cgroup mode above); the reference worker also
+//! forbids `fork` in its own lockdown (see SPEC.md). `PR_SET_PDEATHSIG` is
+//! deliberately not used: it fires when the *spawning thread* exits, which
+//! would kill pooled workers spawned from short-lived threads. If the whole parent dies, the worker
 //! sees EOF on stdin and a conforming worker exits.
 
 use std::io;
@@ -59,6 +68,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::cgroup::{self, ChildCgroup};
 use crate::command::WorkerCommand;
 use crate::poll;
 use crate::rlimits::WorkerLimits;
@@ -82,6 +92,9 @@ pub(crate) struct WorkerProcess {
     pid: libc::pid_t,
     pidfd: Option<OwnedFd>,
     state: State,
+    /// The worker's own cgroup in cgroup mode (SPEC §17.2): killed first,
+    /// removed after the reap.
+    cgroup: Option<ChildCgroup>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,12 +116,17 @@ pub(crate) struct Termination {
     pub(crate) problems: Vec<String>,
 }
 
-/// Spawn `command` as a contained worker.
+/// Spawn `command` as a contained worker, inside `cgroup` when given.
 ///
-/// On any failure after the process exists, it is killed and reaped before
-/// the error is returned.
-pub(crate) fn spawn(command: &WorkerCommand, limits: &WorkerLimits) -> io::Result<SpawnedWorker> {
+/// On any failure after the process exists, it is killed and reaped (and
+/// its cgroup removed) before the error is returned.
+pub(crate) fn spawn(
+    command: &WorkerCommand,
+    limits: &WorkerLimits,
+    cgroup: Option<ChildCgroup>,
+) -> io::Result<SpawnedWorker> {
     ensure_children_are_not_auto_reaped()?;
+    let cgroup_procs = cgroup.as_ref().map(ChildCgroup::procs_fd);
     let mut builder = Command::new(command.program());
     builder
         .args(command.args())
@@ -121,12 +139,19 @@ pub(crate) fn spawn(command: &WorkerCommand, limits: &WorkerLimits) -> io::Resul
         builder.current_dir(dir);
     }
     let limits = *limits;
-    // SAFETY: `prepare_child` and `apply_in_child` run between fork and exec
-    // and only make async-signal-safe system calls (setsid, prctl,
-    // close_range, getrlimit, setrlimit, fcntl); they allocate nothing and
-    // take no locks (`limits` is a plain copy moved into the closure).
+    // SAFETY: `enter_in_child`, `prepare_child` and `apply_in_child` run
+    // between fork and exec and only make async-signal-safe system calls
+    // (write, setsid, prctl, close_range, getrlimit, setrlimit, fcntl); they
+    // allocate nothing and take no locks (`limits` and the descriptor
+    // number are plain copies moved into the closure; `cgroup` keeps the
+    // descriptor open until `spawn` returns).
     unsafe {
         builder.pre_exec(move || {
+            // First: every later instruction of the child, and the whole
+            // program after exec, runs inside the worker's cgroup.
+            if let Some(procs) = cgroup_procs {
+                cgroup::enter_in_child(procs)?;
+            }
             prepare_child()?;
             limits.apply_in_child()
         });
@@ -142,6 +167,7 @@ pub(crate) fn spawn(command: &WorkerCommand, limits: &WorkerLimits) -> io::Resul
         pidfd: None,
         state: State::Owned,
         child: None,
+        cgroup,
     };
     let pipes = take_pipes(&mut child);
     process.child = Some(child);
@@ -281,14 +307,26 @@ impl WorkerProcess {
         }
     }
 
-    /// Kill the worker's process group, then reap the worker.
+    /// Kill the worker's cgroup (in cgroup mode) and process group, then
+    /// reap the worker and remove its cgroup.
     ///
-    /// Order matters: exactly one group `SIGKILL` while the worker is
-    /// unreaped (its pid pins the group id), a direct kill of the worker as
-    /// a fallback if the group signal failed, then the reap. After this
-    /// returns the group is never addressed again. Idempotent.
+    /// Order matters: `cgroup.kill` (every member, whatever its session),
+    /// exactly one group `SIGKILL` while the worker is unreaped (its pid
+    /// pins the group id), a direct kill of the worker as a fallback if the
+    /// group signal failed, then the reap, then the cgroup is emptied and
+    /// removed. After this returns the group is never addressed again.
+    /// Idempotent.
     pub(crate) fn kill_tree_and_reap(&mut self) -> Termination {
         let mut problems = Vec::new();
+        if self.state == State::Owned
+            && let Some(cgroup) = &self.cgroup
+            && let Err(error) = cgroup.kill()
+        {
+            problems.push(format!(
+                "cgroup.kill of {} failed: {error}",
+                cgroup.path().display()
+            ));
+        }
         if self.state == State::Owned {
             // SAFETY: kill with integer arguments. The group id is our
             // unreaped child's pid (see the module docs).
@@ -311,13 +349,21 @@ impl WorkerProcess {
             }
         }
         if self.state == State::Released {
+            self.remove_cgroup(&mut problems);
             return Termination {
                 status: None,
                 problems,
             };
         }
         let status = self.reap(&mut problems);
+        self.remove_cgroup(&mut problems);
         Termination { status, problems }
+    }
+
+    fn remove_cgroup(&mut self, problems: &mut Vec<String>) {
+        if let Some(mut cgroup) = self.cgroup.take() {
+            problems.extend(cgroup.remove());
+        }
     }
 
     fn reap(&mut self, problems: &mut Vec<String>) -> Option<ExitStatus> {
@@ -429,7 +475,7 @@ mod tests {
 
     #[test]
     fn worker_leads_its_own_session_and_group() {
-        let spawned = spawn(&sh("exec sleep 30"), &NO_LIMITS).unwrap();
+        let spawned = spawn(&sh("exec sleep 30"), &NO_LIMITS, None).unwrap();
         let pid = spawned.process.pid().cast_signed();
         // SAFETY: integer arguments.
         let (pgid, sid) = unsafe { (libc::getpgid(pid), libc::getsid(pid)) };
@@ -440,7 +486,7 @@ mod tests {
 
     #[test]
     fn kill_reaps_the_worker_and_is_idempotent() {
-        let mut spawned = spawn(&sh("exec sleep 30"), &NO_LIMITS).unwrap();
+        let mut spawned = spawn(&sh("exec sleep 30"), &NO_LIMITS, None).unwrap();
         let first = spawned.process.kill_tree_and_reap();
         assert!(first.problems.is_empty(), "{:?}", first.problems);
         assert_eq!(first.status.and_then(|s| s.signal()), Some(libc::SIGKILL));
@@ -453,7 +499,7 @@ mod tests {
     #[test]
     fn environment_is_cleared_except_declared_entries() {
         let command = sh("env >&2").env("QUIRL_DECLARED", "yes");
-        let spawned = spawn(&command, &NO_LIMITS).unwrap();
+        let spawned = spawn(&command, &NO_LIMITS, None).unwrap();
         let SpawnedWorker {
             mut process,
             input,
@@ -484,7 +530,7 @@ mod tests {
         // SAFETY: dup returns a new descriptor without FD_CLOEXEC; checked.
         let leaked = unsafe { libc::dup(null.as_raw_fd()) };
         assert!(leaked > 2);
-        let spawned = spawn(&sh("ls /proc/self/fd >&2"), &NO_LIMITS).unwrap();
+        let spawned = spawn(&sh("ls /proc/self/fd >&2"), &NO_LIMITS, None).unwrap();
         let SpawnedWorker {
             mut process,
             input,
@@ -507,6 +553,7 @@ mod tests {
         let spawned = spawn(
             &sh("if (: </dev/tty) 2>/dev/null; then echo tty >&2; else echo none >&2; fi"),
             &NO_LIMITS,
+            None,
         )
         .unwrap();
         let SpawnedWorker {
@@ -522,7 +569,11 @@ mod tests {
 
     #[test]
     fn spawn_failure_reports_the_os_error() {
-        let error = match spawn(&WorkerCommand::new("/nonexistent/quirl-worker"), &NO_LIMITS) {
+        let error = match spawn(
+            &WorkerCommand::new("/nonexistent/quirl-worker"),
+            &NO_LIMITS,
+            None,
+        ) {
             Ok(_) => panic!("spawned a missing program"),
             Err(error) => error,
         };

@@ -135,6 +135,12 @@ impl Error {
 
     /// Append one context entry, keeping the record within its v1 bounds.
     #[must_use]
+    /// Append a `containment: …` line to the context (SPEC §17.2), as the
+    /// CLI does for `--json` errors.
+    pub fn with_containment_context(self, line: impl Into<String>) -> Self {
+        self.with_context(line)
+    }
+
     pub(crate) fn with_context(mut self, context: impl Into<String>) -> Self {
         let mut entry: String = context.into();
         truncate_at_char(&mut entry, CONTEXT_ENTRY_BYTES_MAX);

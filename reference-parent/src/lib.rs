@@ -22,6 +22,9 @@
 //! Modules, one job each:
 //! - [`worker`]: the [`Worker`] handle — spawn + initialize, one request at a
 //!   time under an absolute deadline, failure → kill, reap, drain, poison;
+//! - `cgroup` (private; [`Containment`] is public): one cgroup v2 per
+//!   child when the kernel allows it, with `cgroup.kill` as the end of
+//!   every child (SPEC §17.2);
 //! - `containment` (private): spawning in a new session with a sanitized
 //!   environment and descriptors, and the process-group kill that cannot hit
 //!   a reused PGID (module docs explain why);
@@ -40,6 +43,7 @@
 //!
 //! [`ParentSession`]: quirl_lua_protocol::ParentSession
 
+mod cgroup;
 pub mod command;
 mod containment;
 pub mod error;
@@ -52,6 +56,7 @@ mod transport;
 mod wire;
 pub mod worker;
 
+pub use cgroup::{Containment, ContainmentReport, containment_report};
 pub use command::{WORKER_ARGUMENT, WORKER_COMMAND_ENV, WorkerCommand};
 pub use error::{Error, ErrorKind};
 pub use process_host::Cancel;

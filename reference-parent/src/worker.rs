@@ -39,6 +39,7 @@ use quirl_lua_protocol::{
 };
 use serde_json::Value;
 
+use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind, Containment};
 use crate::command::WorkerCommand;
 use crate::containment::{self, WorkerProcess, describe_status};
 use crate::error::{Error, ErrorKind};
@@ -59,6 +60,26 @@ pub const PIPE_RELEASE_WAIT: Duration = Duration::from_millis(500);
 /// input is closed, before it is killed.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
+/// `pids.max` of a worker's cgroup (SPEC §17.2): the reference worker is
+/// one single-threaded process; a worker command given by the operator may
+/// start a few helpers, and a fork bomb stops here.
+pub const WORKER_PIDS_MAX: u64 = 64;
+
+/// `memory.max` of a worker's cgroup for `policy` (SPEC §17.2): the same
+/// derivation as the address-space limit, `2 × memory_limit_bytes +
+/// 256 MiB` (see [`crate::rlimits`]). The VM's allocator stops the Lua heap
+/// at `memory_limit_bytes` first; this is the second fence behind it. It
+/// never binds a single process before `RLIMIT_AS` would (resident memory
+/// is at most the address space), but it binds the *sum* over every process
+/// of the worker's cgroup, and the kernel memory and page cache charged to
+/// it, which no per-process limit does.
+pub fn worker_memory_max(policy: &Policy) -> u64 {
+    policy
+        .memory_limit_bytes()
+        .saturating_mul(2)
+        .saturating_add(crate::rlimits::ADDRESS_SPACE_MARGIN_BYTES)
+}
+
 /// Everything needed to start and initialize a worker.
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
@@ -70,6 +91,8 @@ pub struct WorkerConfig {
     cancel: Option<Cancel>,
     process_host: Option<ProcessHostConfig>,
     limits: WorkerLimits,
+    containment: Containment,
+    command_pids_max: Option<u64>,
 }
 
 impl WorkerConfig {
@@ -85,7 +108,54 @@ impl WorkerConfig {
             cancel: None,
             process_host: None,
             limits: WorkerLimits::for_policy(&policy),
+            containment: Containment::Auto,
+            command_pids_max: Some(crate::process_host::DEFAULT_COMMAND_PIDS_MAX),
         }
+    }
+
+    /// `pids.max` of each host command's cgroup in the default process-host
+    /// configuration (see [`ProcessHostConfig::command_pids_max`]).
+    #[must_use]
+    pub fn command_pids_max(mut self, count: Option<u64>) -> Self {
+        self.command_pids_max = count;
+        self
+    }
+
+    /// How the worker and its host commands are contained (default
+    /// [`Containment::Auto`]: a cgroup each when cgroup v2 is writable,
+    /// process groups otherwise; SPEC §17.2–17.3).
+    #[must_use]
+    pub fn containment(mut self, containment: Containment) -> Self {
+        self.containment = containment;
+        self
+    }
+
+    /// The containment this config asks for.
+    pub fn configured_containment(&self) -> Containment {
+        self.containment
+    }
+
+    /// The worker's own cgroup, in cgroup mode.
+    fn worker_cgroup(&self) -> Result<Option<ChildCgroup>, Error> {
+        let failed = |why: String| {
+            Error::new(
+                ErrorKind::Spawn,
+                ErrorCode::ProcessSpawn,
+                "could not contain the Lua worker in a cgroup",
+            )
+            .with_context(why)
+            .with_help("use --containment process-group (or auto) where cgroup v2 is not writable")
+        };
+        let Some(hierarchy) = cgroup::resolve(self.containment).map_err(failed)? else {
+            return Ok(None);
+        };
+        let limits = CgroupLimits {
+            memory_max: Some(worker_memory_max(&self.policy)),
+            pids_max: Some(WORKER_PIDS_MAX),
+        };
+        ChildCgroup::create(hierarchy, ChildKind::Worker, limits)
+            .map(Some)
+            .map_err(|error| failed(format!("creating the worker's cgroup failed: {error}")))
     }
 
     /// Resource limits of the worker process (default:
@@ -150,13 +220,19 @@ impl WorkerConfig {
             return Ok(config.clone());
         }
         let invalid = |error: crate::process_host::HostError| {
-            Error::new(
+            let mut wrapped = Error::new(
                 ErrorKind::InvalidInput,
                 ErrorCode::InvalidArgument,
                 "invalid process-host configuration (grants or working directory)",
             )
-            .with_context(error.to_string())
-            .with_help("grant programs as process.spawn:NAME")
+            .with_context(error.to_string());
+            for context in error.context() {
+                wrapped = wrapped.with_context(context.clone());
+            }
+            for help in error.help() {
+                wrapped = wrapped.with_help(help.clone());
+            }
+            wrapped.with_help("grant programs as process.spawn:NAME")
         };
         let grants = Grants::parse(self.grants.iter().flatten()).map_err(invalid)?;
         let access = ProcessAccess {
@@ -167,7 +243,13 @@ impl WorkerConfig {
             return Ok(ProcessHostConfig::disabled());
         }
         let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
-        ProcessHostConfig::new(access, grants, Environment::from_parent(), cwd).map_err(invalid)
+        ProcessHostConfig::new(access, grants, Environment::from_parent(), cwd)
+            .map(|config| {
+                config
+                    .containment(self.containment)
+                    .command_pids_max(self.command_pids_max)
+            })
+            .map_err(invalid)
     }
 }
 
@@ -181,6 +263,7 @@ pub struct Worker {
     policy: Policy,
     process_host: ProcessHostConfig,
     pid: u32,
+    cgroup_contained: bool,
 }
 
 /// The parts that exist only while the worker runs.
@@ -218,15 +301,18 @@ impl Worker {
             .with_context(error.to_string())
         })?;
         let cancel_wake: Box<dyn AsFd + Send + Sync> = Box::new(registration);
-        let spawned = containment::spawn(&config.command, &config.limits).map_err(|error| {
-            Error::new(
-                ErrorKind::Spawn,
-                ErrorCode::ProcessSpawn,
-                "could not start the Lua worker",
-            )
-            .with_context(format!("worker command `{}`: {error}", config.command))
-            .with_help("check the worker command (--worker or QUIRL_LUA_WORKER)")
-        })?;
+        let cgroup = config.worker_cgroup()?;
+        let cgroup_contained = cgroup.is_some();
+        let spawned =
+            containment::spawn(&config.command, &config.limits, cgroup).map_err(|error| {
+                Error::new(
+                    ErrorKind::Spawn,
+                    ErrorCode::ProcessSpawn,
+                    "could not start the Lua worker",
+                )
+                .with_context(format!("worker command `{}`: {error}", config.command))
+                .with_help("check the worker command (--worker or QUIRL_LUA_WORKER)")
+            })?;
         let pid = spawned.process.pid();
         let mut worker = Self {
             live: Some(Live {
@@ -241,6 +327,7 @@ impl Worker {
             policy: config.policy,
             process_host,
             pid,
+            cgroup_contained,
         };
         let initialize =
             Operation::initialize(config.policy, config.grants.clone(), config.process_enabled);
@@ -451,6 +538,16 @@ impl Worker {
     /// The worker's process id (also its process-group and session id).
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// `cgroup` when the worker runs in a cgroup of its own, otherwise
+    /// `process-group` (SPEC §17.2–17.3).
+    pub fn containment_mode(&self) -> &'static str {
+        if self.cgroup_contained {
+            "cgroup"
+        } else {
+            "process-group"
+        }
     }
 
     /// Whether an earlier failure ended this worker.

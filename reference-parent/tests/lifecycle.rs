@@ -416,9 +416,19 @@ fn stats_serialize_to_json_for_the_pool_and_each_member() {
         "last_error_code",
         "latency",
         "members",
+        "containment",
     ] {
         assert!(json.get(key).is_some(), "pool stats lack `{key}`: {json}");
     }
+    // SPEC §17.7: the mode in effect and why.
+    assert!(
+        matches!(
+            json["containment"]["mode"].as_str(),
+            Some("cgroup" | "process-group")
+        ),
+        "{json}"
+    );
+    assert_eq!(json["containment"]["requested"], "auto", "{json}");
     let member = &json["members"][0];
     for key in [
         "generation",

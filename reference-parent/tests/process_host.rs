@@ -151,7 +151,7 @@ fn the_child_runs_with_no_new_privs() {
 #[test]
 fn stdout_and_stderr_are_captured_separately() {
     let outcome = run(
-        &config(&["process.spawn:sh"]),
+        &config(&["process.spawn"]),
         "sh -c 'echo out; echo err >&2; exit 3'",
     )
     .unwrap();
@@ -162,7 +162,7 @@ fn stdout_and_stderr_are_captured_separately() {
 
 #[test]
 fn a_signal_is_reported_as_128_plus_its_number() {
-    let outcome = run(&config(&["process.spawn:sh"]), "sh -c 'kill -TERM $$'").unwrap();
+    let outcome = run(&config(&["process.spawn"]), "sh -c 'kill -TERM $$'").unwrap();
     assert_eq!(outcome.status, 128 + 15);
     assert_eq!(outcome.signal, Some(15));
     assert_eq!(outcome.signal_name(), Some("SIGTERM"));
@@ -205,7 +205,7 @@ fn output_over_the_cap_is_drained_and_the_child_reaped() {
         "sh -c 'echo $$ > {}; head -c 3000000 /dev/zero; echo done >&2'",
         pid_file.display()
     );
-    let config = config(&["process.spawn:sh"]);
+    let config = config(&["process.spawn"]);
     let error = run_command(
         &config,
         &request(&command, Duration::from_secs(20)),
@@ -251,7 +251,7 @@ fn sleep_is_killed_at_the_deadline_and_nothing_remains() {
     );
     let started = Instant::now();
     let error = run_command(
-        &config(&["process.spawn:sh"]),
+        &config(&["process.spawn"]),
         &request(&command, Duration::from_millis(300)),
         &Cancel::new(),
     )
@@ -294,7 +294,7 @@ fn a_background_grandchild_is_killed_at_the_deadline() {
     let (first, second) = (marker(), marker());
     let command = format!("sh -c \"sleep {first} & sleep {second}\"");
     let error = run_command(
-        &config(&["process.spawn:sh"]),
+        &config(&["process.spawn"]),
         &request(&command, Duration::from_millis(300)),
         &Cancel::new(),
     )
@@ -310,7 +310,7 @@ fn background_work_left_by_a_finished_command_is_killed() {
     let started = Instant::now();
     // The background sleep keeps stdout open; the call must not wait for it.
     let outcome = run_command(
-        &config(&["process.spawn:sh"]),
+        &config(&["process.spawn"]),
         &request(
             &format!("sh -c 'sleep {mark} & echo started'"),
             Duration::from_secs(30),
@@ -334,7 +334,7 @@ fn descendants_that_leave_the_group_or_session_are_killed() {
          setsid sleep {session} & exec sleep 1000'"
     );
     let error = run_command(
-        &config(&["process.spawn:sh"]),
+        &config(&["process.spawn"]),
         &request(&command, Duration::from_millis(500)),
         &Cancel::new(),
     )
@@ -515,7 +515,7 @@ fn the_environment_is_exactly_the_granted_one() {
             allow_process: true,
             process_enabled: true,
         },
-        Grants::parse(["process.spawn:env"]).unwrap(),
+        Grants::parse(["process.spawn"]).unwrap(),
         environment,
         "/",
     )
@@ -614,7 +614,7 @@ fn a_tree_that_keeps_forking_session_escapees_leaves_nothing() {
     let mark = marker();
     let started = Instant::now();
     let error = run_command(
-        &config(&["process.spawn:sh"]),
+        &config(&["process.spawn"]),
         &request(
             &format!("sh -c 'while :; do setsid sleep {mark} & done'"),
             Duration::from_millis(200),

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use quirl_lua_reference_parent::process_host::{
     Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest, run_command,
 };
+use quirl_lua_reference_parent::{Containment, containment_report};
 
 fn count(directory: &str) -> usize {
     std::fs::read_dir(directory).unwrap().count()
@@ -29,7 +30,29 @@ fn children() -> usize {
 }
 
 #[test]
-fn host_calls_leak_no_descriptor_thread_or_child() {
+fn host_calls_leak_no_descriptor_thread_child_or_cgroup() {
+    // SPEC §17.3 first (forced process groups), then §17.2 where cgroup v2
+    // is writable.
+    host_calls_leak_nothing(Containment::ProcessGroup);
+    let report = containment_report(Containment::Auto);
+    let Some(own) = report.cgroup.clone() else {
+        eprintln!(
+            "SKIPPED the cgroup half: no writable cgroup v2 hierarchy here ({})",
+            report.summary()
+        );
+        return;
+    };
+    host_calls_leak_nothing(Containment::Cgroup);
+    let left: Vec<_> = std::fs::read_dir(&own)
+        .unwrap()
+        .flatten()
+        .filter(|entry| entry.file_type().unwrap().is_dir())
+        .map(|entry| entry.path())
+        .collect();
+    assert!(left.is_empty(), "cgroups left: {left:?}");
+}
+
+fn host_calls_leak_nothing(containment: Containment) {
     let config = ProcessHostConfig::new(
         ProcessAccess {
             allow_process: true,
@@ -39,7 +62,8 @@ fn host_calls_leak_no_descriptor_thread_or_child() {
         Environment::empty().with("PATH", "/usr/bin:/bin").unwrap(),
         "/",
     )
-    .unwrap();
+    .unwrap()
+    .containment(containment);
     let run = |command: &str, deadline: Duration, max_output_bytes: usize| {
         let request = ProcessRequest {
             command: command.to_owned(),

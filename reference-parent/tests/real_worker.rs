@@ -178,7 +178,7 @@ fn cli_plugin_lists_registrations_and_renders_a_prompt() {
 }
 
 #[test]
-fn cli_run_passes_arguments_and_maps_a_nonzero_status_to_exit_one() {
+fn cli_run_passes_arguments_and_exits_with_the_scripts_status() {
     let module = |status: u8| {
         format!(
             "return {{ abi_version = 1, main = function(ctx) return {{ abi_version = 1, ok = true, status = {status}, output = {{ kind = 'value', value = {{ type = 'string', value = table.concat(ctx.args, ',') }} }} }} end }}"
@@ -194,10 +194,11 @@ fn cli_run_passes_arguments_and_maps_a_nonzero_status_to_exit_one() {
     );
     let outcome: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(outcome["output"]["value"]["value"], "a,b");
+    // SPEC §17.5: the script's own status is the exit status.
     let failing = write_temp("fail.lua", &module(2));
     assert_eq!(
         cli(&["run", failing.to_str().unwrap()]).status.code(),
-        Some(1)
+        Some(2)
     );
 }
 

@@ -1,8 +1,11 @@
-//! 1,000 spawn → eval → kill cycles leave no zombie and no descriptor growth.
+//! 1,000 spawn → eval → kill cycles, in each containment mode (SPEC §17.2,
+//! §17.3), leave no zombie, no descriptor growth and — in cgroup mode — no
+//! cgroup directory and no process in the parent's cgroup.
 //!
 //! Uses the fast scripted fake worker (`echo`), so the test measures the
 //! parent's own bookkeeping, not Lua start-up. Alone in its test binary so
-//! that no concurrent test opens descriptors or children while it counts.
+//! that no concurrent test opens descriptors or children while it counts;
+//! the two modes run one after the other in the one test.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,19 +14,48 @@ mod procfs;
 
 use std::time::{Duration, Instant};
 
-use quirl_lua_reference_parent::{Policy, Worker, WorkerCommand, WorkerConfig};
+use std::path::{Path, PathBuf};
+
+use quirl_lua_reference_parent::{
+    Containment, Policy, Worker, WorkerCommand, WorkerConfig, containment_report,
+};
 
 fn cycle(config: &WorkerConfig) {
     let mut worker = Worker::spawn(config.clone()).unwrap();
+    let expected = match config.configured_containment() {
+        Containment::ProcessGroup => "process-group",
+        _ => "cgroup",
+    };
+    assert_eq!(worker.containment_mode(), expected);
     assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
     drop(worker);
 }
 
-#[test]
-fn a_thousand_spawn_eval_kill_cycles_leave_no_zombie_and_no_descriptor_growth() {
+/// Child cgroup directories of `own`, and every pid in `own`'s subtree.
+fn cgroup_leftovers(own: &Path) -> (Vec<PathBuf>, Vec<String>) {
+    let mut directories = Vec::new();
+    let mut pids: Vec<String> = std::fs::read_to_string(own.join("cgroup.procs"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    for entry in std::fs::read_dir(own).unwrap().flatten() {
+        if entry.file_type().unwrap().is_dir() {
+            if let Ok(text) = std::fs::read_to_string(entry.path().join("cgroup.procs")) {
+                pids.extend(text.lines().map(str::to_owned));
+            }
+            directories.push(entry.path());
+        }
+    }
+    (directories, pids)
+}
+
+fn thousand_cycles(containment: Containment) {
     let command = WorkerCommand::new(env!("CARGO_BIN_EXE_quirl-lua-fake-worker")).arg("echo");
     let policy = Policy::new(false, 32 << 20, 100_000_000, 5_000).unwrap();
-    let config = WorkerConfig::new(command, policy).startup_timeout(Duration::from_secs(10));
+    let config = WorkerConfig::new(command, policy)
+        .startup_timeout(Duration::from_secs(10))
+        .containment(containment);
     // Warm up: anything the runtime opens lazily is in the baseline.
     for _ in 0..5 {
         cycle(&config);
@@ -34,15 +66,39 @@ fn a_thousand_spawn_eval_kill_cycles_leave_no_zombie_and_no_descriptor_growth() 
         cycle(&config);
     }
     let elapsed = started.elapsed();
-    assert_eq!(procfs::fd_count(), fds_before, "descriptors grew");
+    assert_eq!(
+        procfs::fd_count(),
+        fds_before,
+        "{containment}: descriptors grew"
+    );
     assert!(
         procfs::own_children().is_empty(),
-        "children left: {:?}",
+        "{containment}: children left: {:?}",
         procfs::own_children()
     );
     assert!(procfs::library_threads().is_empty());
+    if containment == Containment::Cgroup {
+        let own = PathBuf::from(containment_report(containment).cgroup.unwrap());
+        let (directories, pids) = cgroup_leftovers(&own);
+        assert!(directories.is_empty(), "cgroups left: {directories:?}");
+        assert!(pids.is_empty(), "processes left in the cgroup: {pids:?}");
+    }
     eprintln!(
-        "1000 cycles in {elapsed:?} ({:?} per cycle)",
+        "{containment}: 1000 cycles in {elapsed:?} ({:?} per cycle)",
         elapsed / 1_000
     );
+}
+
+#[test]
+fn a_thousand_spawn_eval_kill_cycles_per_mode_leave_no_zombie_descriptor_cgroup_or_process() {
+    thousand_cycles(Containment::ProcessGroup);
+    let report = containment_report(Containment::Auto);
+    if report.cgroup.is_none() {
+        eprintln!(
+            "SKIPPED the cgroup half: no writable cgroup v2 hierarchy here ({})",
+            report.summary()
+        );
+        return;
+    }
+    thousand_cycles(Containment::Cgroup);
 }

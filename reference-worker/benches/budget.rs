@@ -1,6 +1,9 @@
 //! What the instruction budget costs in Lua compute: fib(27) in plain mlua
 //! without a hook, with count hooks of several kinds and intervals, and in
-//! the sandbox VM (budget hook, allocator gate, prelude wrappers).
+//! the sandbox VM (budget hook, allocator gate, prelude wrappers); and what
+//! wrapped library calls cost (`library_calls`: 40,000 calls of
+//! `string.sub`, `string.format`, `table.insert` and `string.rep`, each a
+//! library call around a prelude wrapper in the sandbox, SPEC §15.11).
 //!
 //! ```sh
 //! cargo bench -p quirl-lua-reference-worker --bench budget
@@ -94,5 +97,47 @@ fn fib(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, fib);
+const LIBRARY_CALLS: &str = "local s, t = 'hello world', {}
+for i = 1, 10000 do
+  local a = s:sub(1, 5)
+  local b = string.format('%d', i)
+  table.insert(t, a)
+  local c = ('x'):rep(3)
+end
+return #t";
+
+fn library_calls(c: &mut Criterion) {
+    let mut group = c.benchmark_group("library_calls");
+    group.sample_size(20);
+    let lua = Lua::new();
+    let function = lua.load(LIBRARY_CALLS).into_function().unwrap();
+    group.bench_function("plain_no_hook", |b| {
+        b.iter(|| assert_eq!(function.call::<i64>(()).unwrap(), 10_000))
+    });
+    let config = VmConfig {
+        policy: Policy {
+            allow_process: false,
+            memory_limit_bytes: 32 << 20,
+            instruction_limit: 100_000_000,
+            wall_time_ms: 60_000,
+        },
+        grants: None,
+        process_enabled: false,
+    };
+    let mut vm = Vm::new(&config, Arc::new(AtomicBool::new(false)), None).unwrap();
+    group.bench_function("sandbox_vm_eval", |b| {
+        b.iter(|| {
+            let verdict = vm.handle(Request::Eval {
+                source: LIBRARY_CALLS.to_owned(),
+            });
+            assert!(matches!(verdict, Verdict::Success(_)), "{verdict:?}");
+        })
+    });
+    group.bench_function("sandbox_vm_build", |b| {
+        b.iter(|| Vm::new(&config, Arc::new(AtomicBool::new(false)), None).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, fib, library_calls);
 criterion_main!(benches);

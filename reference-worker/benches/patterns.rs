@@ -19,7 +19,7 @@
 
 use mlua::{Function, Lua, Value};
 use quirl_lua_reference_worker::meter::Meter;
-use quirl_lua_reference_worker::pattern;
+use quirl_lua_reference_worker::{library_call, pattern};
 use rustix::time::{ClockId, clock_gettime};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -118,6 +118,9 @@ fn main() {
     ));
     meter.begin(u64::MAX, Duration::from_secs(86_400));
     pattern::install(&engine_lua, &meter).unwrap();
+    // As the sandbox does: wrappers behind library calls (SPEC §15.11).
+    let rewriter = library_call::rewriter(&engine_lua).unwrap();
+    library_call::install(&engine_lua, &rewriter).unwrap();
     // The floor of any binding through mlua's safe callbacks: a Rust
     // function that takes two strings and returns an integer, against a C
     // library function of the same shape.

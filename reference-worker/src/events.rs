@@ -234,16 +234,13 @@ pub fn actions(
     handler: &str,
     granted: &[Capability],
 ) -> Result<Vec<Action>, OpError> {
+    // Quirl's `validation_error(handler, …)`: labelled with the handler's
+    // name, with the SDK-shape help.
     let actions: Vec<Action> = crate::lenient::from_json(value).map_err(|e| {
-        OpError::validation(format!(
-            "event handler must return an array of declared actions: {e}"
-        ))
-        .with_label(crate::error::Label {
-            source: Some(handler.to_owned()),
-            start: 0,
-            end: 0,
-            message: "schema mismatch".to_owned(),
-        })
+        OpError::schema(
+            handler,
+            format!("event handler must return an array of declared actions: {e}"),
+        )
     })?;
     if actions.len() > ACTIONS_MAX {
         return Err(crate::convert::shape_limit(
@@ -322,6 +319,22 @@ mod tests {
             .is_ok()
         );
         assert!(actions(&json!({}), "h", &[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_malformed_handler_result_carries_quirls_label_and_help() {
+        let error = actions(&json!("nope"), "h", &[]).unwrap_err();
+        assert!(
+            error
+                .message
+                .starts_with("event handler must return an array of declared actions: ")
+        );
+        assert_eq!(error.labels[0].source.as_deref(), Some("h"));
+        assert_eq!(error.labels[0].message, "schema mismatch");
+        assert_eq!(
+            error.help,
+            ["Check the documented Lua SDK shape and remove unknown fields or invalid values"]
+        );
     }
 
     #[test]

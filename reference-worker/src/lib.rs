@@ -11,6 +11,7 @@ pub mod diag;
 pub mod error;
 pub mod events;
 mod lenient;
+pub mod library_call;
 pub mod lockdown;
 pub mod meter;
 pub mod pattern;

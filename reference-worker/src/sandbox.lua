@@ -10,8 +10,19 @@
 -- reserve_rep(s,n,p) checks string.rep's result size against the memory
 --                    headroom and charges its copying
 -- interval           instruction units charged per coroutine and request
+-- as_library(f)      puts the Lua function f behind a library call (a C
+--                    closure, see library_call.rs); the worker does this for
+--                    every wrapper left in the library tables
+-- caller_where()     luaL_where(L, 1) of the library call running this code
+--
+-- Errors: every wrapper is called through a library call, which rewrites an
+-- error positioned in this chunk as Lua's C library would have raised it at
+-- the guest's call (SPEC §15.11). So a wrapper raises its own errors with
+-- error(message, 1) and Lua's wording ("bad argument #N to 'name' (...)"),
+-- and forwards its arguments with their count intact (`...`), so that a
+-- missing argument stays "no value" rather than becoming nil.
 
-local guard, charge, reserve_rep, interval = ...
+local guard, charge, reserve_rep, interval, as_library, caller_where = ...
 
 local type, select, error, getmetatable, rawlen = type, select, error, getmetatable, rawlen
 local tointeger = math.tointeger
@@ -52,15 +63,16 @@ end
 
 do
   local xpcall = xpcall
-  _G.xpcall = function(f, msgh, ...)
-    if type(msgh) == "function" then
-      local handler = msgh
-      msgh = function(...)
+  _G.xpcall = function(...)
+    local f, handler = ...
+    if type(handler) == "function" then
+      local function msgh(...)
         guard()
         return handler(...)
       end
+      return after(xpcall(f, msgh, select(3, ...)))
     end
-    return after(xpcall(f, msgh, ...))
+    return after(xpcall(...))
   end
 end
 
@@ -82,23 +94,24 @@ end
 do
   local create, resume, close, status = coroutine.create, coroutine.resume, coroutine.close, coroutine.status
 
-  coroutine.create = function(f)
-    local co = create(f)
+  coroutine.create = function(...)
+    local co = create(...)
     charge_thread(co)
     return co
   end
 
-  coroutine.resume = function(co, ...)
-    charge_thread(co)
-    return after(resume(co, ...))
+  coroutine.resume = function(...)
+    charge_thread((...))
+    return after(resume(...))
   end
 
-  coroutine.close = function(co)
-    return after(close(co))
+  coroutine.close = function(...)
+    return after(close(...))
   end
 
   -- Mirrors lcorolib's auxwrap: close a coroutine that died in error, then
-  -- propagate the error (with the caller's position for string errors).
+  -- propagate the error (with the caller's position prepended to string
+  -- errors, as auxwrap's luaL_where(L, 1) does).
   local function finish(co, ok, ...)
     guard()
     if ok then
@@ -113,18 +126,18 @@ do
       end
     end
     if type(err) == "string" then
-      error(err, 2)
+      err = caller_where() .. err
     end
     error(err, 0)
   end
 
-  coroutine.wrap = function(f)
-    local co = create(f)
+  coroutine.wrap = function(...)
+    local co = create(...)
     charge_thread(co)
-    return function(...)
+    return as_library(function(...)
       charge_thread(co)
       return finish(co, resume(co, ...))
-    end
+    end)
   end
 end
 
@@ -133,25 +146,39 @@ end
 ---------------------------------------------------------------------------
 do
   local setmetatable, rawget = setmetatable, rawget
-  _G.setmetatable = function(t, mt)
+  _G.setmetatable = function(...)
     -- Lua marks an object for finalization only if its metatable has a raw
     -- __gc field when setmetatable is called, so this check is complete.
-    if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
-      error("setmetatable: __gc finalizers are not available in the sandbox", 2)
+    local t, mt = ...
+    if type(t) == "table" and type(mt) == "table" and rawget(mt, "__gc") ~= nil then
+      error("setmetatable: __gc finalizers are not available in the sandbox", 1)
     end
-    local result = setmetatable(t, mt)
+    local result = setmetatable(...)
     return result
   end
 end
 
+-- collectgarbage: "collect" (the default), "step", "isrunning" and "count".
+-- A collection or step traverses at most the whole heap, so it is charged
+-- like copying the heap once (one unit per 64 bytes in use). The options
+-- that stop the collector or change its mode or tuning stay refused: the
+-- collector's state belongs to the worker (SPEC §15.3).
 do
   local collectgarbage = collectgarbage
-  _G.collectgarbage = function(option)
-    if option == "count" then
+  local refused = {
+    stop = true, restart = true, incremental = true, generational = true,
+    setpause = true, setstepmul = true,
+  }
+  _G.collectgarbage = function(...)
+    local option = ...
+    if option == nil or option == "collect" or option == "step" then
       local kbytes = collectgarbage("count")
-      return kbytes
+      charge(tointeger(kbytes // 1) * 16)
+    elseif type(option) == "string" and refused[option] then
+      error('collectgarbage: option "' .. option .. '" is not available in the sandbox; '
+        .. 'only "collect", "step", "isrunning" and "count" are', 1)
     end
-    error('collectgarbage: only "count" is available in the sandbox', 2)
+    return collectgarbage(...)
   end
 end
 
@@ -178,18 +205,19 @@ do
 
   string.dump = nil
 
-  string.rep = function(s, n, sep)
-    reserve_rep(s, n, sep)
-    local result = rep(s, n, sep)
+  string.rep = function(...)
+    reserve_rep(...)
+    local result = rep(...)
     return result
   end
 
   local function charged_transform(original)
-    return function(s, ...)
+    return function(...)
+      local s = ...
       if type(s) == "string" then
         charge_bytes(#s)
       end
-      local result = original(s, ...)
+      local result = original(...)
       return result
     end
   end
@@ -230,18 +258,20 @@ end
 do
   local len, offset, codepoint = utf8.len, utf8.offset, utf8.codepoint
 
-  utf8.len = function(s, ...)
+  utf8.len = function(...)
+    local s = ...
     if type(s) == "string" then
       charge_bytes(#s)
     end
-    return pass_counted(len(s, ...))
+    return pass_counted(len(...))
   end
 
-  utf8.offset = function(s, ...)
+  utf8.offset = function(...)
+    local s = ...
     if type(s) == "string" then
       charge_bytes(#s)
     end
-    local result = offset(s, ...)
+    local result = offset(...)
     return result
   end
 
@@ -275,15 +305,24 @@ do
     return n + 1
   end
 
-  table.move = function(a1, f, e, t, a2)
+  table.move = function(...)
+    local a1, f, e, t, a2 = ...
     local tt = a2
     if tt == nil then
       tt = a1
     end
     local fi, ei, ti = tointeger(f), tointeger(e), tointeger(t)
     if fi == nil or ei == nil or ti == nil or type(a1) ~= "table" or type(tt) ~= "table" then
-      local result = move(a1, f, e, t, a2)
+      local result = move(...)
       return result
+    end
+    if ei >= fi then
+      if not (fi > 0 or ei < maxinteger + fi) then
+        error("bad argument #3 to 'move' (too many elements to move)", 1)
+      end
+      if not (ti <= maxinteger - (ei - fi)) then
+        error("bad argument #4 to 'move' (destination wrap around)", 1)
+      end
     end
     if plain(a1) and plain(tt) then
       charge(span(fi, ei))
@@ -291,13 +330,7 @@ do
       return result
     end
     if ei >= fi then
-      if not (fi > 0 or ei < maxinteger + fi) then
-        error("bad argument #3 to 'move' (too many elements to move)", 2)
-      end
       local n = ei - fi
-      if not (ti <= maxinteger - n) then
-        error("bad argument #4 to 'move' (destination wrap around)", 2)
-      end
       if ti > ei or ti <= fi or tt ~= a1 then
         for i = 0, n do
           tt[ti + i] = a1[fi + i]
@@ -311,21 +344,21 @@ do
     return tt
   end
 
-  table.insert = function(t, ...)
-    local nargs = select("#", ...)
+  table.insert = function(...)
+    local nargs = select("#", ...) - 1
+    local t, pos, value = ...
     if type(t) ~= "table" or (nargs ~= 1 and nargs ~= 2) then
-      insert(t, ...) -- the original reports the argument error
+      insert(...) -- the original reports the argument error
       return
     end
     if nargs == 1 then
       if plain(t) then
-        insert(t, ...)
+        insert(t, pos)
       else
-        t[#t + 1] = ...
+        t[#t + 1] = pos
       end
       return
     end
-    local pos, value = ...
     local p = tointeger(pos)
     if p == nil then
       insert(t, pos, value)
@@ -341,7 +374,7 @@ do
     end
     local e = #t + 1
     if not (p >= 1 and p <= e) then
-      error("bad argument #2 to 'insert' (position out of bounds)", 2)
+      error("bad argument #2 to 'insert' (position out of bounds)", 1)
     end
     for i = e, p + 1, -1 do
       t[i] = t[i - 1]
@@ -349,34 +382,37 @@ do
     t[p] = value
   end
 
-  table.remove = function(t, ...)
+  table.remove = function(...)
+    local t = ...
     if plain(t) then
       local size = rawlen(t)
       local pos = size
-      if select("#", ...) > 0 and (...) ~= nil then
-        pos = tointeger((...))
+      local given = select(2, ...)
+      if select("#", ...) > 1 and given ~= nil then
+        pos = tointeger(given)
       end
       if pos ~= nil and pos >= 1 and pos < size then
         charge(size - pos)
       end
-      local result = remove(t, ...)
+      local result = remove(...)
       return result
     end
     if type(t) ~= "table" then
-      local result = remove(t, ...)
+      local result = remove(...)
       return result
     end
     local size = #t
     local pos = size
-    if select("#", ...) > 0 and (...) ~= nil then
-      pos = tointeger((...))
+    local given = select(2, ...)
+    if select("#", ...) > 1 and given ~= nil then
+      pos = tointeger(given)
       if pos == nil then
-        local result = remove({}, ...) -- reports the argument error
+        local result = remove({}, select(2, ...)) -- reports the argument error
         return result
       end
     end
     if pos ~= size and not (pos >= 1 and pos <= size + 1) then
-      error("bad argument #2 to 'remove' (position out of bounds)", 2)
+      error("bad argument #2 to 'remove' (position out of bounds)", 1)
     end
     local value = t[pos]
     while pos < size do
@@ -399,9 +435,10 @@ do
     return copy
   end
 
-  table.concat = function(t, sep, i, j)
+  table.concat = function(...)
+    local t, sep, i, j = ...
     if type(t) ~= "table" then
-      local result = concat(t, sep, i, j)
+      local result = concat(...)
       return result
     end
     local first, last = 1, nil
@@ -416,7 +453,7 @@ do
       last = #t
     end
     if first == nil or last == nil then
-      local result = concat(t, sep, i, j)
+      local result = concat(...)
       return result
     end
     charge(span(first, last))
@@ -427,9 +464,10 @@ do
     return result
   end
 
-  table.unpack = function(t, i, j)
+  table.unpack = function(...)
+    local t, i, j = ...
     if type(t) ~= "table" then
-      return pass_counted(unpack(t, i, j))
+      return pass_counted(unpack(...))
     end
     local first, last = 1, nil
     if i ~= nil then
@@ -443,11 +481,11 @@ do
       last = #t
     end
     if first == nil or last == nil then
-      return pass_counted(unpack(t, i, j))
+      return pass_counted(unpack(...))
     end
     local n = span(first, last)
     if n >= 1000000 then
-      error("too many results to unpack", 2)
+      error("too many results to unpack", 1)
     end
     charge(n)
     if not plain(t) then
@@ -466,9 +504,10 @@ do
     return n * log
   end
 
-  table.sort = function(t, comp)
+  table.sort = function(...)
+    local t, comp = ...
     if type(t) ~= "table" then
-      sort(t, comp)
+      sort(...)
       return
     end
     if plain(t) then
@@ -478,7 +517,7 @@ do
     end
     local n = #t
     if n >= 2147483647 then
-      error("bad argument #1 to 'sort' (array too big)", 2)
+      error("bad argument #1 to 'sort' (array too big)", 1)
     end
     charge(sort_units(n))
     local copy = plain_copy(t, 1, n)

@@ -8,10 +8,15 @@
 //! installed, see `vm.rs`), and it knows nothing about the protocol.
 //!
 //! Removed: `load`, `loadstring`, `loadfile`, `dofile`, `require`, `print`,
-//! `warn`, `io`, `os`, `package`, `debug`, `string.dump`, every
-//! `collectgarbage` option except `"count"`, and `__gc` finalizers from guest
-//! metatables. Lua patterns run in the budgeted engine of `pattern`.
+//! `warn`, `io`, `os`, `package`, `debug`, `string.dump`, the
+//! `collectgarbage` options that stop the collector or change its mode or
+//! tuning, and `__gc` finalizers from guest metatables. Lua patterns run in
+//! the budgeted engine of `pattern`.
+//!
+//! Every Lua wrapper the prelude leaves in a library table is put behind a
+//! library call (`library_call.rs`), so errors read as Lua's own.
 
+use crate::library_call;
 use crate::meter::Meter;
 use mlua::chunk::ChunkMode;
 use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Value, VmState};
@@ -91,11 +96,28 @@ pub fn build(meter: &Arc<Meter>) -> mlua::Result<Sandbox> {
     // Budgeted patterns (SPEC §15.4), installed while the original string
     // library is still in place.
     crate::pattern::install(&lua, meter)?;
+    let rewriter = library_call::rewriter(&lua)?;
+    let as_library = {
+        let rewriter = rewriter.clone();
+        lua.create_function(move |lua, wrapper: Function| {
+            library_call::library_function(lua, wrapper, &rewriter)
+        })?
+    };
+    // Level 0 is this helper; the library call is the first C function above.
+    let caller_where = lua.create_function(|lua, ()| Ok(library_call::caller_position(lua, 1)))?;
     let next_generation: Function = lua
         .load(PRELUDE)
-        .set_name("=sandbox")
+        .set_name(format!("={}", library_call::SANDBOX_ID))
         .set_mode(ChunkMode::Text)
-        .call((guard, charge, reserve_rep, meter.interval()))?;
+        .call((
+            guard,
+            charge,
+            reserve_rep,
+            meter.interval(),
+            as_library,
+            caller_where,
+        ))?;
+    library_call::install(&lua, &rewriter)?;
 
     let globals = lua.globals();
     let mut remove = Vec::new();

@@ -10,7 +10,7 @@
 use mlua::{Function, Lua, MultiValue, Value};
 use proptest::prelude::*;
 use quirl_lua_reference_worker::meter::{LimitTrip, Meter, Stop};
-use quirl_lua_reference_worker::pattern;
+use quirl_lua_reference_worker::{library_call, pattern};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -92,6 +92,9 @@ fn states() -> States {
     ));
     meter.begin(u64::MAX, Duration::from_secs(3600));
     pattern::install(&engine_lua, &meter).unwrap();
+    // As the sandbox does: wrappers behind library calls (SPEC §15.11).
+    let rewriter = library_call::rewriter(&engine_lua).unwrap();
+    library_call::install(&engine_lua, &rewriter).unwrap();
     States {
         c: harness(&c_lua),
         engine: harness(&engine_lua),

@@ -147,6 +147,16 @@ fn patterns_run_in_the_budgeted_engine_and_literal_find_works() {
             "local ok, e = pcall(function() local r = ('a'):gsub('a', {a = {}}) return r end) return e",
             json!("eval:1: invalid replacement value (a table)"),
         ),
+        // Behind library calls (SPEC §15.11): a tail call keeps the guest's
+        // position, a method call's argument error does not count self.
+        (
+            "local ok, e = pcall(function() return ('a'):gsub('a', {a = {}}) end) return e",
+            json!("eval:1: invalid replacement value (a table)"),
+        ),
+        (
+            "local ok, e = pcall(function() return ('x'):find() end) return e",
+            json!("eval:1: bad argument #1 to 'find' (string expected, got no value)"),
+        ),
     ] {
         assert_eq!(success(eval(&mut vm, source)), expected, "{source}");
     }
@@ -215,19 +225,52 @@ fn guest_finalizers_are_refused() {
 }
 
 #[test]
-fn collectgarbage_only_counts() {
+fn collectgarbage_collects_and_counts_but_never_stops_or_retunes() {
     let mut vm = vm();
     assert!(success(eval(&mut vm, "return collectgarbage('count')")).is_number());
+    assert_eq!(success(eval(&mut vm, "return collectgarbage()")), json!(0));
+    assert_eq!(
+        success(eval(&mut vm, "return collectgarbage('collect')")),
+        json!(0)
+    );
+    assert!(success(eval(&mut vm, "return collectgarbage('step')")).is_boolean());
+    assert_eq!(
+        success(eval(&mut vm, "return collectgarbage('isrunning')")),
+        json!(true)
+    );
     for option in [
-        "",
-        "'collect'",
-        "'stop'",
-        "'step'",
-        "'incremental'",
-        "'generational'",
+        "stop",
+        "restart",
+        "incremental",
+        "generational",
+        "setpause",
+        "setstepmul",
     ] {
-        failure(eval(&mut vm, &format!("return collectgarbage({option})")));
+        let error = failure(eval(&mut vm, &format!("return collectgarbage('{option}')")));
+        assert!(
+            error
+                .message
+                .contains(&format!("option \"{option}\" is not available")),
+            "{error:?}"
+        );
     }
+    assert_eq!(
+        success(eval(&mut vm, "return collectgarbage('isrunning')")),
+        json!(true)
+    );
+    // A collection is charged by the heap it traverses (SPEC §15.12).
+    let mut small = vm_with(Policy {
+        instruction_limit: 20_000,
+        ..BIG
+    });
+    success(eval(&mut small, "return collectgarbage()"));
+    assert_eq!(
+        tripped(eval(
+            &mut small,
+            "big = string.rep('x', 4 * 1024 * 1024) return collectgarbage()"
+        )),
+        "instructions"
+    );
 }
 
 #[test]

@@ -20,7 +20,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// The worker case files, embedded: (file name, contents).
-pub const CASE_FILES: [(&str, &str); 5] = [
+pub const CASE_FILES: [(&str, &str); 6] = [
     (
         "worker-session.json",
         include_str!("../../cases/worker-session.json"),
@@ -36,6 +36,10 @@ pub const CASE_FILES: [(&str, &str); 5] = [
     (
         "worker-sandbox.json",
         include_str!("../../cases/worker-sandbox.json"),
+    ),
+    (
+        "worker-library.json",
+        include_str!("../../cases/worker-library.json"),
     ),
     (
         "worker-patterns.json",

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use quirl_lua_reference_parent::Containment;
+use quirl_lua_reference_parent::process_host::DEFAULT_COMMAND_PIDS_MAX;
 
 /// Default memory limit: 32 MiB (the `--memory` default, spelled `32MiB`).
 #[cfg(test)]
@@ -59,6 +61,16 @@ pub(crate) struct GlobalOptions {
     /// Print full JSON result and error records.
     #[arg(long, global = true)]
     pub(crate) json: bool,
+    /// Containment of workers and host commands: `auto` (a cgroup v2 per
+    /// child when writable, else process groups), `cgroup` or `process-group`.
+    #[arg(long, global = true, value_name = "MODE", default_value = "auto", value_parser = parse_containment)]
+    pub(crate) containment: Containment,
+    /// pids.max of each host command's cgroup (cgroup mode, where the pids controller is enabled).
+    #[arg(long = "command-pids-max", global = true, value_name = "N", default_value_t = DEFAULT_COMMAND_PIDS_MAX)]
+    pub(crate) command_pids_max: u64,
+    /// With --version: also print the containment in effect.
+    #[arg(long, global = true)]
+    pub(crate) verbose: bool,
     /// Debugging only: run the worker without its lockdown (passes --no-lockdown to the worker: no seccomp filter; and no resource limits).
     #[arg(long = "no-lockdown", global = true)]
     pub(crate) no_lockdown: bool,
@@ -72,13 +84,22 @@ pub(crate) enum Command {
         /// Lua source, e.g. 'return 6 * 7'.
         source: String,
     },
-    /// Run a Lua script with arguments and print its execution outcome.
+    /// Run a Lua script with arguments, input and environment, print its
+    /// execution outcome, and exit with the script's own status.
     Run {
         /// The script.
         file: PathBuf,
-        /// Arguments passed to the script.
+        #[command(flatten)]
+        input: InputArgs,
+        /// Arguments passed to the script (after the options).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// Load a Quirl configuration file (`load_config`) and print the
+    /// validated configuration.
+    Config {
+        /// The configuration file.
+        file: PathBuf,
     },
     /// Check that a Lua file compiles, without running it.
     Check {
@@ -126,7 +147,38 @@ pub(crate) struct BatchArgs {
     pub(crate) results: bool,
 }
 
-/// `quirl-lua plugin FILE [--prompt NAME | --complete COMMAND | --command NAME | --event JSON]`.
+/// What `run` and `plugin --command` hand the script besides its
+/// arguments: input and environment variables.
+#[derive(Debug, Args)]
+pub(crate) struct InputArgs {
+    /// Read standard input to its end and hand it to the script as bytes
+    /// (`ctx.input = {kind = "bytes", content = {…}}`).
+    #[arg(long, conflicts_with = "input_json")]
+    pub(crate) stdin: bool,
+    /// Hand the script this JSON value as a structured value
+    /// (`ctx.input = {kind = "value", content = …}`).
+    #[arg(long = "input-json", value_name = "VALUE")]
+    pub(crate) input_json: Option<String>,
+    /// Set an environment variable the script sees in `ctx.env` (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
+    pub(crate) env: Vec<(String, String)>,
+}
+
+/// Parse `NAME=VALUE` (the name non-empty, without `=` or NUL).
+pub(crate) fn parse_env(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value))
+            if !name.is_empty() && !name.contains('\0') && !value.contains('\0') =>
+        {
+            Ok((name.to_owned(), value.to_owned()))
+        }
+        _ => Err(format!(
+            "`{text}` is not NAME=VALUE (a non-empty name without `=`, no NUL bytes)"
+        )),
+    }
+}
+
+/// `quirl-lua plugin FILE [--prompt NAME | --complete COMMAND | --command NAME | --contribution NAME | --event JSON]`.
 #[derive(Debug, Args)]
 pub(crate) struct PluginArgs {
     /// The plugin source file.
@@ -140,9 +192,20 @@ pub(crate) struct PluginArgs {
     /// Run the plugin command NAME.
     #[arg(long, value_name = "NAME", group = "invoke")]
     pub(crate) command: Option<String>,
+    /// Invoke the contribution NAME (`contribution` operation) with an
+    /// empty context.
+    #[arg(long, value_name = "NAME", group = "invoke")]
+    pub(crate) contribution: Option<String>,
+    /// The kind of the contribution (`catalog`, `completion`, `panel`);
+    /// needed only when the plugin registered NAME for more than one kind.
+    #[arg(long, value_name = "KIND", requires = "contribution")]
+    pub(crate) kind: Option<String>,
     /// Dispatch an extension event given as JSON.
     #[arg(long, value_name = "JSON", group = "invoke")]
     pub(crate) event: Option<String>,
+    /// Input and environment for --command.
+    #[command(flatten)]
+    pub(crate) input: InputArgs,
     /// Arguments for --command.
     #[arg(
         trailing_var_arg = true,
@@ -150,6 +213,10 @@ pub(crate) struct PluginArgs {
         requires = "command"
     )]
     pub(crate) args: Vec<String>,
+}
+
+fn parse_containment(text: &str) -> Result<Containment, String> {
+    text.parse()
 }
 
 /// Parse `33554432`, `32MiB`, `512KiB`, `1G`, … into bytes.
@@ -199,6 +266,18 @@ mod tests {
         assert!(parse_size("12 parsecs").is_err());
         assert!(parse_size("99999999999999999999").is_err());
         assert!(parse_size("18446744073709551615GiB").is_err());
+    }
+
+    #[test]
+    fn parses_environment_assignments() {
+        assert_eq!(
+            parse_env("NAME=Ada=Lovelace"),
+            Ok(("NAME".to_owned(), "Ada=Lovelace".to_owned()))
+        );
+        assert_eq!(parse_env("EMPTY="), Ok(("EMPTY".to_owned(), String::new())));
+        assert!(parse_env("=x").is_err());
+        assert!(parse_env("NOVALUE").is_err());
+        assert!(parse_env("A\0B=x").is_err());
     }
 
     #[test]

@@ -8,11 +8,12 @@
 //! | `op` | fields |
 //! |---|---|
 //! | `eval` | `source` |
-//! | `check`, `test`, `load_plugin` | `source` (with optional `name`) or `file` |
-//! | `run` | `source`/`name` or `file`, optional `args` (strings) |
+//! | `check`, `test`, `load_plugin`, `config` (`load_config`) | `source` (with optional `name`) or `file` |
+//! | `run` | `source`/`name` or `file`, optional `args` (strings), `env` (object of strings), `input` (any JSON value) or `input_bytes` (a string, sent as its UTF-8 bytes) |
 //! | `prompt` | `name`, optional `context` |
 //! | `complete` | `command`, optional `context` |
-//! | `command` | `name`, optional `args` |
+//! | `contribution` | `kind` (`catalog`, `completion`, `panel`), `name`, optional `context` |
+//! | `command` | `name`, optional `args`, `env`, `input`, `input_bytes` |
 //! | `event` | `event` (an extension event object) |
 //!
 //! Lines run on a [`WorkerPool`] of `--pool N` workers (default 1), or with
@@ -45,10 +46,11 @@ use serde_json::Value;
 
 use super::args::BatchArgs;
 use super::{
-    EXIT_OK, EXIT_USAGE, Failure, empty_context, event_from_value, execution_context, exit_code,
-    read_source,
+    CommandInput, EXIT_OK, EXIT_USAGE, Failure, empty_context, event_from_value, execution_context,
+    exit_code, parse_kind, read_source, structured_value,
 };
 use crate::cli::render;
+use quirl_lua_protocol::ExecutionInput;
 
 /// Longest accepted input line: a maximal source, JSON-escaped, plus room.
 pub(crate) const LINE_BYTES_MAX: usize = 16 * 1024 * 1024;
@@ -311,6 +313,42 @@ fn run_line(worker: &mut Worker, request: &Value) -> Result<Value, Failure> {
             Some(_) => Err(Failure::Usage("`args` must be an array".to_owned())),
         }
     };
+    // `env`, and `input` or `input_bytes`.
+    let input = || -> Result<CommandInput, Failure> {
+        let mut command_input = CommandInput::none();
+        match request.get("env") {
+            None => {}
+            Some(Value::Object(members)) => {
+                for (name, value) in members {
+                    let value = value
+                        .as_str()
+                        .ok_or_else(|| Failure::Usage("`env` values must be strings".to_owned()))?;
+                    command_input
+                        .environment
+                        .insert(name.clone(), value.to_owned());
+                }
+            }
+            Some(_) => return Err(Failure::Usage("`env` must be an object".to_owned())),
+        }
+        match (request.get("input"), request.get("input_bytes")) {
+            (Some(_), Some(_)) => {
+                return Err(Failure::Usage(
+                    "give `input` or `input_bytes`, not both".to_owned(),
+                ));
+            }
+            (Some(value), None) => {
+                command_input.input = ExecutionInput::Value(structured_value(value.clone()));
+            }
+            (None, Some(Value::String(text))) => {
+                command_input.input = ExecutionInput::Bytes(text.as_bytes().to_vec());
+            }
+            (None, Some(_)) => {
+                return Err(Failure::Usage("`input_bytes` must be a string".to_owned()));
+            }
+            (None, None) => {}
+        }
+        Ok(command_input)
+    };
     // `source` + optional `name`, or `file`.
     let source = || -> Result<(String, String), Failure> {
         if let Some(file) = request.get("file").and_then(Value::as_str) {
@@ -334,6 +372,13 @@ fn run_line(worker: &mut Worker, request: &Value) -> Result<Value, Failure> {
             let (source, name) = source()?;
             worker.test(&source, &name).map(Value::from)
         }
+        "config" => {
+            let (source, name) = source()?;
+            return worker
+                .load_config(&source, &name)
+                .map_err(Failure::Worker)
+                .and_then(|config| super::to_json(&config));
+        }
         "load_plugin" => {
             let (source, name) = source()?;
             return worker
@@ -343,7 +388,7 @@ fn run_line(worker: &mut Worker, request: &Value) -> Result<Value, Failure> {
         }
         "run" => {
             let (source, name) = source()?;
-            let context = execution_context(&args()?)?;
+            let context = execution_context(&args()?, input()?)?;
             return worker
                 .run(&source, &name, context)
                 .map_err(Failure::Worker)
@@ -353,8 +398,12 @@ fn run_line(worker: &mut Worker, request: &Value) -> Result<Value, Failure> {
             .render_prompt(&text("name")?, context())
             .map(|text| text.map_or(Value::Null, Value::String)),
         "complete" => worker.complete(&text("command")?, context()),
+        "contribution" => {
+            let kind = parse_kind(&text("kind")?)?;
+            worker.contribution(kind, &text("name")?, context())
+        }
         "command" => {
-            let context = execution_context(&args()?)?;
+            let context = execution_context(&args()?, input()?)?;
             let timeout = Duration::from_millis(worker.policy().wall_time_ms());
             return worker
                 .plugin_command(&text("name")?, context, timeout)

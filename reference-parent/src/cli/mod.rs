@@ -14,15 +14,17 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use quirl_lua_protocol::{
-    ErrorCode, ExecutionContext, ExecutionEffects, ExecutionInput, ExecutionStatus, ExtensionEvent,
-    Operation, OutputTarget, ParentFrame, Policy, decode_parent_frame,
+    ContributionKind, ErrorCode, ExecutionContext, ExecutionEffects, ExecutionInput,
+    ExecutionStatus, ExtensionEvent, Operation, OutputTarget, ParentFrame, Policy, StructuredValue,
+    decode_parent_frame,
 };
 use quirl_lua_reference_parent::{
-    Cancel, Error, ErrorKind, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig, WorkerLimits,
+    Cancel, Error, ErrorKind, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig,
+    WorkerLimits, containment_report,
 };
 use serde_json::Value;
 
-use args::{Cli, Command, GlobalOptions, PluginArgs};
+use args::{Cli, Command, GlobalOptions, InputArgs, PluginArgs};
 
 /// Exit status: success.
 pub(crate) const EXIT_OK: u8 = 0;
@@ -52,6 +54,11 @@ pub(crate) fn exit_code(error: &Error) -> u8 {
 
 /// Parse the command line and run it.
 pub(crate) fn run() -> ExitCode {
+    let arguments: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(text) = verbose_version(&arguments) {
+        print!("{text}");
+        return ExitCode::from(EXIT_OK);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -71,6 +78,13 @@ pub(crate) fn run() -> ExitCode {
         }
         Ok(None) => EXIT_OK,
         Err(Failure::Worker(error)) => {
+            let error = if json {
+                // SPEC §17.2: a JSON error says which containment was in effect.
+                let report = containment_report(cli.options.containment);
+                error.with_containment_context(format!("containment: {}", report.summary()))
+            } else {
+                error
+            };
             render::print_error(&error, json);
             exit_code(&error)
         }
@@ -85,6 +99,49 @@ pub(crate) fn run() -> ExitCode {
         Err(Failure::Silent(status)) => status,
     };
     ExitCode::from(status)
+}
+
+/// `quirl-lua --version --verbose` (clap's own `--version` prints only the
+/// version): the version and the containment in effect, which honours a
+/// `--containment MODE` given with it. `None` for every other command line.
+fn verbose_version(arguments: &[std::ffi::OsString]) -> Option<String> {
+    let has = |flag: &str| arguments.iter().any(|argument| argument == flag);
+    if !((has("--version") || has("-V")) && has("--verbose")) {
+        return None;
+    }
+    let mut choice = quirl_lua_reference_parent::Containment::Auto;
+    for (index, argument) in arguments.iter().enumerate() {
+        let value = match argument.to_str() {
+            Some("--containment") => arguments.get(index + 1).and_then(|value| value.to_str()),
+            Some(other) => other.strip_prefix("--containment="),
+            None => None,
+        };
+        if let Some(value) = value {
+            match value.parse() {
+                Ok(parsed) => choice = parsed,
+                Err(message) => return Some(format!("error: {message}\n")),
+            }
+        }
+    }
+    let report = containment_report(choice);
+    let mut text = format!(
+        "quirl-lua {}\ncontainment: {}\n",
+        env!("CARGO_PKG_VERSION"),
+        report.mode
+    );
+    if let Some(path) = &report.cgroup {
+        text.push_str(&format!("cgroup: {path}\n"));
+        let controllers = if report.controllers.is_empty() {
+            "none".to_owned()
+        } else {
+            report.controllers.join(", ")
+        };
+        text.push_str(&format!("controllers: {controllers}\n"));
+    }
+    for note in &report.notes {
+        text.push_str(&format!("note: {note}\n"));
+    }
+    Some(text)
 }
 
 /// Why a command did not produce a result.
@@ -141,14 +198,17 @@ fn execute_one(config: WorkerConfig, command: &Command) -> Result<Value, Failure
             let count = Worker::spawn(config)?.test(&source, &file.display().to_string())?;
             Ok(Value::from(count))
         }
-        Command::Run { file, args } => {
+        Command::Config { file } => {
             let source = read_source(file)?;
+            let config =
+                Worker::spawn(config)?.load_config(&source, &file.display().to_string())?;
+            to_json(&config)
+        }
+        Command::Run { file, input, args } => {
+            let source = read_source(file)?;
+            let context = execution_context(args, command_input(input)?)?;
             let mut worker = Worker::spawn(config)?;
-            let outcome = worker.run(
-                &source,
-                &file.display().to_string(),
-                execution_context(args)?,
-            )?;
+            let outcome = worker.run(&source, &file.display().to_string(), context)?;
             outcome_value(&outcome)
         }
         Command::Plugin(plugin) => run_plugin(config, plugin),
@@ -161,6 +221,13 @@ fn execute_one(config: WorkerConfig, command: &Command) -> Result<Value, Failure
 fn run_plugin(config: WorkerConfig, plugin: &PluginArgs) -> Result<Value, Failure> {
     let source = read_source(&plugin.file)?;
     let event = plugin.event.as_deref().map(parse_event).transpose()?;
+    let input = command_input(&plugin.input)?;
+    if plugin.command.is_none() && (!plugin.input.env.is_empty() || input != CommandInput::none()) {
+        return Err(Failure::Usage(
+            "--stdin, --input-json and --env apply only to --command".to_owned(),
+        ));
+    }
+    let kind = plugin.kind.as_deref().map(parse_kind).transpose()?;
     let mut worker = Worker::spawn(config)?;
     let registrations = worker.load_plugin(&source, &plugin.file.display().to_string())?;
     if let Some(name) = &plugin.prompt {
@@ -173,8 +240,16 @@ fn run_plugin(config: WorkerConfig, plugin: &PluginArgs) -> Result<Value, Failur
     }
     if let Some(name) = &plugin.command {
         let timeout = std::time::Duration::from_millis(worker.policy().wall_time_ms());
-        let outcome = worker.plugin_command(name, execution_context(&plugin.args)?, timeout)?;
+        let context = execution_context(&plugin.args, input)?;
+        let outcome = worker.plugin_command(name, context, timeout)?;
         return outcome_value(&outcome);
+    }
+    if let Some(name) = &plugin.contribution {
+        let kind = match kind {
+            Some(kind) => kind,
+            None => contribution_kind(&registrations, name)?,
+        };
+        return Ok(worker.contribution(kind, name, empty_context())?);
     }
     if let Some(event) = event {
         let reports = worker.event(event)?;
@@ -188,14 +263,137 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, Failure> {
         .map_err(|error| Failure::Usage(format!("cannot print the result: {error}")))
 }
 
-/// An `ExecutionOutcome` as JSON; a nonzero status exits 1 after printing.
+/// An `ExecutionOutcome` as JSON; a nonzero status is printed and becomes
+/// the exit status ([`status_exit_code`]).
 fn outcome_value(outcome: &quirl_lua_protocol::ExecutionOutcome) -> Result<Value, Failure> {
     let value = to_json(outcome)?;
     let ExecutionStatus::Exited(code) = outcome.status;
-    if code == 0 {
-        Ok(value)
+    match status_exit_code(code) {
+        EXIT_OK => Ok(value),
+        status => Err(Failure::Status(value, status)),
+    }
+}
+
+/// The exit status for a script's own status, as `quirl run` exits: 0..=255
+/// as it is, above 255 as 255. A negative status (Quirl clamps it to 0)
+/// exits 255 here, so that a failing status never reads as success
+/// (SPEC §17.5).
+pub(crate) fn status_exit_code(status: i32) -> u8 {
+    u8::try_from(status).unwrap_or(u8::MAX)
+}
+
+/// The kind under which the plugin registered the contribution `name`.
+fn contribution_kind(
+    registrations: &quirl_lua_protocol::PluginRegistrations,
+    name: &str,
+) -> Result<ContributionKind, Failure> {
+    let mut kinds = registrations
+        .contributions
+        .iter()
+        .filter(|contribution| contribution.name == name)
+        .map(|contribution| contribution.kind);
+    match (kinds.next(), kinds.next()) {
+        (Some(kind), None) => Ok(kind),
+        (None, _) => Err(Failure::Usage(format!(
+            "the plugin registered no contribution `{name}`"
+        ))),
+        (Some(_), Some(_)) => Err(Failure::Usage(format!(
+            "the plugin registered `{name}` for more than one kind: pass --kind"
+        ))),
+    }
+}
+
+/// Parse a contribution kind (`catalog`, `completion`, `panel`).
+pub(crate) fn parse_kind(text: &str) -> Result<ContributionKind, Failure> {
+    match text {
+        "catalog" => Ok(ContributionKind::Catalog),
+        "completion" => Ok(ContributionKind::Completion),
+        "panel" => Ok(ContributionKind::Panel),
+        other => Err(Failure::Usage(format!(
+            "unknown contribution kind `{other}` (catalog, completion or panel)"
+        ))),
+    }
+}
+
+/// Input and environment for `run` and plugin commands.
+#[derive(Debug, PartialEq)]
+pub(crate) struct CommandInput {
+    /// `ctx.input`.
+    pub(crate) input: ExecutionInput,
+    /// `ctx.env`.
+    pub(crate) environment: BTreeMap<String, String>,
+}
+
+impl CommandInput {
+    /// No input, no environment.
+    pub(crate) fn none() -> Self {
+        Self {
+            input: ExecutionInput::None,
+            environment: BTreeMap::new(),
+        }
+    }
+}
+
+/// Most bytes `--stdin` reads: the protocol's bound on execution input.
+const STDIN_BYTES_MAX: usize = quirl_lua_protocol::limits::EXECUTION_BYTES_MAX;
+
+fn command_input(options: &InputArgs) -> Result<CommandInput, Failure> {
+    let input = if options.stdin {
+        ExecutionInput::Bytes(read_stdin(STDIN_BYTES_MAX)?)
+    } else if let Some(text) = &options.input_json {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|error| Failure::Usage(format!("--input-json is not JSON: {error}")))?;
+        ExecutionInput::Value(structured_value(value))
     } else {
-        Err(Failure::Status(value, EXIT_GUEST))
+        ExecutionInput::None
+    };
+    let mut environment = BTreeMap::new();
+    for (name, value) in &options.env {
+        environment.insert(name.clone(), value.clone());
+    }
+    Ok(CommandInput { input, environment })
+}
+
+/// Standard input to its end, refusing more than `limit` bytes.
+fn read_stdin(limit: usize) -> Result<Vec<u8>, Failure> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|error| Failure::Usage(format!("cannot read stdin: {error}")))?;
+    if bytes.len() > limit {
+        return Err(Failure::Usage(format!(
+            "standard input is larger than the {limit} bytes an execution input may hold"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// A JSON value as a structured value, as Quirl reads JSON: integers as
+/// `int` (or `u_int` above `i64::MAX`), other numbers as `decimal` text,
+/// arrays as `list`, objects as `record` (serde_json nests at most 128
+/// levels, which bounds the recursion).
+pub(crate) fn structured_value(value: Value) -> StructuredValue {
+    match value {
+        Value::Null => StructuredValue::Nothing,
+        Value::Bool(value) => StructuredValue::Bool(value),
+        Value::Number(number) => match (number.as_i64(), number.as_u64()) {
+            (Some(value), _) => StructuredValue::Int(value),
+            (_, Some(value)) => StructuredValue::UInt(value),
+            _ => StructuredValue::Decimal(number.to_string()),
+        },
+        Value::String(value) => StructuredValue::String(value),
+        Value::Array(items) => {
+            StructuredValue::List(items.into_iter().map(structured_value).collect())
+        }
+        Value::Object(members) => StructuredValue::Record(
+            members
+                .into_iter()
+                .map(|(key, value)| (key, structured_value(value)))
+                .collect(),
+        ),
     }
 }
 
@@ -204,16 +402,20 @@ pub(crate) fn empty_context() -> Value {
     Value::Object(serde_json::Map::new())
 }
 
-/// The context of `run` and plugin commands: arguments, no environment, the
-/// current directory, no input, typed value output (the runner ABI v1 form).
-pub(crate) fn execution_context(args: &[String]) -> Result<ExecutionContext, Failure> {
+/// The context of `run` and plugin commands: arguments, the given input and
+/// environment (nothing of this process's own environment), the current
+/// directory, typed value output (the runner ABI v1 form).
+pub(crate) fn execution_context(
+    args: &[String],
+    input: CommandInput,
+) -> Result<ExecutionContext, Failure> {
     let cwd = std::env::current_dir()
         .map_err(|error| Failure::Usage(format!("cannot read the working directory: {error}")))?;
     let context = ExecutionContext {
         arguments: args.to_vec(),
-        environment: BTreeMap::new(),
+        environment: input.environment,
         working_directory: cwd.to_string_lossy().into_owned(),
-        input: ExecutionInput::None,
+        input: input.input,
         output: OutputTarget::Value,
         declared_effects: ExecutionEffects::default(),
     };
@@ -266,7 +468,9 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
     }
     let mut config = WorkerConfig::new(command, policy)
         .cancel_token(cancel_on_interrupt())
-        .limits(worker_limits(options, &policy));
+        .limits(worker_limits(options, &policy))
+        .containment(options.containment)
+        .command_pids_max(Some(options.command_pids_max));
     if !options.grants.is_empty() {
         config = config.grants(options.grants.clone());
     }

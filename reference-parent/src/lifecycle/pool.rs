@@ -620,6 +620,7 @@ impl Core {
             last_error_kind: state.last_error.map(|(_, kind)| kind),
             latency: Latency::of(all_samples),
             members,
+            containment: crate::cgroup::containment_report(self.config.configured_containment()),
         }
     }
 

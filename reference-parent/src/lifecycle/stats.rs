@@ -55,6 +55,9 @@ pub struct PoolStats {
     pub latency: Latency,
     /// Per-member detail, in member order.
     pub members: Vec<MemberStats>,
+    /// How the pool's workers and their host commands are contained:
+    /// `cgroup` or `process-group`, and why (SPEC §17.2–17.3).
+    pub containment: crate::cgroup::ContainmentReport,
 }
 
 /// Statistics of one pool member (one worker slot).

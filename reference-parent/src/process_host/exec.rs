@@ -19,6 +19,7 @@ use super::command::parse_command;
 use super::error::{HostError, HostErrorCode};
 use super::grants::ProcessHostConfig;
 use super::tree::OwnedTree;
+use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind};
 
 /// Host maximum for retained bytes per output stream (the v1 host-call
 /// bound on `max_output_bytes`).
@@ -100,7 +101,13 @@ pub fn run_command(
             .with_context("the deadline had passed before the command started"));
     }
     ensure_children_are_not_auto_reaped()?;
-    let image = ExecImage::new(&path, &argv, config)?;
+    let cgroup = command_cgroup(config)?;
+    let image = ExecImage::new(
+        &path,
+        &argv,
+        config,
+        cgroup.as_ref().map(ChildCgroup::procs_fd),
+    )?;
     let mut command = Command::new(&path);
     command
         .current_dir(config.cwd())
@@ -116,7 +123,7 @@ pub fn run_command(
     let child = command
         .spawn()
         .map_err(|error| spawn_error(program, &error))?;
-    let mut tree = OwnedTree::new(child)
+    let mut tree = OwnedTree::new(child, cgroup)
         .map_err(|error| HostError::io("could not take ownership of the child", &error))?;
     let mut stdout = Capture::new(
         tree.child_mut()
@@ -138,15 +145,21 @@ pub fn run_command(
         if cancel.is_cancelled() {
             let _ = tree.kill_and_reap();
             let overflow = stdout.overflowed() || stderr.overflowed();
-            return Err(cancelled_error(started, true)
-                .with_context_if(overflow, overflow_note(&stdout, &stderr, limit)));
+            return Err(with_containment_notes(
+                cancelled_error(started, true)
+                    .with_context_if(overflow, overflow_note(&stdout, &stderr, limit)),
+                &tree,
+            ));
         }
         let now = Instant::now();
         if now >= request.deadline {
             let _ = tree.kill_and_reap();
             let overflow = stdout.overflowed() || stderr.overflowed();
-            return Err(deadline_error(started, true)
-                .with_context_if(overflow, overflow_note(&stdout, &stderr, limit)));
+            return Err(with_containment_notes(
+                deadline_error(started, true)
+                    .with_context_if(overflow, overflow_note(&stdout, &stderr, limit)),
+                &tree,
+            ));
         }
         if !leader_exited && tree.exit_fd().is_none() {
             leader_exited = tree
@@ -210,6 +223,29 @@ pub fn run_command(
         .kill_and_reap()
         .map_err(|error| HostError::io("could not reap the child", &error))?;
     let (status, signal) = encode_status(status);
+    if !tree.escaped().is_empty() {
+        return Err(with_containment_notes(
+            HostError::new(
+                HostErrorCode::ResourceLimit,
+                "command left processes running outside its session",
+            )
+            .with_context(status_note(status, signal))
+            .with_help("Run the program in the foreground; a command may not leave daemons behind")
+            .with_exit_status(Some(status)),
+            &tree,
+        ));
+    }
+    if !tree.problems().is_empty() {
+        return Err(with_containment_notes(
+            HostError::new(
+                HostErrorCode::Io,
+                "command ran, but its cgroup could not be cleaned up",
+            )
+            .with_context(status_note(status, signal))
+            .with_exit_status(Some(status)),
+            &tree,
+        ));
+    }
     if stdout.overflowed() || stderr.overflowed() {
         return Err(HostError::new(
             HostErrorCode::ResourceLimit,
@@ -245,6 +281,50 @@ pub fn run_command(
         stdout_lossy,
         stderr_lossy,
     })
+}
+
+/// The command's cgroup (SPEC §17.2), in cgroup mode.
+fn command_cgroup(config: &ProcessHostConfig) -> Result<Option<ChildCgroup>, HostError> {
+    let failed = |why: String| {
+        HostError::new(
+            HostErrorCode::Io,
+            "could not contain the command in a cgroup",
+        )
+        .with_context(why)
+        .with_help("Use process-group containment where cgroup v2 is not writable")
+    };
+    let Some(hierarchy) = cgroup::resolve(config.configured_containment()).map_err(failed)? else {
+        return Ok(None);
+    };
+    let limits = CgroupLimits {
+        memory_max: None,
+        pids_max: config.configured_command_pids_max(),
+    };
+    ChildCgroup::create(hierarchy, ChildKind::Command, limits)
+        .map(Some)
+        .map_err(|error| failed(format!("creating the command's cgroup failed: {error}")))
+}
+
+/// Escapes the cgroup caught, and cgroup cleanup problems, as context.
+fn with_containment_notes(error: HostError, tree: &OwnedTree) -> HostError {
+    let mut error = error;
+    let escaped = tree.escaped();
+    if !escaped.is_empty() {
+        let shown: Vec<String> = escaped.iter().take(8).map(u32::to_string).collect();
+        error = error.with_context(format!(
+            "escape contained: {} process(es) of the command had left its session (pid {}{}); the command's cgroup still held them and cgroup.kill ended them",
+            escaped.len(),
+            shown.join(", "),
+            if escaped.len() > shown.len() { ", …" } else { "" }
+        ));
+    }
+    for problem in tree.problems() {
+        error = error.with_context(format!("cleanup: {problem}"));
+    }
+    if tree.in_cgroup() {
+        error = error.with_context("containment: cgroup v2 (one cgroup per command)");
+    }
+    error
 }
 
 impl HostError {
@@ -392,6 +472,9 @@ struct ExecImage {
     argv_ptrs: Vec<*const libc::c_char>,
     envp_ptrs: Vec<*const libc::c_char>,
     empty_mask: libc::sigset_t,
+    /// `cgroup.procs` of the command's cgroup, held open by the caller
+    /// across the spawn.
+    cgroup_procs: Option<std::os::fd::RawFd>,
 }
 
 // SAFETY: the raw pointers point into the CStrings owned by the same value,
@@ -402,7 +485,12 @@ unsafe impl Send for ExecImage {}
 unsafe impl Sync for ExecImage {}
 
 impl ExecImage {
-    fn new(path: &Path, argv: &[String], config: &ProcessHostConfig) -> Result<Self, HostError> {
+    fn new(
+        path: &Path,
+        argv: &[String],
+        config: &ProcessHostConfig,
+        cgroup_procs: Option<std::os::fd::RawFd>,
+    ) -> Result<Self, HostError> {
         let nul = || {
             HostError::new(
                 HostErrorCode::InvalidArgument,
@@ -443,11 +531,17 @@ impl ExecImage {
             argv_ptrs,
             envp_ptrs,
             empty_mask,
+            cgroup_procs,
         })
     }
 
     /// Runs in the forked child. Only async-signal-safe system calls.
     fn exec(&self) -> io::Result<()> {
+        // First, so the rest of this child and the program run inside the
+        // command's cgroup (SPEC §17.2).
+        if let Some(procs) = self.cgroup_procs {
+            cgroup::enter_in_child(procs)?;
+        }
         // SAFETY: every call below is an async-signal-safe system call on
         // arguments prepared before the fork; none allocates.
         unsafe {

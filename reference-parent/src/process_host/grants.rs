@@ -8,6 +8,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use super::error::{HostError, HostErrorCode};
+use super::wrappers::runs_arguments_as_command;
+use crate::cgroup::Containment;
+
+/// Default `pids.max` of a host command's cgroup (SPEC §17.2): enough for a
+/// build tool's process tree, low enough to stop a fork bomb.
+pub const DEFAULT_COMMAND_PIDS_MAX: u64 = 256;
 
 /// The grant that allows every program (Quirl's unscoped capability).
 pub const PROCESS_SPAWN_GRANT: &str = "process.spawn";
@@ -37,14 +43,21 @@ impl Grants {
     /// `process.spawn` grants every program; `process.spawn:NAME` grants one.
     /// Any other string starting with `process.` is rejected (fail closed on
     /// a misspelt grant); strings outside the `process.` namespace are
-    /// capabilities of the worker and are ignored here.
+    /// capabilities of the worker and are ignored here. A NAME that runs its
+    /// arguments as a command (`setsid`, `env`, `sh`, …; see
+    /// [`super::COMMAND_RUNNING_PROGRAMS`]) is refused unless `process.spawn`
+    /// is granted too (SPEC §16.2).
     pub fn parse<I, S>(grants: I) -> Result<Self, HostError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        let grants: Vec<S> = grants.into_iter().collect();
         let mut parsed = Self::none();
-        for grant in grants {
+        parsed.any_program = grants
+            .iter()
+            .any(|grant| grant.as_ref() == PROCESS_SPAWN_GRANT);
+        for grant in &grants {
             let grant = grant.as_ref();
             if grant == PROCESS_SPAWN_GRANT {
                 parsed.any_program = true;
@@ -52,6 +65,9 @@ impl Grants {
                 validate_program_name(name).map_err(|error| {
                     error.with_context(format!("grant `{}`", truncate_for_display(grant)))
                 })?;
+                if !parsed.any_program {
+                    refuse_command_runner(name)?;
+                }
                 parsed.names.insert(name.to_owned());
             } else if grant.starts_with("process.") {
                 return Err(HostError::new(
@@ -65,8 +81,14 @@ impl Grants {
     }
 
     /// Grant one program by NAME (a bare name or an absolute path).
+    ///
+    /// A program that runs its arguments as a command is refused unless
+    /// every program is granted already ([`Self::allow_any_program`]).
     pub fn allow_program(mut self, name: &str) -> Result<Self, HostError> {
         validate_program_name(name)?;
+        if !self.any_program {
+            refuse_command_runner(name)?;
+        }
         self.names.insert(name.to_owned());
         Ok(self)
     }
@@ -86,6 +108,27 @@ impl Grants {
     pub fn is_empty(&self) -> bool {
         !self.any_program && self.names.is_empty()
     }
+}
+
+/// SPEC §16.2: a grant of a program that runs its arguments as a command
+/// would grant every program; refuse it with that explanation.
+fn refuse_command_runner(name: &str) -> Result<(), HostError> {
+    if !runs_arguments_as_command(name) {
+        return Ok(());
+    }
+    let shown = truncate_for_display(name);
+    Err(HostError::new(
+        HostErrorCode::InvalidArgument,
+        format!(
+            "grant `{PROCESS_SPAWN_GRANT_PREFIX}{shown}` would grant every program: `{shown}` runs its arguments as a command"
+        ),
+    )
+    .with_context(format!(
+        "`{shown}` is on the list of programs that start other programs (SPEC §16.2)"
+    ))
+    .with_help(format!(
+        "Grant the programs it would run by name instead, or grant every program on purpose with `{PROCESS_SPAWN_GRANT}`"
+    )))
 }
 
 fn validate_program_name(name: &str) -> Result<(), HostError> {
@@ -220,6 +263,8 @@ pub struct ProcessHostConfig {
     grants: Grants,
     environment: Environment,
     cwd: PathBuf,
+    containment: Containment,
+    command_pids_max: Option<u64>,
 }
 
 impl ProcessHostConfig {
@@ -230,6 +275,8 @@ impl ProcessHostConfig {
             grants: Grants::none(),
             environment: Environment::empty(),
             cwd: PathBuf::from("/"),
+            containment: Containment::Auto,
+            command_pids_max: Some(DEFAULT_COMMAND_PIDS_MAX),
         }
     }
 
@@ -277,7 +324,36 @@ impl ProcessHostConfig {
             grants,
             environment,
             cwd,
+            containment: Containment::Auto,
+            command_pids_max: Some(DEFAULT_COMMAND_PIDS_MAX),
         })
+    }
+
+    /// How each command is contained (default [`Containment::Auto`]: a
+    /// cgroup per command when cgroup v2 is writable; SPEC §17.2–17.3).
+    #[must_use]
+    pub fn containment(mut self, containment: Containment) -> Self {
+        self.containment = containment;
+        self
+    }
+
+    /// `pids.max` of each command's cgroup (default
+    /// [`DEFAULT_COMMAND_PIDS_MAX`]; `None`: no limit). Applied only where
+    /// the `pids` controller is enabled (see `quirl-lua --version --verbose`).
+    #[must_use]
+    pub fn command_pids_max(mut self, count: Option<u64>) -> Self {
+        self.command_pids_max = count;
+        self
+    }
+
+    /// The containment asked for.
+    pub fn configured_containment(&self) -> Containment {
+        self.containment
+    }
+
+    /// The `pids.max` of each command's cgroup.
+    pub fn configured_command_pids_max(&self) -> Option<u64> {
+        self.command_pids_max
     }
 
     /// Whether calls can be granted at all.
@@ -408,6 +484,40 @@ mod tests {
     }
 
     #[test]
+    fn a_grant_of_a_command_runner_is_refused_unless_every_program_is_granted() {
+        // SPEC §16.2: `setsid -f sleep 77` would run `sleep`.
+        for grant in [
+            "process.spawn:setsid",
+            "process.spawn:/usr/bin/env",
+            "process.spawn:sh",
+        ] {
+            let error = Grants::parse([grant]).unwrap_err();
+            assert_eq!(error.code(), HostErrorCode::InvalidArgument, "{grant}");
+            assert!(
+                error.message().contains("would grant every program"),
+                "{grant}: {}",
+                error.message()
+            );
+            assert!(
+                error.help()[0].contains("`process.spawn`"),
+                "{:?}",
+                error.help()
+            );
+        }
+        assert!(Grants::none().allow_program("nohup").is_err());
+        // With every program granted on purpose, naming one is harmless.
+        let grants = Grants::parse(["process.spawn:setsid", "process.spawn"]).unwrap();
+        assert!(grants.allows("setsid"));
+        assert!(
+            Grants::none()
+                .allow_any_program()
+                .allow_program("setsid")
+                .is_ok()
+        );
+        assert!(Grants::parse(["process.spawn:echo"]).is_ok());
+    }
+
+    #[test]
     fn parses_scoped_and_unscoped_grants_and_ignores_worker_capabilities() {
         let grants = Grants::parse([
             "process.spawn:echo",
@@ -481,20 +591,20 @@ mod tests {
 
     #[test]
     fn resolves_bare_names_only_on_the_granted_path() {
-        let grants = Grants::parse(["process.spawn:sh"]).unwrap();
+        let grants = Grants::parse(["process.spawn:cat"]).unwrap();
         let environment = Environment::empty()
             .with("PATH", "relative:/nonexistent")
             .unwrap();
         let config = ProcessHostConfig::new(enabled(), grants.clone(), environment, "/").unwrap();
         assert_eq!(
-            config.authorize("sh").unwrap_err().code(),
+            config.authorize("cat").unwrap_err().code(),
             HostErrorCode::ProcessSpawn
         );
         let environment = Environment::empty()
             .with("PATH", "/nonexistent:/bin:/usr/bin")
             .unwrap();
         let config = ProcessHostConfig::new(enabled(), grants, environment, "/").unwrap();
-        assert_eq!(config.authorize("sh").unwrap(), PathBuf::from("/bin/sh"));
+        assert_eq!(config.authorize("cat").unwrap(), PathBuf::from("/bin/cat"));
     }
 
     #[test]

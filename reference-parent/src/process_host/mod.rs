@@ -170,6 +170,7 @@ mod exec;
 mod grants;
 mod tree;
 mod wire;
+mod wrappers;
 
 pub use cancel::{Cancel, CancelSignal};
 pub use command::{COMMAND_BYTES_MAX, parse_command};
@@ -178,7 +179,8 @@ pub use exec::{
     CommandOutcomeData, OUTCOME_ENCODED_BYTES_MAX, OUTPUT_BYTES_MAX, ProcessRequest, run_command,
 };
 pub use grants::{
-    Environment, Grants, PROCESS_SPAWN_GRANT, PROCESS_SPAWN_GRANT_PREFIX, ProcessAccess,
-    ProcessHostConfig,
+    DEFAULT_COMMAND_PIDS_MAX, Environment, Grants, PROCESS_SPAWN_GRANT, PROCESS_SPAWN_GRANT_PREFIX,
+    ProcessAccess, ProcessHostConfig,
 };
 pub use wire::{call_deadline, run_host_call};
+pub use wrappers::{COMMAND_RUNNING_PROGRAMS, runs_arguments_as_command};

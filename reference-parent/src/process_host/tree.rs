@@ -22,12 +22,21 @@
 //! descendant that started its own session *and* was orphaned before the
 //! sweep (a daemon's double fork); SPEC.md says to contain such programs
 //! with a cgroup or not to grant them.
+//!
+//! In cgroup mode (SPEC §17.2) the tree also owns the command's cgroup,
+//! which closes that gap: a kill is `cgroup.kill` (every member, whatever
+//! its session or parent) followed by the group kill, the `/proc` sweep is
+//! not needed, and after the reap the cgroup is emptied and removed. Before
+//! the kill, the members that left the leader's session are recorded as
+//! escapes, so the caller can report them.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
+
+use crate::cgroup::{self, ChildCgroup};
 
 /// Rounds of scan-and-stop before giving up on a tree that keeps forking.
 const SWEEP_ROUNDS_MAX: usize = 16;
@@ -44,10 +53,16 @@ pub(crate) struct OwnedTree {
     /// joined it since.
     killed: bool,
     reaped: bool,
+    /// The command's own cgroup, in cgroup mode.
+    cgroup: Option<ChildCgroup>,
+    /// Members of the cgroup outside the leader's session at the first kill.
+    escaped: Vec<u32>,
+    /// Cgroup cleanup problems, as sentences.
+    problems: Vec<String>,
 }
 
 impl OwnedTree {
-    pub(crate) fn new(child: Child) -> io::Result<Self> {
+    pub(crate) fn new(child: Child, cgroup: Option<ChildCgroup>) -> io::Result<Self> {
         let pid = libc::pid_t::try_from(child.id())
             .map_err(|_| io::Error::other("child PID does not fit pid_t"))?;
         Ok(Self {
@@ -56,7 +71,26 @@ impl OwnedTree {
             pid,
             killed: false,
             reaped: false,
+            cgroup,
+            escaped: Vec::new(),
+            problems: Vec::new(),
         })
+    }
+
+    /// Processes of the command's cgroup that had left the leader's
+    /// session when the tree was killed (cgroup mode only).
+    pub(crate) fn escaped(&self) -> &[u32] {
+        &self.escaped
+    }
+
+    /// Whether the tree is contained by a cgroup.
+    pub(crate) fn in_cgroup(&self) -> bool {
+        self.cgroup.is_some()
+    }
+
+    /// Cgroup cleanup problems so far.
+    pub(crate) fn problems(&self) -> &[String] {
+        &self.problems
     }
 
     pub(crate) fn child_mut(&mut self) -> &mut Child {
@@ -110,6 +144,29 @@ impl OwnedTree {
 
     fn kill_tree(&mut self, leader_exited: bool) {
         debug_assert!(!self.reaped);
+        if let Some(cgroup) = &self.cgroup {
+            let leader = self.pid.cast_unsigned();
+            if let Ok(members) = cgroup.members() {
+                self.escaped = members
+                    .into_iter()
+                    .filter(|&pid| pid != leader && cgroup::process_session(pid) != Some(leader))
+                    .collect();
+            }
+            match cgroup.kill() {
+                Ok(()) => {
+                    // SAFETY: killpg only sends a signal. The leader is
+                    // unreaped, so the group id still belongs to this tree.
+                    unsafe { libc::killpg(self.pid, libc::SIGKILL) };
+                    self.killed = true;
+                    return;
+                }
+                // Fall back to the process-group sweep below.
+                Err(error) => self.problems.push(format!(
+                    "cgroup.kill of {} failed: {error}",
+                    cgroup.path().display()
+                )),
+            }
+        }
         // SAFETY: killpg only sends a signal. The leader is unreaped, so the
         // group id still belongs to this tree.
         unsafe { libc::killpg(self.pid, libc::SIGSTOP) };
@@ -136,6 +193,10 @@ impl OwnedTree {
         }
         let status = self.child.wait();
         self.reaped = true;
+        if let Some(mut cgroup) = self.cgroup.take() {
+            let problems = cgroup.remove();
+            self.problems.extend(problems);
+        }
         status
     }
 }

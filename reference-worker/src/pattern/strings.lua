@@ -2,7 +2,7 @@
 -- the sandbox prelude, with the original string library. Installs
 -- string.find, string.match, string.gmatch and string.gsub over the budgeted
 -- Rust engine; the originals stay in upvalues and are only ever called with
--- arguments they reject before matching anything, to raise Lua's exact
+-- arguments they reject before matching anything, to raise Lua's own
 -- argument errors.
 --
 -- natives.find/match(...)        results | FAIL, message | FAIL, nil, args
@@ -18,10 +18,9 @@
 
 local natives, FAIL, DRIVE = ...
 
-local error, type, pcall, select = error, type, pcall, select
+local error, type, select = error, type, select
 local concat = table.concat
 local sub, byte = string.sub, string.byte
-local original_find = string.find
 -- Each original is called only from a local function of its own name, so
 -- that Lua's argument errors name it as the guest did.
 local originals = {}
@@ -37,24 +36,20 @@ local gmatch_start, gmatch_step = natives.gmatch_start, natives.gmatch_step
 local native_gsub, gsub_step = natives.gsub, natives.gsub_step
 local charge_output = natives.charge_output
 
--- The original checks its arguments in order before it matches anything:
--- called with the guest's arguments up to the bad one (the engine returns
--- them), it raises Lua's own error. It is called through an upvalue of its
--- own name (Lua names the function after the call site), and the message
--- is raised again at the guest's position: level 3 from here is the caller
--- of the wrapper.
+-- Errors: the sandbox puts every function of the string table behind a
+-- library call (library_call.rs), which rewrites an error positioned in
+-- this chunk as Lua's C function would have raised it at the guest's call.
+-- So the wrappers raise with error(message) (level 1, this chunk), and an
+-- argument error is raised by the original function itself: it checks its
+-- arguments in order before it matches anything, so called with the
+-- guest's arguments up to the bad one (the engine returns them, count
+-- intact) it raises Lua's own "bad argument" error, which the library call
+-- renames and renumbers after the guest's call.
 local function argument_error(name, ...)
-  local ok, message = pcall(originals[name], ...)
-  if not ok and type(message) == "string" and sub(message, 1, 8) == "sandbox:" then
-    local at = original_find(message, ": ", 9, true)
-    if at then
-      message = sub(message, at + 2)
-    end
-  end
-  error(message, 3)
+  originals[name](...)
+  error("pattern engine and Lua disagree about the arguments of '" .. name .. "'")
 end
 
--- Tail-called by the wrappers, so level 2 is the guest that called them.
 local function finish(name, first, ...)
   if first ~= FAIL then
     return first, ...
@@ -63,7 +58,7 @@ local function finish(name, first, ...)
   if message == nil then
     argument_error(name, select(2, ...))
   end
-  error(message, 2)
+  error(message)
 end
 
 string.find = function(...)
@@ -80,7 +75,8 @@ string.gmatch = function(...)
     argument_error("gmatch", select(3, gmatch_start(...)))
   end
   local last = -1
-  -- Tail-called by the iterator, so level 2 is the loop that called it.
+  -- The iterator is not in a library table (no library call): its errors
+  -- are raised at level 2, the loop that called it (advance is tail-called).
   local function advance(e, ...)
     if e == nil then
       return
@@ -116,7 +112,7 @@ string.gsub = function(...)
     if subject == nil then
       argument_error("gsub", select(3, native_gsub(...)))
     end
-    error(subject, 2)
+    error(subject)
   end
   if first ~= DRIVE then
     return first, subject
@@ -135,7 +131,7 @@ string.gsub = function(...)
       break
     end
     if start == FAIL then
-      error(e, 2)
+      error(e)
     end
     count = count + 1
     if start > src then
@@ -147,7 +143,7 @@ string.gsub = function(...)
     else
       local kind = type(value)
       if kind ~= "string" and kind ~= "number" then
-        error("invalid replacement value (a " .. kind .. ")", 2)
+        error("invalid replacement value (a " .. kind .. ")")
       end
       changed = true
     end

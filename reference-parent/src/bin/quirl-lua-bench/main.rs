@@ -12,7 +12,10 @@
 //! `quirl-lua` binary next to this one with `--internal-lua-worker-v1`);
 //! `--compare-arg ARG` (repeat the pinned X2 row with ARG appended to the
 //! worker command, e.g. `--no-lockdown`); `--kill-source LUA` (what the
-//! stuck worker of X4 evaluates).
+//! stuck worker of X4 evaluates); `--containment auto|cgroup|process-group`
+//! (how every section's workers are contained; default `auto`). Section `C`
+//! measures cold start (X3), a host command and kill latency (X4) in both
+//! containment modes side by side, in interleaved blocks (SPEC §17.2).
 //!
 //! The binary is also its own baseline peer: `--internal-echo N` is the
 //! echo child of the ping-pong (see `pingpong`). Not a test: nothing here
@@ -31,7 +34,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use quirl_lua_protocol::FrameDecoder;
-use quirl_lua_reference_parent::{WORKER_ARGUMENT, WorkerCommand};
+use quirl_lua_reference_parent::{Containment, WORKER_ARGUMENT, WorkerCommand, containment_report};
 
 use inproc::{BoxError, Hook};
 use report::{Row, Summary, Unit, Value};
@@ -102,10 +105,17 @@ fn parse() -> Result<Options, BoxError> {
             "--kill-source" => {
                 options.kill_source = args.next().ok_or("--kill-source needs Lua")?;
             }
+            "--containment" => {
+                let mode: Containment = args
+                    .next()
+                    .ok_or("--containment needs auto, cgroup or process-group")?
+                    .parse()?;
+                let _ = supervise::CONTAINMENT.set(mode);
+            }
             "-h" | "--help" => {
                 println!(
                     "quirl-lua-bench [--quick] [--only X1,X2,X3,X4,X5,X6,L] [--worker CMD] \
-                     [--compare-arg ARG] [--kill-source LUA]"
+                     [--compare-arg ARG] [--kill-source LUA] [--containment MODE]"
                 );
                 std::process::exit(0);
             }
@@ -154,7 +164,7 @@ fn main() -> ExitCode {
 
 fn run() -> Result<(), BoxError> {
     let options = parse()?;
-    let needs_worker = ["X2", "X3", "X4", "X5", "X6", "L"]
+    let needs_worker = ["X2", "X3", "X4", "X5", "X6", "L", "C"]
         .iter()
         .any(|section| options.wants(section));
     let worker = match &options.worker {
@@ -169,6 +179,8 @@ fn run() -> Result<(), BoxError> {
     println!();
     println!("- machine: {}", report::machine());
     println!("- worker: `{worker}`; CPUs available: {cpus:?}");
+    let chosen = supervise::CONTAINMENT.get().copied().unwrap_or_default();
+    println!("- containment: {}", containment_report(chosen).summary());
     println!(
         "- mode: {}",
         if options.quick {
@@ -205,6 +217,9 @@ fn run() -> Result<(), BoxError> {
     }
     if options.wants("L") {
         rows.extend(lua_compute(&options, &worker)?);
+    }
+    if options.wants("C") {
+        rows.extend(containment_costs(&options, &worker, &mut notes)?);
     }
     print!("{}", report::render(&rows));
     println!();
@@ -439,6 +454,76 @@ fn x4(
     row.target = "p99 <= 5 ms".to_owned();
     row.met = Some(summary.p99 <= 5_000_000.0);
     Ok(vec![row])
+}
+
+/// Section C: what a cgroup per child costs, against process groups, in
+/// one run. Blocks of 10 alternate between the modes so load drifts hit
+/// both alike.
+fn containment_costs(
+    options: &Options,
+    worker: &WorkerCommand,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Row>, BoxError> {
+    let report = containment_report(Containment::Auto);
+    if report.cgroup.is_none() {
+        notes.push(format!(
+            "C: skipped, no writable cgroup v2 ({})",
+            report.summary()
+        ));
+        return Ok(Vec::new());
+    }
+    let n = options.n(200);
+    let kill_n = if options.quick { 40 } else { 200 };
+    let block = 10;
+    let modes = [Containment::ProcessGroup, Containment::Cgroup];
+    let mut cold: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    let mut host: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    let mut kill: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..n.div_ceil(block) {
+        for (index, mode) in modes.iter().enumerate() {
+            cold[index].extend(supervise::cold_starts_in(worker, block, *mode)?.1);
+            host[index].extend(supervise::host_commands_in("true", block, *mode)?);
+            if round * block < kill_n {
+                kill[index].extend(supervise::kill_latency_in(
+                    worker,
+                    &options.kill_source,
+                    20,
+                    block,
+                    *mode,
+                )?);
+            }
+        }
+    }
+    notes.push(format!(
+        "C: ours = cgroup mode, baseline = process-group mode, interleaved in blocks of {block}; cgroup: {}",
+        report.summary()
+    ));
+    Ok(vec![
+        time_row(
+            "C/X3",
+            "cold start (spawn -> first response), cgroup per worker",
+            &cold[1],
+            "process-group mode",
+            Some(&cold[0]),
+            None,
+        )?,
+        time_row(
+            "C",
+            "host command `true` (spawn, capture, reap), cgroup per command",
+            &host[1],
+            "process-group mode",
+            Some(&host[0]),
+            None,
+        )?,
+        time_row(
+            "C/X4",
+            "deadline -> worker killed and reaped, cgroup.kill + rmdir",
+            &kill[1],
+            "process-group mode",
+            Some(&kill[0]),
+            None,
+        )?,
+    ])
 }
 
 fn x5(worker: &WorkerCommand, notes: &mut Vec<String>) -> Result<Vec<Row>, BoxError> {

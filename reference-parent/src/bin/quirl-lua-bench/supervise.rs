@@ -9,7 +9,12 @@ use quirl_lua_protocol::{
     Operation, ParentFrame, Policy, Request, Response, WireFrame, WorkerFrame,
 };
 use quirl_lua_reference_parent::lifecycle::{PoolOptions, WorkerPool};
-use quirl_lua_reference_parent::{ErrorKind, Worker, WorkerCommand, WorkerConfig};
+use std::sync::OnceLock;
+
+use quirl_lua_reference_parent::process_host::{
+    Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest, run_command,
+};
+use quirl_lua_reference_parent::{Containment, ErrorKind, Worker, WorkerCommand, WorkerConfig};
 
 use crate::inproc::BoxError;
 
@@ -18,8 +23,15 @@ pub fn policy() -> Result<Policy, BoxError> {
     Ok(Policy::new(false, 32 << 20, 100_000_000, 10_000)?)
 }
 
+/// The containment of every section (`--containment`; default `auto`).
+pub static CONTAINMENT: OnceLock<Containment> = OnceLock::new();
+
+fn containment() -> Containment {
+    CONTAINMENT.get().copied().unwrap_or_default()
+}
+
 pub fn config(command: &WorkerCommand) -> Result<WorkerConfig, BoxError> {
-    Ok(WorkerConfig::new(command.clone(), policy()?))
+    Ok(WorkerConfig::new(command.clone(), policy()?).containment(containment()))
 }
 
 /// The framed bytes of the `eval "return 1"` request and its response at
@@ -114,7 +126,16 @@ pub fn cold_starts(
     command: &WorkerCommand,
     n: usize,
 ) -> Result<(Vec<Duration>, Vec<Duration>), BoxError> {
-    let config = config(command)?;
+    cold_starts_in(command, n, containment())
+}
+
+/// [`cold_starts`] under one containment mode.
+pub fn cold_starts_in(
+    command: &WorkerCommand,
+    n: usize,
+    containment: Containment,
+) -> Result<(Vec<Duration>, Vec<Duration>), BoxError> {
+    let config = config(command)?.containment(containment);
     let mut initialized = Vec::with_capacity(n);
     let mut answered = Vec::with_capacity(n);
     for _ in 0..n {
@@ -154,8 +175,19 @@ pub fn kill_latency(
     wall_ms: u64,
     n: usize,
 ) -> Result<Vec<Duration>, BoxError> {
+    kill_latency_in(command, source, wall_ms, n, containment())
+}
+
+/// [`kill_latency`] under one containment mode.
+pub fn kill_latency_in(
+    command: &WorkerCommand,
+    source: &str,
+    wall_ms: u64,
+    n: usize,
+    containment: Containment,
+) -> Result<Vec<Duration>, BoxError> {
     let policy = Policy::new(false, 32 << 20, 100_000_000, wall_ms)?;
-    let config = WorkerConfig::new(command.clone(), policy);
+    let config = WorkerConfig::new(command.clone(), policy).containment(containment);
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let mut worker = Worker::spawn(config.clone())?;
@@ -171,6 +203,38 @@ pub fn kill_latency(
             return Err(format!("expected a deadline error, got {error}").into());
         }
         samples.push(returned.saturating_duration_since(deadline));
+    }
+    Ok(samples)
+}
+
+/// One host command (`quirl.process.run` without a worker: the process
+/// host alone), `n` times: spawn, capture, reap, and in cgroup mode the
+/// cgroup's creation, kill, `populated 0` wait and removal.
+pub fn host_commands_in(
+    command: &str,
+    n: usize,
+    containment: Containment,
+) -> Result<Vec<Duration>, BoxError> {
+    let config = ProcessHostConfig::new(
+        ProcessAccess {
+            allow_process: true,
+            process_enabled: true,
+        },
+        Grants::parse(["process.spawn"])?,
+        Environment::empty().with("PATH", "/usr/bin:/bin")?,
+        "/",
+    )?
+    .containment(containment);
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        let request = ProcessRequest {
+            command: command.to_owned(),
+            deadline: started + Duration::from_secs(10),
+            max_output_bytes: 1024,
+        };
+        run_command(&config, &request, &Cancel::new())?;
+        samples.push(started.elapsed());
     }
     Ok(samples)
 }

@@ -1,0 +1,269 @@
+//! The one list of programs that run another program chosen by their
+//! arguments (SPEC §16.2): granting one of them by name would grant every
+//! program on `PATH`, so [`super::Grants`] refuses such a grant unless the
+//! operator grants every program (`process.spawn`) on purpose.
+//!
+//! A program is on the list when a plain invocation, with arguments the
+//! guest controls, can start an arbitrary program or run arbitrary code:
+//! command wrappers (`env`, `nice`, `timeout`, `setsid`, …), privilege and
+//! namespace tools (`sudo`, `unshare`, …), shells and interpreters (`-c`,
+//! `-e`), multiplexers (`busybox`, `toybox`), and tools with a documented
+//! "run this command" option (`find -exec`, `xargs`, `tar
+//! --to-command`, `rsync -e`, `git -c core.pager=…`, `awk 'BEGIN{system()}'`,
+//! GNU `sed` `e`, editors and pagers with `!`). The list cannot be complete
+//! for every program an operator may install; SPEC §16.2 says to grant only
+//! programs that do not run other programs.
+
+/// Programs that run their arguments as a command (compared by final path
+/// component; a trailing version such as `python3.12` or `bash5` is
+/// ignored).
+pub const COMMAND_RUNNING_PROGRAMS: &[&str] = &[
+    // Command wrappers: the rest of the argument vector is a command.
+    "env",
+    "nice",
+    "nohup",
+    "setsid",
+    "timeout",
+    "stdbuf",
+    "ionice",
+    "taskset",
+    "chrt",
+    "numactl",
+    "prlimit",
+    "setarch",
+    "linux32",
+    "linux64",
+    "setpriv",
+    "flock",
+    "lockf",
+    "time",
+    "command",
+    "exec",
+    "builtin",
+    "xargs",
+    "parallel",
+    "watch",
+    "script",
+    "unbuffer",
+    "chpst",
+    "softlimit",
+    "setuidgid",
+    "setlock",
+    "envdir",
+    "envuidgid",
+    "daemonize",
+    "start-stop-daemon",
+    "run-parts",
+    "catchsegv",
+    "eatmydata",
+    "faketime",
+    "fakeroot",
+    "fakechroot",
+    "torsocks",
+    "proxychains",
+    "cpulimit",
+    "cgexec",
+    "runcon",
+    "capsh",
+    "ld.so",
+    "at",
+    "batch",
+    "dbus-launch",
+    "dbus-run-session",
+    "ssh-agent",
+    "screen",
+    "tmux",
+    "dtach",
+    "abduco",
+    "expect",
+    "entr",
+    "systemd-run",
+    "systemd-nspawn",
+    "firejail",
+    "bwrap",
+    "proot",
+    // Privilege, user and namespace switches.
+    "sudo",
+    "sudoedit",
+    "su",
+    "doas",
+    "runuser",
+    "pkexec",
+    "sg",
+    "newgrp",
+    "chroot",
+    "unshare",
+    "nsenter",
+    "ip",
+    // Tracers and debuggers start the program they are given.
+    "strace",
+    "ltrace",
+    "gdb",
+    "lldb",
+    "valgrind",
+    "perf",
+    // Shells.
+    "sh",
+    "bash",
+    "rbash",
+    "dash",
+    "ash",
+    "zsh",
+    "ksh",
+    "mksh",
+    "pdksh",
+    "oksh",
+    "yash",
+    "posh",
+    "csh",
+    "tcsh",
+    "fish",
+    "elvish",
+    "nu",
+    "xonsh",
+    "rc",
+    "es",
+    // Multi-call binaries (every applet, shells included).
+    "busybox",
+    "toybox",
+    // Interpreters run code given on the command line.
+    "python",
+    "pypy",
+    "perl",
+    "ruby",
+    "irb",
+    "node",
+    "nodejs",
+    "deno",
+    "bun",
+    "php",
+    "lua",
+    "luajit",
+    "tclsh",
+    "wish",
+    "guile",
+    "racket",
+    "sbcl",
+    "clisp",
+    "ocaml",
+    "ghci",
+    "runghc",
+    "Rscript",
+    "julia",
+    "osascript",
+    "jshell",
+    "groovy",
+    "scala",
+    "awk",
+    "gawk",
+    "mawk",
+    "nawk",
+    "busybox-awk",
+    "sed",
+    "m4",
+    "make",
+    "gmake",
+    "bmake",
+    "cmake",
+    "ninja",
+    // Remote command execution.
+    "ssh",
+    "rsh",
+    "slogin",
+    "scp",
+    "sftp",
+    "rsync",
+    "mosh",
+    // A documented option runs a command.
+    "find",
+    "tar",
+    "zip",
+    "git",
+    "vi",
+    "vim",
+    "nvim",
+    "ex",
+    "view",
+    "rvim",
+    "ed",
+    "emacs",
+    "less",
+    "more",
+    "man",
+    "most",
+    "crontab",
+    "nmap",
+    "docker",
+    "podman",
+    "kubectl",
+];
+
+/// Whether granting `name` (a bare name or an absolute path) would grant
+/// every program, because it runs its arguments as a command.
+pub fn runs_arguments_as_command(name: &str) -> bool {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    if base.starts_with("ld-linux") || base.starts_with("ld-musl") {
+        return true; // the dynamic loader runs any program it is given
+    }
+    let unversioned = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');
+    COMMAND_RUNNING_PROGRAMS
+        .iter()
+        .any(|listed| *listed == base || (!unversioned.is_empty() && *listed == unversioned))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrappers_named_in_spec_are_listed() {
+        for name in [
+            "setsid", "nohup", "env", "timeout", "xargs", "nice", "chroot", "sh", "bash", "dash",
+            "zsh", "busybox", "stdbuf", "ionice", "taskset", "sudo", "su", "doas", "runuser",
+            "flock", "chrt", "unshare", "nsenter", "script", "watch", "find", "strace", "ltrace",
+            "gdb", "time", "command", "exec", "parallel", "ssh",
+        ] {
+            assert!(runs_arguments_as_command(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn paths_and_versions_are_matched_by_their_program() {
+        assert!(runs_arguments_as_command("/usr/bin/setsid"));
+        assert!(runs_arguments_as_command("python3.12"));
+        assert!(runs_arguments_as_command("/usr/bin/perl5.36"));
+        assert!(runs_arguments_as_command("bash5"));
+        assert!(runs_arguments_as_command("/lib64/ld-linux-x86-64.so.2"));
+    }
+
+    #[test]
+    fn ordinary_programs_are_not_listed() {
+        for name in [
+            "echo",
+            "cat",
+            "ls",
+            "true",
+            "head",
+            "/bin/echo",
+            "grep",
+            "sort",
+            "uname",
+        ] {
+            assert!(!runs_arguments_as_command(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_list_has_no_duplicates_or_paths() {
+        let mut names: Vec<&str> = COMMAND_RUNNING_PROGRAMS.to_vec();
+        names.sort_unstable();
+        let count = names.len();
+        names.dedup();
+        assert_eq!(names.len(), count, "duplicate entries");
+        assert!(
+            COMMAND_RUNNING_PROGRAMS
+                .iter()
+                .all(|name| !name.contains('/'))
+        );
+    }
+}
