@@ -112,7 +112,7 @@ pub(crate) fn check_bounds(
 /// Whether `text` holds a character that could change terminal state: any
 /// control character (C0, DEL, C1) other than newline and tab (Quirl's
 /// `reject_terminal_controls`).
-pub(crate) fn has_terminal_controls(text: &str) -> bool {
+pub fn has_terminal_controls(text: &str) -> bool {
     text.chars()
         .any(|c| c.is_control() && !matches!(c, '\n' | '\t'))
 }
@@ -120,8 +120,10 @@ pub(crate) fn has_terminal_controls(text: &str) -> bool {
 /// Check a free-form value that Quirl scans with
 /// `reject_json_terminal_controls`: the annotation bounds (nodes, depth,
 /// text), then no terminal control characters in any key or string
-/// (`domain_bounds`).
-pub(crate) fn check_terminal_safe(value: &Value) -> Result<(), ProtocolError> {
+/// (`domain_bounds`). Public so that a peer building such a value (a
+/// worker's `contribution` result or `annotate_result` action) checks it by
+/// the same rule the codec applies.
+pub fn check_terminal_safe(value: &Value) -> Result<(), ProtocolError> {
     check_bounds(
         value,
         crate::limits::ANNOTATION_NODES_MAX,

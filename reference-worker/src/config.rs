@@ -3,15 +3,20 @@
 //! schema versions 0–3 to 4.
 
 use crate::error::{Label, OpError, has_terminal_controls};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use crate::records_from_lua::{Fields, ReadError};
+use quirl_lua_protocol::{
+    CompletionConfig, EditorConfig, OperationResult, PickerConfig, PromptConfig, QuirlConfig,
+    StatuslineConfig, ThemeColors, UiConfig,
+};
+use serde_json::Value as Json;
 use std::collections::BTreeMap;
 
 /// Schema version written after migration.
 pub const SCHEMA_VERSION: u32 = 4;
-/// Custom themes per configuration.
+/// Worker-only (a semantic rule of Quirl's configuration, which the
+/// protocol leaves to the host; SPEC §15.10): custom themes per configuration.
 pub const CUSTOM_THEMES_MAX: usize = 32;
-/// Bytes in a theme name.
+/// Worker-only (likewise): bytes in a theme name.
 pub const THEME_NAME_BYTES_MAX: usize = 64;
 
 /// Built-in palette names (Quirl 0.1's catalog).
@@ -49,187 +54,85 @@ pub const BUILTIN_THEMES: &[&str] = &[
     "zenburn",
 ];
 
-/// Top-level configuration.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct QuirlConfig {
-    #[serde(default = "default_version")]
-    pub schema_version: u32,
-    #[serde(default)]
-    pub editor: EditorConfig,
-    #[serde(default)]
-    pub picker: PickerConfig,
-    #[serde(default)]
-    pub prompt: PromptConfig,
-    #[serde(default)]
-    pub ui: UiConfig,
-    #[serde(default)]
-    pub completion: CompletionConfig,
-}
-
-fn default_version() -> u32 {
-    SCHEMA_VERSION
-}
-
-/// Editor settings.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(default, deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct EditorConfig {
-    pub keymap: String,
-    pub semantic_hints: bool,
-    pub banner: String,
-}
-
-impl Default for EditorConfig {
-    fn default() -> Self {
-        Self {
-            keymap: "emacs".to_owned(),
-            semantic_hints: true,
-            banner: "compact".to_owned(),
+/// Read the configuration from the JSON form of the table the chunk
+/// returned, with Quirl's defaults for every absent member: the protocol's
+/// [`QuirlConfig`] record, not yet migrated or validated.
+fn read(value: &Json) -> Result<QuirlConfig, ReadError> {
+    let mut top = Fields::of(value, "")?;
+    let schema_version = top
+        .optional_integer("schema_version")?
+        .unwrap_or(SCHEMA_VERSION);
+    let mut editor = top.nested("editor")?;
+    let editor_config = EditorConfig {
+        keymap: editor.string_or("keymap", "emacs")?,
+        semantic_hints: editor.bool_or("semantic_hints", true)?,
+        banner: editor.string_or("banner", "compact")?,
+    };
+    editor.finish()?;
+    let mut picker = top.nested("picker")?;
+    let picker_config = PickerConfig {
+        layout: picker.string_or("layout", "adaptive")?,
+        preview: picker.bool_or("preview", true)?,
+    };
+    picker.finish()?;
+    let mut prompt = top.nested("prompt")?;
+    let prompt_config = PromptConfig {
+        symbols: prompt.string_or("symbols", "auto")?,
+        left: prompt
+            .optional_strings("left")?
+            .unwrap_or_else(|| owned(&["directory", "git_branch", "git_state"])),
+        right: prompt
+            .optional_strings("right")?
+            .unwrap_or_else(|| owned(&["rust_version", "jobs", "duration", "status"])),
+        transient: prompt.bool_or("transient", true)?,
+    };
+    prompt.finish()?;
+    let mut ui = top.nested("ui")?;
+    let surface = ui.string_or("surface", "auto")?;
+    let theme = ui.string_or("theme", "tokyo-night")?;
+    let mut themes = BTreeMap::new();
+    if let Some(value) = ui.value("themes") {
+        for (name, colors) in Fields::of(value, "ui.themes")?.entries() {
+            let mut colors = Fields::of(colors, &format!("ui.themes.{name}"))?;
+            let mut read: [String; 14] = Default::default();
+            for (color, role) in read.iter_mut().zip(ThemeColors::ROLES) {
+                *color = colors.string(role)?;
+            }
+            colors.finish()?;
+            themes.insert(name.clone(), ThemeColors::from_colors(read));
         }
     }
+    let mut statusline = ui.nested("statusline")?;
+    let statusline_config = StatuslineConfig {
+        hints: statusline.bool_or("hints", true)?,
+    };
+    statusline.finish()?;
+    ui.finish()?;
+    let ui_config = UiConfig {
+        surface,
+        theme,
+        themes,
+        statusline: statusline_config,
+    };
+    let mut completion = top.nested("completion")?;
+    let completion_config = CompletionConfig {
+        auto: completion.bool_or("auto", true)?,
+        min_chars: completion.optional_integer("min_chars")?.unwrap_or(1),
+    };
+    completion.finish()?;
+    top.finish()?;
+    Ok(QuirlConfig {
+        schema_version,
+        editor: editor_config,
+        picker: picker_config,
+        prompt: prompt_config,
+        ui: ui_config,
+        completion: completion_config,
+    })
 }
 
-/// Picker settings.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(default, deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct PickerConfig {
-    pub layout: String,
-    pub preview: bool,
-}
-
-impl Default for PickerConfig {
-    fn default() -> Self {
-        Self {
-            layout: "adaptive".to_owned(),
-            preview: true,
-        }
-    }
-}
-
-/// Prompt settings.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(default, deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct PromptConfig {
-    pub symbols: String,
-    pub left: Vec<String>,
-    pub right: Vec<String>,
-    pub transient: bool,
-}
-
-impl Default for PromptConfig {
-    fn default() -> Self {
-        Self {
-            symbols: "auto".to_owned(),
-            left: ["directory", "git_branch", "git_state"]
-                .map(str::to_owned)
-                .to_vec(),
-            right: ["rust_version", "jobs", "duration", "status"]
-                .map(str::to_owned)
-                .to_vec(),
-            transient: true,
-        }
-    }
-}
-
-/// UI settings.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(default, deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct UiConfig {
-    pub surface: String,
-    pub theme: String,
-    pub themes: BTreeMap<String, ThemeColors>,
-    pub statusline: StatuslineConfig,
-}
-
-impl Default for UiConfig {
-    fn default() -> Self {
-        Self {
-            surface: "auto".to_owned(),
-            theme: "tokyo-night".to_owned(),
-            themes: BTreeMap::new(),
-            statusline: StatuslineConfig::default(),
-        }
-    }
-}
-
-/// A custom palette: every role an exact `#RRGGBB`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct ThemeColors {
-    pub accent_command: String,
-    pub accent_data: String,
-    pub context_primary: String,
-    pub context_secondary: String,
-    pub muted: String,
-    pub border: String,
-    pub status_background: String,
-    pub error: String,
-    pub warning: String,
-    pub hint: String,
-    pub string: String,
-    pub operator: String,
-    pub expansion: String,
-    pub number: String,
-}
-
-impl ThemeColors {
-    fn roles(&self) -> [(&'static str, &str); 14] {
-        [
-            ("accent_command", &self.accent_command),
-            ("accent_data", &self.accent_data),
-            ("context_primary", &self.context_primary),
-            ("context_secondary", &self.context_secondary),
-            ("muted", &self.muted),
-            ("border", &self.border),
-            ("status_background", &self.status_background),
-            ("error", &self.error),
-            ("warning", &self.warning),
-            ("hint", &self.hint),
-            ("string", &self.string),
-            ("operator", &self.operator),
-            ("expansion", &self.expansion),
-            ("number", &self.number),
-        ]
-    }
-}
-
-/// Status line settings.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(default, deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct StatuslineConfig {
-    pub hints: bool,
-}
-
-impl Default for StatuslineConfig {
-    fn default() -> Self {
-        Self { hints: true }
-    }
-}
-
-/// Completion settings.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(default, deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct CompletionConfig {
-    pub auto: bool,
-    pub min_chars: u16,
-}
-
-impl Default for CompletionConfig {
-    fn default() -> Self {
-        Self {
-            auto: true,
-            min_chars: 1,
-        }
-    }
+fn owned(names: &[&str]) -> Vec<String> {
+    names.iter().map(|name| (*name).to_owned()).collect()
 }
 
 fn schema_error(source: &str, message: impl Into<String>) -> OpError {
@@ -255,144 +158,147 @@ fn theme_limit(source: &str, what: &str, observed: String, label: &str, help: &s
         .with_help(help)
 }
 
-impl QuirlConfig {
-    /// Read a configuration from the JSON form of the value the chunk
-    /// returned, migrate old schema versions and validate.
-    pub fn from_lua_json(value: &Value, source: &str) -> Result<Self, OpError> {
-        let mut config: Self = crate::lenient::from_json(value).map_err(|e| {
-            schema_error(
-                source,
-                format!("configuration does not match the Rust schema: {e}"),
-            )
-        })?;
-        if config.schema_version < SCHEMA_VERSION {
-            config.schema_version = SCHEMA_VERSION;
-        }
-        config.validate(source)?;
-        Ok(config)
+/// Read a configuration from the JSON form of the value the chunk
+/// returned, migrate old schema versions and validate.
+pub fn from_lua_json(value: &Json, source: &str) -> Result<QuirlConfig, OpError> {
+    let mut config = read(value).map_err(|e| {
+        schema_error(
+            source,
+            format!("configuration does not match the Rust schema: {e}"),
+        )
+    })?;
+    if config.schema_version < SCHEMA_VERSION {
+        config.schema_version = SCHEMA_VERSION;
     }
+    validate(&config, source)?;
+    Ok(config)
+}
 
-    /// Quirl's `QuirlConfig::validate`.
-    pub fn validate(&self, source: &str) -> Result<(), OpError> {
-        if self.schema_version != SCHEMA_VERSION {
-            return Err(schema_error(
-                source,
-                format!(
-                    "config schema_version {} is unsupported; expected {SCHEMA_VERSION}",
-                    self.schema_version
-                ),
-            ));
-        }
-        if !matches!(self.editor.keymap.as_str(), "helix" | "emacs" | "vim") {
-            return Err(schema_error(
-                source,
-                "editor.keymap must be `helix`, `emacs`, or `vim`",
-            ));
-        }
-        if !matches!(self.editor.banner.as_str(), "full" | "compact" | "none") {
-            return Err(OpError::validation(
+/// Quirl's `QuirlConfig::validate`: the closed value domains and the
+/// custom themes (the host's semantic checks, which the protocol leaves to
+/// the host).
+pub fn validate(config: &QuirlConfig, source: &str) -> Result<(), OpError> {
+    if config.schema_version != SCHEMA_VERSION {
+        return Err(schema_error(
+            source,
+            format!(
+                "config schema_version {} is unsupported; expected {SCHEMA_VERSION}",
+                config.schema_version
+            ),
+        ));
+    }
+    if !matches!(config.editor.keymap.as_str(), "helix" | "emacs" | "vim") {
+        return Err(schema_error(
+            source,
+            "editor.keymap must be `helix`, `emacs`, or `vim`",
+        ));
+    }
+    if !matches!(config.editor.banner.as_str(), "full" | "compact" | "none") {
+        return Err(OpError::validation(
                 "editor.banner must be `full`, `compact`, or `none`",
             )
             .with_help("Use `full` for the welcome and shortcuts, `compact` for one line, or `none` to hide it"));
-        }
-        if !matches!(self.picker.layout.as_str(), "adaptive" | "bottom" | "full") {
-            return Err(schema_error(
-                source,
-                "picker.layout must be `adaptive`, `bottom`, or `full`",
-            ));
-        }
-        if !matches!(
-            self.prompt.symbols.as_str(),
-            "auto" | "plain" | "unicode" | "nerd_font"
-        ) {
-            return Err(schema_error(
-                source,
-                "prompt.symbols must be `auto`, `plain`, `unicode`, or `nerd_font`",
-            ));
-        }
-        if !matches!(self.ui.surface.as_str(), "auto" | "rich" | "simple") {
-            return Err(schema_error(
-                source,
-                "ui.surface must be `auto`, `rich`, or `simple`",
-            ));
-        }
-        self.validate_themes(source)?;
-        if self.completion.min_chars > 4096 {
-            return Err(schema_error(
-                source,
-                "completion.min_chars must be at most 4096",
-            ));
-        }
-        Ok(())
     }
+    if !matches!(
+        config.picker.layout.as_str(),
+        "adaptive" | "bottom" | "full"
+    ) {
+        return Err(schema_error(
+            source,
+            "picker.layout must be `adaptive`, `bottom`, or `full`",
+        ));
+    }
+    if !matches!(
+        config.prompt.symbols.as_str(),
+        "auto" | "plain" | "unicode" | "nerd_font"
+    ) {
+        return Err(schema_error(
+            source,
+            "prompt.symbols must be `auto`, `plain`, `unicode`, or `nerd_font`",
+        ));
+    }
+    if !matches!(config.ui.surface.as_str(), "auto" | "rich" | "simple") {
+        return Err(schema_error(
+            source,
+            "ui.surface must be `auto`, `rich`, or `simple`",
+        ));
+    }
+    validate_themes(config, source)?;
+    if config.completion.min_chars > 4096 {
+        return Err(schema_error(
+            source,
+            "completion.min_chars must be at most 4096",
+        ));
+    }
+    Ok(())
+}
 
-    fn validate_themes(&self, source: &str) -> Result<(), OpError> {
-        theme_name(source, "ui.theme", &self.ui.theme)?;
-        if self.ui.themes.len() > CUSTOM_THEMES_MAX {
-            return Err(
-                OpError::resource_limit("custom theme count exceeds its configured limit")
-                    .with_context(format!(
-                        "themes: {}; limit: {CUSTOM_THEMES_MAX}",
-                        self.ui.themes.len()
-                    ))
-                    .with_label(Label {
-                        source: Some(source.to_owned()),
-                        start: 0,
-                        end: 0,
-                        message: "too many custom themes".to_owned(),
-                    })
-                    .with_help("Keep only the themes used by this configuration"),
-            );
+fn validate_themes(config: &QuirlConfig, source: &str) -> Result<(), OpError> {
+    theme_name(source, "ui.theme", &config.ui.theme)?;
+    if config.ui.themes.len() > CUSTOM_THEMES_MAX {
+        return Err(
+            OpError::resource_limit("custom theme count exceeds its configured limit")
+                .with_context(format!(
+                    "themes: {}; limit: {CUSTOM_THEMES_MAX}",
+                    config.ui.themes.len()
+                ))
+                .with_label(Label {
+                    source: Some(source.to_owned()),
+                    start: 0,
+                    end: 0,
+                    message: "too many custom themes".to_owned(),
+                })
+                .with_help("Keep only the themes used by this configuration"),
+        );
+    }
+    for (name, colors) in &config.ui.themes {
+        theme_name(source, "custom theme name", name)?;
+        if BUILTIN_THEMES.contains(&name.as_str()) {
+            return Err(schema_error(
+                source,
+                format!("custom theme `{name}` must not shadow a built-in theme"),
+            ));
         }
-        for (name, colors) in &self.ui.themes {
-            theme_name(source, "custom theme name", name)?;
-            if BUILTIN_THEMES.contains(&name.as_str()) {
-                return Err(schema_error(
+        for (role, color) in ThemeColors::ROLES.into_iter().zip(colors.colors()) {
+            if color.len() > 7 {
+                return Err(theme_limit(
                     source,
-                    format!("custom theme `{name}` must not shadow a built-in theme"),
+                    &format!("ui.themes.{name}.{role}"),
+                    format!("bytes: {}; limit: 7", color.len()),
+                    "theme color is too long",
+                    "Use one exact #RRGGBB color",
                 ));
             }
-            for (role, color) in colors.roles() {
-                if color.len() > 7 {
-                    return Err(theme_limit(
-                        source,
-                        &format!("ui.themes.{name}.{role}"),
-                        format!("bytes: {}; limit: 7", color.len()),
-                        "theme color is too long",
-                        "Use one exact #RRGGBB color",
-                    ));
-                }
-                let valid = color.len() == 7
-                    && color.starts_with('#')
-                    && color.as_bytes()[1..].iter().all(u8::is_ascii_hexdigit);
-                if !valid {
-                    return Err(schema_error(
-                        source,
-                        format!("ui.themes.{name}.{role} must be an exact #RRGGBB color"),
-                    ));
-                }
+            let valid = color.len() == 7
+                && color.starts_with('#')
+                && color.as_bytes()[1..].iter().all(u8::is_ascii_hexdigit);
+            if !valid {
+                return Err(schema_error(
+                    source,
+                    format!("ui.themes.{name}.{role} must be an exact #RRGGBB color"),
+                ));
             }
         }
-        if !BUILTIN_THEMES.contains(&self.ui.theme.as_str())
-            && !self.ui.themes.contains_key(&self.ui.theme)
-        {
-            return Err(schema_error(
-                source,
-                format!(
-                    "ui.theme `{}` is not built in or defined in ui.themes",
-                    self.ui.theme
-                ),
-            ));
-        }
-        Ok(())
     }
+    if !BUILTIN_THEMES.contains(&config.ui.theme.as_str())
+        && !config.ui.themes.contains_key(&config.ui.theme)
+    {
+        return Err(schema_error(
+            source,
+            format!(
+                "ui.theme `{}` is not built in or defined in ui.themes",
+                config.ui.theme
+            ),
+        ));
+    }
+    Ok(())
+}
 
-    /// The `load_config` result (keys sorted, every field present).
-    pub fn to_json(&self) -> Result<Value, OpError> {
-        serde_json::to_value(self)
-            .map(crate::convert::sort_keys)
-            .map_err(|e| OpError::validation(format!("could not encode the configuration: {e}")))
-    }
+/// The `load_config` result (keys sorted, every field present).
+pub fn to_json(config: &QuirlConfig) -> Result<Json, OpError> {
+    OperationResult::Config(config.clone())
+        .to_value()
+        .map_err(|e| OpError::validation(format!("could not encode the configuration: {e}")))
 }
 
 fn theme_name(source: &str, what: &str, name: &str) -> Result<(), OpError> {
@@ -427,8 +333,8 @@ mod tests {
 
     #[test]
     fn an_empty_table_is_the_default_configuration() {
-        let config = QuirlConfig::from_lua_json(&json!({}), "init.lua").unwrap();
-        let text = serde_json::to_string(&config.to_json().unwrap()).unwrap();
+        let config = from_lua_json(&json!({}), "init.lua").unwrap();
+        let text = serde_json::to_string(&to_json(&config).unwrap()).unwrap();
         assert_eq!(
             text,
             r#"{"completion":{"auto":true,"min_chars":1},"editor":{"banner":"compact","keymap":"emacs","semantic_hints":true},"picker":{"layout":"adaptive","preview":true},"prompt":{"left":["directory","git_branch","git_state"],"right":["rust_version","jobs","duration","status"],"symbols":"auto","transient":true},"schema_version":4,"ui":{"statusline":{"hints":true},"surface":"auto","theme":"tokyo-night","themes":{}}}"#
@@ -437,17 +343,48 @@ mod tests {
 
     #[test]
     fn old_versions_migrate_and_future_versions_fail() {
-        let config = QuirlConfig::from_lua_json(&json!({"schema_version": 2}), "c").unwrap();
+        let config = from_lua_json(&json!({"schema_version": 2}), "c").unwrap();
         assert_eq!(config.schema_version, SCHEMA_VERSION);
-        assert!(QuirlConfig::from_lua_json(&json!({"schema_version": 5}), "c").is_err());
+        assert!(from_lua_json(&json!({"schema_version": 5}), "c").is_err());
     }
 
     #[test]
     fn unknown_fields_and_closed_domains_are_enforced() {
-        assert!(QuirlConfig::from_lua_json(&json!({"extra": 1}), "c").is_err());
-        assert!(QuirlConfig::from_lua_json(&json!({"editor": {"keymap": "ed"}}), "c").is_err());
-        assert!(QuirlConfig::from_lua_json(&json!({"ui": {"theme": "nope"}}), "c").is_err());
-        let empty_left = QuirlConfig::from_lua_json(&json!({"prompt": {"left": {}}}), "c").unwrap();
+        assert!(from_lua_json(&json!({"extra": 1}), "c").is_err());
+        assert!(from_lua_json(&json!({"editor": {"keymap": "ed"}}), "c").is_err());
+        assert!(from_lua_json(&json!({"ui": {"theme": "nope"}}), "c").is_err());
+        let empty_left = from_lua_json(&json!({"prompt": {"left": {}}}), "c").unwrap();
         assert!(empty_left.prompt.left.is_empty());
+    }
+
+    #[test]
+    fn the_configuration_is_the_protocols_record_and_round_trips() {
+        let roles: serde_json::Map<String, Json> = ThemeColors::ROLES
+            .iter()
+            .map(|role| ((*role).to_owned(), json!("#a0b1c2")))
+            .collect();
+        let config = from_lua_json(
+            &json!({"ui": {"theme": "mine", "themes": {"mine": roles}},
+                    "completion": {"min_chars": 2}}),
+            "c",
+        )
+        .unwrap();
+        let wire = to_json(&config).unwrap();
+        assert_eq!(
+            OperationResult::decode(quirl_lua_protocol::OperationKind::LoadConfig, &wire).unwrap(),
+            OperationResult::Config(config)
+        );
+        let mut missing = roles_without("number");
+        missing.insert("extra".to_owned(), json!("#000000"));
+        let error = from_lua_json(&json!({"ui": {"themes": {"mine": missing}}}), "c").unwrap_err();
+        assert!(error.message.contains("ui.themes.mine.number"), "{error:?}");
+    }
+
+    fn roles_without(role: &str) -> serde_json::Map<String, Json> {
+        ThemeColors::ROLES
+            .iter()
+            .filter(|name| **name != role)
+            .map(|name| ((*name).to_owned(), json!("#000000")))
+            .collect()
     }
 }

@@ -20,6 +20,7 @@
 
 use crate::error::{Label, OpError};
 use mlua::{Lua, Table, Value};
+use quirl_lua_protocol::limits::JSON_DEPTH_MAX;
 use serde_json::{Map, Number, Value as Json};
 use std::collections::HashSet;
 use std::ffi::c_void;
@@ -37,7 +38,8 @@ pub struct Shape {
     pub index_max: i64,
 }
 
-/// Quirl's bounds for values returned by scripts and callbacks.
+/// Worker-only (Quirl's SDK conversion; SPEC §15.10): the bounds for values
+/// returned by scripts and callbacks.
 pub const RETURN_SHAPE: Shape = Shape {
     nodes: 4_112,
     depth: 16,
@@ -45,16 +47,14 @@ pub const RETURN_SHAPE: Shape = Shape {
     index_max: 4_096,
 };
 
-/// Quirl's bounds for registration tables passed to the SDK.
+/// Worker-only (Quirl's SDK conversion; SPEC §15.10): the bounds for
+/// registration tables passed to the SDK.
 pub const REGISTRATION_SHAPE: Shape = Shape {
     nodes: 512,
     depth: 4,
     bytes: 64 * 1024,
     index_max: 4_096,
 };
-
-/// Deepest JSON value [`to_lua`] builds.
-pub const JSON_DEPTH_MAX: usize = 128;
 
 struct Walk<'a> {
     shape: &'a Shape,
@@ -218,7 +218,8 @@ pub fn sort_keys(value: Json) -> Json {
     }
 }
 
-/// Build a Lua value from JSON.
+/// Build a Lua value from JSON, at most the protocol's
+/// [`JSON_DEPTH_MAX`] deep (no value that arrived in a frame is deeper).
 pub fn to_lua(lua: &Lua, value: &Json) -> mlua::Result<Value> {
     to_lua_at(lua, value, 0)
 }

@@ -1,103 +1,72 @@
-//! Operation errors: the worker's own error record before it becomes a
-//! protocol error record.
+//! Operation errors: the protocol's error record as the worker builds it.
 //!
-//! An [`OpError`] carries exactly the fields of the v1 error record (code,
-//! message, labels, context, help, command, exit status). The worker builds
-//! every diagnostic with it and bounds it with [`OpError::bounded`] before it
-//! leaves the worker, so that a guest that raises a 4 MiB error message cannot
-//! produce a frame the parent must reject.
-//!
-//! This module is not the protocol's error type: `serve` maps an `OpError`
-//! onto the protocol record at the boundary.
+//! An [`OpError`] is a boxed [`ShellError`], the protocol crate's v1 error
+//! record (code, message, labels, context, help, command, exit status). The
+//! worker builds every diagnostic with it and bounds it with
+//! [`OpError::bounded`] before it leaves the worker, so that a guest that
+//! raises a 4 MiB error message cannot produce a frame the parent must
+//! reject: a bounded record always passes [`ShellError::validate`] (SPEC
+//! §6.9, §15.11).
 
-use serde_json::{Map, Value, json};
+use quirl_lua_protocol::limits::{ERROR_ITEMS_MAX, ERROR_TEXT_BYTES_MAX};
+use serde_json::Value;
 use std::fmt;
 
-/// At most this many labels, context lines and help lines per record.
-pub const ERROR_ITEMS_MAX: usize = 64;
-/// At most this many bytes of text in one record (message, label messages and
-/// sources, context, help, command together).
-pub const ERROR_TEXT_BYTES_MAX: usize = 256 * 1024;
-/// A label carries the complete source text only up to this size; larger
-/// sources are named in the label message instead.
+/// The nine stable v1 error codes and the error record (the protocol
+/// crate's types: one definition of the wire vocabulary for both peers).
+pub use quirl_lua_protocol::{ErrorCode, ShellError};
+
+/// The protocol's error label, under the short name the worker's
+/// diagnostics use.
+pub use quirl_lua_protocol::ErrorLabel as Label;
+
+/// Whether text could change terminal state when printed (the protocol's
+/// rule: control characters other than newline and tab).
+pub use quirl_lua_protocol::value::has_terminal_controls;
+
+/// Worker-only (no protocol counterpart; SPEC §15.11): a label carries the
+/// complete source text only up to this size; larger sources are named in
+/// the label message instead.
 pub const LABEL_SOURCE_BYTES_MAX: usize = 64 * 1024;
-/// Longest single text item kept; longer items are cut at a character
-/// boundary and marked with `…`.
-const ITEM_BYTES_MAX: usize = 16 * 1024;
+/// Worker-only (SPEC §15.11): longest single text item kept; longer items
+/// are cut at a character boundary and marked with `…`.
+pub const ITEM_BYTES_MAX: usize = 16 * 1024;
 
-/// The nine stable v1 error codes (the protocol crate's type: one
-/// definition of the wire vocabulary for both peers).
-pub use quirl_lua_protocol::ErrorCode;
-
-/// A diagnostic annotation over the byte range `start..end` of `source`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Label {
-    /// The complete source text the range points into, when it is retained.
-    pub source: Option<String>,
-    /// Inclusive start byte offset.
-    pub start: u32,
-    /// Exclusive end byte offset.
-    pub end: u32,
-    /// What the range shows.
-    pub message: String,
-}
-
-/// An operation failure: a boxed [`ErrorRecord`] (boxed so that results
+/// An operation failure: a boxed [`ShellError`] (boxed so that results
 /// carrying it stay small). Its fields are reachable through `Deref`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpError(Box<ErrorRecord>);
+pub struct OpError(Box<ShellError>);
 
 impl std::ops::Deref for OpError {
-    type Target = ErrorRecord;
+    type Target = ShellError;
 
-    fn deref(&self) -> &ErrorRecord {
+    fn deref(&self) -> &ShellError {
         &self.0
     }
 }
 
 impl std::ops::DerefMut for OpError {
-    fn deref_mut(&mut self) -> &mut ErrorRecord {
+    fn deref_mut(&mut self) -> &mut ShellError {
         &mut self.0
     }
 }
 
-impl From<ErrorRecord> for OpError {
-    fn from(record: ErrorRecord) -> Self {
+impl From<ShellError> for OpError {
+    fn from(record: ShellError) -> Self {
         Self(Box::new(record))
     }
 }
 
-/// The fields of the v1 error record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ErrorRecord {
-    /// Stable category.
-    pub code: ErrorCode,
-    /// Primary message.
-    pub message: String,
-    /// Source annotations.
-    pub labels: Vec<Label>,
-    /// Supporting facts (observed values, limits, underlying errors).
-    pub context: Vec<String>,
-    /// Recovery advice.
-    pub help: Vec<String>,
-    /// Command associated with the failure.
-    pub command: Option<String>,
-    /// Exit status associated with the failure.
-    pub exit_status: Option<i32>,
+impl From<OpError> for ShellError {
+    fn from(error: OpError) -> Self {
+        *error.0
+    }
 }
 
 impl OpError {
     /// A new error with empty details.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self(Box::new(ErrorRecord {
-            code,
-            message: message.into(),
-            labels: Vec::new(),
-            context: Vec::new(),
-            help: Vec::new(),
-            command: None,
-            exit_status: None,
-        }))
+        Self(Box::new(ShellError::new(code, message)))
     }
 
     /// `validation` error.
@@ -159,117 +128,74 @@ impl OpError {
     }
 
     /// Bring the record within the v1 bounds: at most [`ERROR_ITEMS_MAX`]
-    /// items per list, each text item at most 16 KiB, label spans on
-    /// character boundaries, and at most [`ERROR_TEXT_BYTES_MAX`] bytes in
-    /// total. Items that do not fit are dropped, last first; the message is
-    /// always kept (cut if needed).
+    /// items per list, each text item at most [`ITEM_BYTES_MAX`], label
+    /// spans on character boundaries, and at most [`ERROR_TEXT_BYTES_MAX`]
+    /// bytes in total. Items that do not fit are dropped, last first; the
+    /// message is always kept (cut if needed).
     #[must_use]
     pub fn bounded(mut self) -> Self {
-        let record = &mut *self.0;
-        record.bound();
+        bound(&mut self.0);
         self
     }
-}
 
-impl ErrorRecord {
-    fn bound(&mut self) {
-        self.message = clip(&self.message, ITEM_BYTES_MAX);
-        self.labels.truncate(ERROR_ITEMS_MAX);
-        self.context.truncate(ERROR_ITEMS_MAX);
-        self.help.truncate(ERROR_ITEMS_MAX);
-        for item in self.context.iter_mut().chain(self.help.iter_mut()) {
-            *item = clip(item, ITEM_BYTES_MAX);
-        }
-        if let Some(command) = &mut self.command {
-            *command = clip(command, ITEM_BYTES_MAX);
-        }
-        for label in &mut self.labels {
-            label.message = clip(&label.message, ITEM_BYTES_MAX);
-            match &label.source {
-                Some(source) if source.len() > LABEL_SOURCE_BYTES_MAX => {
-                    label.source = None;
-                    label.start = 0;
-                    label.end = 0;
-                }
-                Some(source) => {
-                    let fits = label.start <= label.end
-                        && (label.end as usize) <= source.len()
-                        && source.is_char_boundary(label.start as usize)
-                        && source.is_char_boundary(label.end as usize);
-                    if !fits {
-                        label.start = 0;
-                        label.end = 0;
-                    }
-                }
-                None => {
-                    label.start = 0;
-                    label.end = 0;
-                }
-            }
-        }
-        // Drop trailing items until the total fits; labels with sources are
-        // the largest, so they lose their source text first.
-        while self.text_bytes() > ERROR_TEXT_BYTES_MAX {
-            if let Some(label) = self.labels.iter_mut().rev().find(|l| l.source.is_some()) {
-                label.source = None;
-                label.start = 0;
-                label.end = 0;
-            } else if self.context.pop().is_some()
-                || self.help.pop().is_some()
-                || self.labels.pop().is_some()
-            {
-            } else {
-                self.command = None;
-                self.message = clip(&self.message, ERROR_TEXT_BYTES_MAX / 2);
-                break;
-            }
-        }
-    }
-
-    /// Total text bytes as the v1 bound counts them.
-    pub fn text_bytes(&self) -> usize {
-        let mut total = self.message.len();
-        for label in &self.labels {
-            total = total.saturating_add(label.message.len());
-            if let Some(source) = &label.source {
-                total = total.saturating_add(source.len());
-            }
-        }
-        for item in self.context.iter().chain(&self.help) {
-            total = total.saturating_add(item.len());
-        }
-        if let Some(command) = &self.command {
-            total = total.saturating_add(command.len());
-        }
-        total
-    }
-}
-
-impl OpError {
     /// The record as a JSON value with every field present, as Quirl's
     /// worker writes error records nested inside operation results.
     pub fn to_json(&self) -> Value {
-        let labels = self
-            .labels
-            .iter()
-            .map(|label| {
-                json!({
-                    "source": label.source,
-                    "start": label.start,
-                    "end": label.end,
-                    "message": label.message,
-                })
-            })
-            .collect::<Vec<_>>();
-        let mut map = Map::new();
-        map.insert("code".to_owned(), Value::from(self.code.as_str()));
-        map.insert("message".to_owned(), Value::from(self.message.clone()));
-        map.insert("labels".to_owned(), Value::Array(labels));
-        map.insert("context".to_owned(), json!(self.context));
-        map.insert("help".to_owned(), json!(self.help));
-        map.insert("command".to_owned(), json!(self.command));
-        map.insert("exit_status".to_owned(), json!(self.exit_status));
-        Value::Object(map)
+        serde_json::to_value(&*self.0).unwrap_or(Value::Null)
+    }
+}
+
+fn bound(record: &mut ShellError) {
+    record.message = clip(&record.message, ITEM_BYTES_MAX);
+    record.labels.truncate(ERROR_ITEMS_MAX);
+    record.context.truncate(ERROR_ITEMS_MAX);
+    record.help.truncate(ERROR_ITEMS_MAX);
+    for item in record.context.iter_mut().chain(record.help.iter_mut()) {
+        *item = clip(item, ITEM_BYTES_MAX);
+    }
+    if let Some(command) = &mut record.command {
+        *command = clip(command, ITEM_BYTES_MAX);
+    }
+    for label in &mut record.labels {
+        label.message = clip(&label.message, ITEM_BYTES_MAX);
+        match &label.source {
+            Some(source) if source.len() > LABEL_SOURCE_BYTES_MAX => {
+                label.source = None;
+                label.start = 0;
+                label.end = 0;
+            }
+            Some(source) => {
+                let fits = label.start <= label.end
+                    && (label.end as usize) <= source.len()
+                    && source.is_char_boundary(label.start as usize)
+                    && source.is_char_boundary(label.end as usize);
+                if !fits {
+                    label.start = 0;
+                    label.end = 0;
+                }
+            }
+            None => {
+                label.start = 0;
+                label.end = 0;
+            }
+        }
+    }
+    // Drop trailing items until the total fits; labels with sources are
+    // the largest, so they lose their source text first.
+    while record.text_bytes() > ERROR_TEXT_BYTES_MAX {
+        if let Some(label) = record.labels.iter_mut().rev().find(|l| l.source.is_some()) {
+            label.source = None;
+            label.start = 0;
+            label.end = 0;
+        } else if record.context.pop().is_some()
+            || record.help.pop().is_some()
+            || record.labels.pop().is_some()
+        {
+        } else {
+            record.command = None;
+            record.message = clip(&record.message, ERROR_TEXT_BYTES_MAX / 2);
+            break;
+        }
     }
 }
 
@@ -296,15 +222,9 @@ pub fn clip(text: &str, limit: usize) -> String {
     clipped
 }
 
-/// Whether `text` contains characters that could change terminal state when
-/// printed (C0/C1 controls other than newline and tab).
-pub fn has_terminal_controls(text: &str) -> bool {
-    text.chars()
-        .any(|c| (c.is_control() && !matches!(c, '\n' | '\t')) || c == '\u{9b}')
-}
-
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     #[test]
@@ -330,6 +250,35 @@ mod tests {
             })
             .bounded();
         assert_eq!((error.labels[0].start, error.labels[0].end), (0, 0));
+    }
+
+    #[test]
+    fn bounded_records_pass_the_protocols_validation() {
+        let mut error = OpError::lua("x".repeat(300_000)).with_label(Label {
+            source: Some("é".repeat(40_000)),
+            start: 1,
+            end: 3,
+            message: "m".repeat(20_000),
+        });
+        for _ in 0..100 {
+            error = error
+                .with_context("c".repeat(5_000))
+                .with_help("h".repeat(5_000));
+        }
+        assert!(error.validate().is_err(), "the unbounded record is invalid");
+        let bounded = error.bounded();
+        bounded
+            .validate()
+            .expect("a bounded record is a valid v1 record");
+    }
+
+    #[test]
+    fn to_json_writes_every_field_of_the_protocol_record() {
+        let json = OpError::lua("m").with_help("h").to_json();
+        assert_eq!(
+            serde_json::to_string(&json).expect("encodes"),
+            r#"{"code":"lua","command":null,"context":[],"exit_status":null,"help":["h"],"labels":[],"message":"m"}"#
+        );
     }
 
     #[test]

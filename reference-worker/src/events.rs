@@ -3,20 +3,17 @@
 //!
 //! The result of `event` is an array of handler reports in handler-name
 //! order, each `{"actions":[…],"error":null|{error record},"handler":"name"}`
-//! (keys sorted, `error` always present, as Quirl's worker writes them).
+//! (keys sorted, `error` always present, as Quirl's worker writes them). The
+//! event, the actions and the reports are the protocol crate's records.
 
 use crate::error::{OpError, has_terminal_controls};
-use crate::registry::{Capability, EventKind};
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value as Json, json};
-
-/// The extension protocol version events must carry.
-pub const EXTENSION_PROTOCOL_VERSION: u64 = 2;
-/// Actions one handler may return.
-pub const ACTIONS_MAX: usize = 64;
-const JSON_NODES_MAX: usize = 100_000;
-const JSON_DEPTH_MAX: usize = 64;
-const JSON_TEXT_BYTES_MAX: usize = 8 * 1024 * 1024;
+use crate::records_from_lua;
+use quirl_lua_protocol::limits::{EVENT_ACTIONS_MAX, EXTENSION_PROTOCOL_VERSION};
+use quirl_lua_protocol::{
+    EventHandlerReport, EventKind, ExtensionAction, ExtensionCapability, ExtensionEvent,
+    ExtensionEventData, ShellError,
+};
+use serde_json::Value as Json;
 
 /// A validated event.
 #[derive(Debug, Clone)]
@@ -25,7 +22,7 @@ pub struct Event {
     pub sequence: u64,
     /// Category.
     pub kind: EventKind,
-    /// The wire record.
+    /// The wire record, as handlers receive it (see [`Event::view`]).
     pub record: Json,
 }
 
@@ -33,8 +30,8 @@ fn event_error(message: impl Into<String>) -> OpError {
     OpError::validation(message).with_help("Fix the extension declaration before loading it")
 }
 
-fn safe_text(what: &str, text: Option<&Json>) -> Result<(), OpError> {
-    if let Some(Json::String(text)) = text
+fn safe_text(what: &str, text: Option<&str>) -> Result<(), OpError> {
+    if let Some(text) = text
         && has_terminal_controls(text)
     {
         return Err(
@@ -46,56 +43,51 @@ fn safe_text(what: &str, text: Option<&Json>) -> Result<(), OpError> {
 }
 
 impl Event {
-    /// Read an event record and check it follows `previous` (Quirl's
-    /// `ExtensionEvent::validate_after`).
-    pub fn from_json(record: &Json, previous: Option<u64>) -> Result<Self, OpError> {
-        let version = record
-            .get("protocol_version")
-            .and_then(Json::as_u64)
-            .ok_or_else(|| event_error("extension event needs `protocol_version`"))?;
+    /// Check a decoded event follows `previous` (Quirl's
+    /// `ExtensionEvent::validate_after`) and keep its wire form.
+    pub fn new(event: &ExtensionEvent, previous: Option<u64>) -> Result<Self, OpError> {
+        let version = event.protocol_version;
         if version != EXTENSION_PROTOCOL_VERSION {
             return Err(event_error(format!(
                 "unsupported extension event protocol version {version}"
             )));
         }
-        let sequence = record
-            .get("sequence")
-            .and_then(Json::as_u64)
-            .ok_or_else(|| event_error("extension event needs `sequence`"))?;
+        let sequence = event.sequence;
         if previous.is_some_and(|previous| sequence <= previous) {
             return Err(event_error(format!(
                 "extension event sequence {sequence} is not greater than its predecessor"
             )));
         }
-        let data = record
-            .get("data")
-            .ok_or_else(|| event_error("extension event needs `data`"))?;
-        let kind: EventKind = data
-            .get("kind")
-            .cloned()
-            .map(serde_json::from_value)
-            .transpose()
-            .map_err(|e| event_error(format!("unknown extension event kind: {e}")))?
-            .ok_or_else(|| event_error("extension event data needs `kind`"))?;
-        safe_text("extension output", data.get("text"))?;
-        safe_text("extension progress message", data.get("message"))?;
-        if kind == EventKind::Cancellation {
-            safe_text("extension cancellation reason", data.get("reason"))?;
+        match &event.data {
+            ExtensionEventData::Output { text, .. } => {
+                safe_text("extension output", text.as_deref())?;
+            }
+            ExtensionEventData::ExecutionProgress { message, .. } => {
+                safe_text("extension progress message", message.as_deref())?;
+            }
+            ExtensionEventData::Cancellation { reason } => {
+                safe_text("extension cancellation reason", Some(reason))?;
+            }
+            _ => {}
         }
+        let record = serde_json::to_value(event)
+            .map_err(|e| event_error(format!("extension event cannot be represented: {e}")))?;
         Ok(Self {
             sequence,
-            kind,
-            record: record.clone(),
+            kind: event.data.kind(),
+            record,
         })
     }
 
     /// The record a handler receives: output text is removed unless the
     /// handler declared `output_read`, and a nested error record loses its
     /// empty optional parts (Quirl's in-memory error shape).
-    pub fn view(&self, capabilities: &[Capability]) -> Json {
+    pub fn view(&self, capabilities: &[ExtensionCapability]) -> Json {
         let mut record = self.record.clone();
         if let Some(data) = record.get_mut("data").and_then(Json::as_object_mut) {
-            if self.kind == EventKind::Output && !capabilities.contains(&Capability::OutputRead) {
+            if self.kind == EventKind::Output
+                && !capabilities.contains(&ExtensionCapability::OutputRead)
+            {
                 data.remove("text");
             }
             if let Some(Json::Object(error)) = data.get_mut("error") {
@@ -119,189 +111,147 @@ impl Event {
     }
 }
 
-/// An action returned by an event handler.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
-#[allow(missing_docs)]
-pub enum Action {
-    Diagnose { message: String },
-    RewritePlan { source: String },
-    SetEnvironment { name: String, value: String },
-    BlockExecution { reason: String },
-    AnnotateResult { key: String, value: Json },
-}
-
-impl Action {
-    fn required(&self) -> Capability {
-        match self {
-            Self::Diagnose { .. } | Self::AnnotateResult { .. } => Capability::EventsObserve,
-            Self::RewritePlan { .. } => Capability::PlanRewrite,
-            Self::SetEnvironment { .. } => Capability::EnvironmentMutate,
-            Self::BlockExecution { .. } => Capability::ExecutionBlock,
+/// The capability an action needs (Quirl's `ExtensionAction::validate`).
+pub const fn required_capability(action: &ExtensionAction) -> ExtensionCapability {
+    match action {
+        ExtensionAction::Diagnose { .. } | ExtensionAction::AnnotateResult { .. } => {
+            ExtensionCapability::EventsObserve
         }
-    }
-
-    /// Quirl's `ExtensionAction::validate`.
-    pub fn validate(&self, granted: &[Capability]) -> Result<(), OpError> {
-        let required = self.required();
-        if !granted.contains(&required) {
-            return Err(event_error(format!(
-                "extension action requires undeclared capability `{}`",
-                required.name()
-            )));
-        }
-        match self {
-            Self::Diagnose { message } => safe_text("diagnostic", Some(&json!(message))),
-            Self::RewritePlan { source } => safe_text("rewritten plan", Some(&json!(source))),
-            Self::BlockExecution { reason } => safe_text("block reason", Some(&json!(reason))),
-            Self::SetEnvironment { name, value } => {
-                portable("environment name", name)?;
-                if value.contains('\0') {
-                    return Err(event_error("environment value contains a NUL byte"));
-                }
-                Ok(())
-            }
-            Self::AnnotateResult { key, value } => {
-                portable("annotation key", key)?;
-                reject_json_terminal_controls("result annotation", value)
-            }
-        }
+        ExtensionAction::RewritePlan { .. } => ExtensionCapability::PlanRewrite,
+        ExtensionAction::SetEnvironment { .. } => ExtensionCapability::EnvironmentMutate,
+        ExtensionAction::BlockExecution { .. } => ExtensionCapability::ExecutionBlock,
     }
 }
 
-fn portable(what: &str, value: &str) -> Result<(), OpError> {
-    if value.is_empty()
-        || !value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c))
-    {
-        return Err(
-            event_error(format!("{what} `{value}` contains unsupported characters"))
-                .with_help("Use ASCII letters, digits, dot, underscore, dash, or slash"),
-        );
+/// Quirl's `ExtensionAction::validate`: the capability rule (which needs
+/// the handler's declaration), then the protocol's data rules.
+pub fn validate_action(
+    action: &ExtensionAction,
+    granted: &[ExtensionCapability],
+) -> Result<(), OpError> {
+    let required = required_capability(action);
+    if !granted.contains(&required) {
+        return Err(event_error(format!(
+            "extension action requires undeclared capability `{}`",
+            required.as_str()
+        )));
     }
-    Ok(())
+    action.validate().map_err(|e| {
+        event_error(format!(
+            "extension action `{}` is refused: {}",
+            action_name(action),
+            e.message()
+        ))
+        .with_context(format!("field: {}", e.context()))
+    })
 }
 
-fn json_limit(what: &str, kind: &str, limit: usize, observed: usize) -> OpError {
-    OpError::resource_limit(format!("{what} exceeds its JSON {kind} limit"))
-        .with_context(format!("limit: {limit}; observed: {observed}"))
-        .with_help("Return a smaller and shallower extension value")
+const fn action_name(action: &ExtensionAction) -> &'static str {
+    match action {
+        ExtensionAction::Diagnose { .. } => "diagnose",
+        ExtensionAction::RewritePlan { .. } => "rewrite_plan",
+        ExtensionAction::SetEnvironment { .. } => "set_environment",
+        ExtensionAction::BlockExecution { .. } => "block_execution",
+        ExtensionAction::AnnotateResult { .. } => "annotate_result",
+    }
 }
 
-/// Reject JSON whose keys or strings could change terminal state, within
-/// Quirl's scan bounds.
-pub fn reject_json_terminal_controls(what: &str, value: &Json) -> Result<(), OpError> {
-    let mut stack = vec![(value, 0_usize)];
-    let mut nodes = 1_usize;
-    let mut text = 0_usize;
-    while let Some((value, depth)) = stack.pop() {
-        if depth > JSON_DEPTH_MAX {
-            return Err(json_limit(what, "depth", JSON_DEPTH_MAX, depth));
-        }
-        let mut check = |s: &str| -> Result<(), OpError> {
-            text += s.len();
-            if text > JSON_TEXT_BYTES_MAX {
-                return Err(json_limit(what, "text bytes", JSON_TEXT_BYTES_MAX, text));
-            }
-            safe_text(what, Some(&Json::String(s.to_owned())))
-        };
-        match value {
-            Json::String(s) => check(s)?,
-            Json::Array(items) => {
-                nodes += items.len();
-                stack.extend(items.iter().map(|v| (v, depth + 1)));
-            }
-            Json::Object(map) => {
-                nodes += map.len();
-                for (key, item) in map {
-                    check(key)?;
-                    stack.push((item, depth + 1));
-                }
-            }
-            _ => {}
-        }
-        if nodes > JSON_NODES_MAX {
-            return Err(json_limit(what, "nodes", JSON_NODES_MAX, nodes));
-        }
-    }
-    Ok(())
+/// Check a free-form value a callback returned by the protocol's rule for
+/// it (annotation bounds, no terminal controls in any key or string).
+pub fn check_terminal_safe(what: &str, value: &Json) -> Result<(), OpError> {
+    quirl_lua_protocol::value::check_terminal_safe(value).map_err(|e| {
+        event_error(format!("{what} is refused: {}", e.message()))
+            .with_help("Return plain text or typed styled values; Quirl owns terminal control")
+    })
 }
 
 /// Read and validate a handler's return value.
 pub fn actions(
     value: &Json,
     handler: &str,
-    granted: &[Capability],
-) -> Result<Vec<Action>, OpError> {
+    granted: &[ExtensionCapability],
+) -> Result<Vec<ExtensionAction>, OpError> {
     // Quirl's `validation_error(handler, …)`: labelled with the handler's
     // name, with the SDK-shape help.
-    let actions: Vec<Action> = crate::lenient::from_json(value).map_err(|e| {
+    let actions = records_from_lua::extension_actions(value).map_err(|e| {
         OpError::schema(
             handler,
             format!("event handler must return an array of declared actions: {e}"),
         )
     })?;
-    if actions.len() > ACTIONS_MAX {
+    if actions.len() > EVENT_ACTIONS_MAX {
         return Err(crate::convert::shape_limit(
             "Lua callback return",
             "event actions",
             actions.len(),
-            ACTIONS_MAX,
+            EVENT_ACTIONS_MAX,
         ));
     }
     for action in &actions {
-        action.validate(granted)?;
+        validate_action(action, granted)?;
     }
     Ok(actions)
 }
 
-/// One handler report.
-pub fn report(handler: &str, outcome: Result<Vec<Action>, OpError>) -> Json {
+/// One handler report (the protocol's record, in its wire form).
+pub fn report(handler: &str, outcome: Result<Vec<ExtensionAction>, OpError>) -> Json {
     let (actions, error) = match outcome {
-        Ok(actions) => (actions, Json::Null),
-        Err(error) => (Vec::new(), error.bounded().to_json()),
+        Ok(actions) => (actions, None),
+        Err(error) => (Vec::new(), Some(ShellError::from(error.bounded()))),
     };
-    let actions = actions
-        .iter()
-        .map(|a| serde_json::to_value(a).unwrap_or(Json::Null))
-        .collect::<Vec<_>>();
-    let mut map = Map::new();
-    map.insert("actions".to_owned(), Json::Array(actions));
-    map.insert("error".to_owned(), error);
-    map.insert("handler".to_owned(), Json::from(handler));
-    crate::convert::sort_keys(Json::Object(map))
+    let report = EventHandlerReport {
+        handler: handler.to_owned(),
+        actions,
+        error,
+    };
+    serde_json::to_value(&report).unwrap_or(Json::Null)
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use serde_json::json;
 
-    fn output_event(sequence: u64) -> Json {
-        json!({"protocol_version": 2, "sequence": sequence,
-               "data": {"kind": "output", "stream": "stdout", "bytes": 3, "text": "abc"}})
+    fn output_event(sequence: u64) -> ExtensionEvent {
+        ExtensionEvent {
+            protocol_version: EXTENSION_PROTOCOL_VERSION,
+            sequence,
+            data: ExtensionEventData::Output {
+                stream: quirl_lua_protocol::OutputStream::Stdout,
+                bytes: 3,
+                text: Some("abc".to_owned()),
+            },
+        }
     }
 
     #[test]
     fn sequences_must_increase_and_versions_match() {
-        assert!(Event::from_json(&output_event(5), Some(4)).is_ok());
-        assert!(Event::from_json(&output_event(5), Some(5)).is_err());
+        assert!(Event::new(&output_event(5), Some(4)).is_ok());
+        assert!(Event::new(&output_event(5), Some(5)).is_err());
         let mut old = output_event(1);
-        old["protocol_version"] = json!(1);
-        assert!(Event::from_json(&old, None).is_err());
+        old.protocol_version = 1;
+        assert!(Event::new(&old, None).is_err());
     }
 
     #[test]
     fn output_text_is_visible_only_with_output_read() {
-        let event = Event::from_json(&output_event(1), None).unwrap();
+        let event = Event::new(&output_event(1), None).unwrap();
+        assert_eq!(
+            event.record,
+            json!({"protocol_version": 2, "sequence": 1,
+                   "data": {"kind": "output", "stream": "stdout", "bytes": 3, "text": "abc"}})
+        );
         assert!(
-            event.view(&[Capability::EventsObserve])["data"]
+            event.view(&[ExtensionCapability::EventsObserve])["data"]
                 .get("text")
                 .is_none()
         );
         assert_eq!(
-            event.view(&[Capability::EventsObserve, Capability::OutputRead])["data"]["text"],
+            event.view(&[
+                ExtensionCapability::EventsObserve,
+                ExtensionCapability::OutputRead
+            ])["data"]["text"],
             "abc"
         );
     }
@@ -309,16 +259,22 @@ mod tests {
     #[test]
     fn actions_need_their_capability() {
         let value = json!([{"action": "block_execution", "reason": "no"}]);
-        assert!(actions(&value, "h", &[Capability::EventsObserve]).is_err());
+        assert!(actions(&value, "h", &[ExtensionCapability::EventsObserve]).is_err());
         assert!(
             actions(
                 &value,
                 "h",
-                &[Capability::EventsObserve, Capability::ExecutionBlock]
+                &[
+                    ExtensionCapability::EventsObserve,
+                    ExtensionCapability::ExecutionBlock
+                ]
             )
             .is_ok()
         );
         assert!(actions(&json!({}), "h", &[]).unwrap().is_empty());
+        let unsafe_text = json!([{"action": "diagnose", "message": "\u{1b}[2J"}]);
+        let error = actions(&unsafe_text, "h", &[ExtensionCapability::EventsObserve]).unwrap_err();
+        assert!(error.message.contains("terminal control"), "{error:?}");
     }
 
     #[test]
@@ -341,7 +297,7 @@ mod tests {
     fn reports_have_sorted_keys_and_a_null_error() {
         let text = serde_json::to_string(&report(
             "h",
-            Ok(vec![Action::Diagnose {
+            Ok(vec![ExtensionAction::Diagnose {
                 message: "m".to_owned(),
             }]),
         ))
@@ -350,5 +306,9 @@ mod tests {
             text,
             r#"{"actions":[{"action":"diagnose","message":"m"}],"error":null,"handler":"h"}"#
         );
+        let failed = report("h", Err(OpError::lua("boom")));
+        assert_eq!(failed["actions"], json!([]));
+        assert_eq!(failed["error"]["code"], "lua");
+        assert_eq!(failed["error"]["command"], Json::Null);
     }
 }

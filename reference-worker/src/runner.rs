@@ -2,88 +2,45 @@
 //! `main` (and to plugin command callbacks), the typed result envelope they
 //! return, and the migration of unversioned (v0) results.
 //!
-//! The result of `run` and `plugin_command` is an execution outcome, written
-//! as Quirl writes it (keys sorted):
+//! The context is the protocol's `ExecutionContext`, the result of `run`
+//! and `plugin_command` the protocol's `ExecutionOutcome`, written as Quirl
+//! writes it (keys sorted):
 //! `{"cleanup":"complete","diagnostics":[],"output":{"kind":"value","value":{"type":"int","value":42}},"status":{"code":0,"kind":"exited"}}`.
 
-use crate::error::{ErrorCode, Label, OpError, has_terminal_controls};
-use serde::Deserialize;
-use serde_json::{Map, Value as Json, json};
-use std::collections::BTreeMap;
+use crate::error::{
+    ErrorCode, ITEM_BYTES_MAX, LABEL_SOURCE_BYTES_MAX, Label, OpError, ShellError,
+    has_terminal_controls,
+};
+use crate::records_from_lua::Fields;
+use quirl_lua_protocol::limits::ERROR_TEXT_BYTES_MAX;
+use quirl_lua_protocol::{
+    CleanupState, ExecutionContext, ExecutionEffects, ExecutionOutcome, ExecutionOutput,
+    ExecutionStatus, OutputTarget, ProtocolError, StructuredValue,
+};
+use serde_json::Value as Json;
 
-/// Current runner ABI version.
+/// Worker-only (the runner ABI's version): current runner ABI version.
 pub const ABI_VERSION: u64 = 1;
-/// Arguments per invocation.
-pub const ARGUMENTS_MAX: usize = 1_024;
-/// Bytes across arguments.
-pub const ARGUMENT_BYTES_MAX: usize = 1024 * 1024;
-/// Environment entries.
-pub const ENVIRONMENT_ENTRIES_MAX: usize = 256;
-/// Bytes across environment names and values.
-pub const ENVIRONMENT_BYTES_MAX: usize = 64 * 1024;
-/// Bytes in the working directory.
-pub const CWD_BYTES_MAX: usize = 4 * 1024;
-/// Input bytes.
-pub const INPUT_BYTES_MAX: usize = 8 * 1024 * 1024;
-/// Structured value nodes.
-pub const VALUE_NODES_MAX: usize = 100_000;
-/// Structured value depth.
-pub const VALUE_DEPTH_MAX: usize = 64;
-/// Structured value text bytes.
-pub const VALUE_TEXT_BYTES_MAX: usize = 8 * 1024 * 1024;
-/// Values in a finite `values` output.
+/// Worker-only (runner ABI; no protocol counterpart): values in a finite
+/// `values` output.
 pub const STREAM_VALUES_MAX: usize = 512;
-const ERROR_ITEMS_MAX: usize = 32;
-const ERROR_FIELD_BYTES_MAX: usize = 16 * 1024;
-const ERROR_SOURCE_BYTES_MAX: usize = 64 * 1024;
-const ERROR_TOTAL_BYTES_MAX: usize = 256 * 1024;
+/// Worker-only (runner ABI; the protocol's error record allows more): labels,
+/// context and help items of an error record a script returns.
+pub const RUNNER_ERROR_ITEMS_MAX: usize = 32;
+/// Worker-only (runner ABI): bytes of a module field name.
 const MODULE_FIELD_BYTES_MAX: usize = 128;
 
-/// Effects declared for an execution.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct Effects {
-    pub read_filesystem: bool,
-    pub write_filesystem: bool,
-    pub spawn_process: bool,
-    pub change_directory: bool,
-}
-
-impl Effects {
-    /// Declared effect names in Quirl's order.
-    pub fn names(self) -> Vec<&'static str> {
-        [
-            (self.read_filesystem, "read_filesystem"),
-            (self.write_filesystem, "write_filesystem"),
-            (self.spawn_process, "spawn_process"),
-            (self.change_directory, "change_directory"),
-        ]
-        .into_iter()
-        .filter_map(|(on, name)| on.then_some(name))
-        .collect()
-    }
-}
-
-/// The execution context of `run` and `plugin_command` (the wire record's
-/// fields). `input` and `output` stay JSON: they reach Lua in exactly their
-/// wire shape.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunContext {
-    /// Arguments in source order.
-    pub arguments: Vec<String>,
-    /// Environment snapshot.
-    pub environment: BTreeMap<String, String>,
-    /// Working directory.
-    pub working_directory: String,
-    /// `ExecutionInput`: `{"kind":"none"}`, `{"kind":"bytes","content":[…]}`
-    /// or `{"kind":"value","content":<structured value>}`.
-    pub input: Json,
-    /// `ExecutionOutputTarget`; the runner ABI accepts only `{"kind":"value"}`.
-    pub output: Json,
-    /// Declared effects.
-    pub declared_effects: Effects,
+/// Declared effect names in Quirl's order.
+pub fn effect_names(effects: ExecutionEffects) -> Vec<&'static str> {
+    [
+        (effects.read_filesystem, "read_filesystem"),
+        (effects.write_filesystem, "write_filesystem"),
+        (effects.spawn_process, "spawn_process"),
+        (effects.change_directory, "change_directory"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect()
 }
 
 /// ABI validation failure.
@@ -97,6 +54,17 @@ pub fn abi_error(message: impl Into<String>) -> OpError {
 pub fn limit_error(what: &str, limit: usize, observed: usize) -> OpError {
     OpError::resource_limit(format!("{what} exceeds its configured limit"))
         .with_context(format!("limit: {limit}; observed: {observed}"))
+        .with_help("Reduce the retained runner data or use a bounded engine-owned stream")
+}
+
+/// A protocol bound a runner value or context exceeds.
+fn protocol_limit(what: &str, error: &ProtocolError) -> OpError {
+    let mut detail = error.message().to_owned();
+    if !error.context().is_empty() {
+        detail = format!("{detail} (at `{}`)", error.context());
+    }
+    OpError::resource_limit(format!("{what} exceeds its configured limit"))
+        .with_context(detail)
         .with_help("Reduce the retained runner data or use a bounded engine-owned stream")
 }
 
@@ -122,285 +90,167 @@ pub fn unsupported_abi(version: u64) -> OpError {
         .with_help("Regenerate the Lua SDK and migrate the module to the supported runner ABI")
 }
 
-impl RunContext {
-    /// Read and validate the wire record.
-    pub fn from_json(value: &Json) -> Result<Self, OpError> {
-        let context: Self = serde_json::from_value(value.clone())
-            .map_err(|e| abi_error(format!("invalid execution context: {e}")))?;
-        context.validate()?;
-        Ok(context)
-    }
-
-    /// Quirl's `LuaRunnerContext::validate`.
-    pub fn validate(&self) -> Result<(), OpError> {
-        if self.arguments.len() > ARGUMENTS_MAX {
-            return Err(limit_error(
-                "Lua runner arguments",
-                ARGUMENTS_MAX,
-                self.arguments.len(),
-            ));
-        }
-        let bytes: usize = self.arguments.iter().map(String::len).sum();
-        if bytes > ARGUMENT_BYTES_MAX {
-            return Err(limit_error(
-                "Lua runner argument bytes",
-                ARGUMENT_BYTES_MAX,
-                bytes,
-            ));
-        }
-        if self.environment.len() > ENVIRONMENT_ENTRIES_MAX {
-            return Err(limit_error(
-                "Lua runner environment entries",
-                ENVIRONMENT_ENTRIES_MAX,
-                self.environment.len(),
-            ));
-        }
-        let bytes: usize = self
-            .environment
-            .iter()
-            .map(|(k, v)| k.len() + v.len())
-            .sum();
-        if bytes > ENVIRONMENT_BYTES_MAX {
-            return Err(limit_error(
-                "Lua runner environment bytes",
-                ENVIRONMENT_BYTES_MAX,
-                bytes,
-            ));
-        }
-        for (key, value) in &self.environment {
-            if key.is_empty() || key.contains('=') || key.contains('\0') {
-                return Err(abi_error(
-                    "Lua runner environment names must be non-empty and contain neither `=` nor NUL",
-                ));
-            }
-            if value.contains('\0') {
-                return Err(abi_error(
-                    "Lua runner environment values must not contain NUL",
-                ));
-            }
-        }
-        if self.working_directory.len() > CWD_BYTES_MAX {
-            return Err(limit_error(
-                "Lua runner working directory",
-                CWD_BYTES_MAX,
-                self.working_directory.len(),
-            ));
-        }
-        if self.working_directory.is_empty() {
-            return Err(abi_error("Lua runner working directory must not be empty"));
-        }
-        validate_input(&self.input)?;
-        match self.output.get("kind").and_then(Json::as_str) {
-            Some("value") if self.output.as_object().is_some_and(|o| o.len() == 1) => Ok(()),
-            Some("inherit" | "capture") => Err(abi_error(
-                "Lua runner ABI v1 supports typed value output only",
-            )
-            .with_help("Select value output or use a byte-oriented execution adapter")),
-            _ => Err(abi_error("invalid execution output target")),
-        }
+/// Quirl's `LuaRunnerContext::validate`: the protocol's context bounds
+/// (the decoder checked them already; an in-process caller may not have),
+/// then the ABI's own rule that only typed value output is supported.
+pub fn check_context(context: &ExecutionContext) -> Result<(), OpError> {
+    context
+        .validate()
+        .map_err(|e| protocol_limit("Lua runner context", &e))?;
+    match context.output {
+        OutputTarget::Value => Ok(()),
+        OutputTarget::Inherit | OutputTarget::Capture { .. } => Err(abi_error(
+            "Lua runner ABI v1 supports typed value output only",
+        )
+        .with_help("Select value output or use a byte-oriented execution adapter")),
     }
 }
 
-fn validate_input(input: &Json) -> Result<(), OpError> {
-    let object = input
+/// The wire form of a context part (input, output target) as it reaches Lua.
+pub fn wire_json<T: serde::Serialize>(value: &T) -> Result<Json, OpError> {
+    serde_json::to_value(value)
+        .map_err(|e| abi_error(format!("execution context cannot be represented: {e}")))
+}
+
+/// Read a structured value (`{type, value}`, from the JSON form of a Lua
+/// table) into the protocol's record.
+fn structured_at(value: &Json) -> Result<StructuredValue, OpError> {
+    let object = value
         .as_object()
-        .ok_or_else(|| abi_error("execution input must be an object"))?;
-    match (object.get("kind").and_then(Json::as_str), object.len()) {
-        (Some("none"), 1) => Ok(()),
-        (Some("bytes"), 2) => {
-            let bytes = object
-                .get("content")
-                .and_then(Json::as_array)
-                .ok_or_else(|| abi_error("byte input requires a `content` array"))?;
-            if bytes.len() > INPUT_BYTES_MAX {
-                return Err(limit_error(
-                    "Lua runner input bytes",
-                    INPUT_BYTES_MAX,
-                    bytes.len(),
-                ));
-            }
-            if !bytes.iter().all(|b| b.as_u64().is_some_and(|b| b <= 255)) {
-                return Err(abi_error("byte input must contain integers 0..=255"));
-            }
-            Ok(())
-        }
-        (Some("value"), 2) => {
-            let value = object
-                .get("content")
-                .ok_or_else(|| abi_error("value input requires `content`"))?;
-            structured(value).map(drop)
-        }
-        _ => Err(abi_error("invalid execution input")),
+        .ok_or_else(|| abi_error("a structured value must be a `{type, value}` table"))?;
+    if let Some(key) = object.keys().find(|k| *k != "type" && *k != "value") {
+        return Err(abi_error(format!(
+            "unknown field `{key}` in a structured value"
+        )));
     }
-}
-
-struct ValueWalk {
-    nodes: usize,
-    text: usize,
-}
-
-impl ValueWalk {
-    fn text(&mut self, bytes: usize) -> Result<(), OpError> {
-        self.text = self.text.saturating_add(bytes);
-        if self.text > VALUE_TEXT_BYTES_MAX {
-            return Err(limit_error(
-                "structured value text bytes",
-                VALUE_TEXT_BYTES_MAX,
-                self.text,
-            ));
+    let kind = object
+        .get("type")
+        .and_then(Json::as_str)
+        .ok_or_else(|| abi_error("a structured value needs a string `type`"))?;
+    let content = object.get("value");
+    let need = |what: &str| abi_error(format!("a `{kind}` value needs {what}"));
+    let text = || {
+        content
+            .and_then(Json::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| need("a string"))
+    };
+    Ok(match kind {
+        "nothing" => {
+            if content.is_some_and(|c| !c.is_null()) {
+                return Err(abi_error("a `nothing` value has no content"));
+            }
+            StructuredValue::Nothing
         }
-        Ok(())
-    }
-
-    fn value(&mut self, value: &Json, depth: usize) -> Result<Json, OpError> {
-        self.nodes += 1;
-        if self.nodes > VALUE_NODES_MAX {
-            return Err(limit_error(
-                "structured value nodes",
-                VALUE_NODES_MAX,
-                self.nodes,
-            ));
+        "bool" => StructuredValue::Bool(
+            content
+                .and_then(Json::as_bool)
+                .ok_or_else(|| need("a boolean"))?,
+        ),
+        "int" => StructuredValue::Int(
+            content
+                .and_then(Json::as_i64)
+                .ok_or_else(|| need("an integer"))?,
+        ),
+        "u_int" => StructuredValue::UInt(
+            content
+                .and_then(Json::as_u64)
+                .ok_or_else(|| need("a non-negative integer"))?,
+        ),
+        "decimal" => StructuredValue::Decimal(text()?),
+        "string" => StructuredValue::String(text()?),
+        "path" => StructuredValue::Path(text()?),
+        "date_time" => StructuredValue::DateTime(text()?),
+        "pattern" => StructuredValue::Pattern(text()?),
+        "list" => {
+            let items: &[Json] = match content {
+                Some(Json::Array(items)) => items,
+                Some(Json::Object(map)) if map.is_empty() => &[],
+                _ => return Err(need("a list")),
+            };
+            StructuredValue::List(items.iter().map(structured_at).collect::<Result<_, _>>()?)
         }
-        if depth > VALUE_DEPTH_MAX {
-            return Err(limit_error(
-                "structured value depth",
-                VALUE_DEPTH_MAX,
-                depth,
-            ));
+        "record" => {
+            let map = content
+                .and_then(Json::as_object)
+                .ok_or_else(|| need("a record"))?;
+            StructuredValue::Record(
+                map.iter()
+                    .map(|(key, item)| Ok((key.clone(), structured_at(item)?)))
+                    .collect::<Result<_, OpError>>()?,
+            )
         }
-        let object = value
-            .as_object()
-            .ok_or_else(|| abi_error("a structured value must be a `{type, value}` table"))?;
-        if let Some(key) = object.keys().find(|k| *k != "type" && *k != "value") {
+        "duration" | "size" => {
+            let field = if kind == "duration" {
+                "nanoseconds"
+            } else {
+                "bytes"
+            };
+            let inner = content
+                .and_then(Json::as_object)
+                .filter(|m| m.len() == 1)
+                .and_then(|m| m.get(field))
+                .and_then(Json::as_u64)
+                .ok_or_else(|| need(&format!("`{{{field} = <unsigned integer>}}`")))?;
+            if kind == "duration" {
+                StructuredValue::Duration { nanoseconds: inner }
+            } else {
+                StructuredValue::Size { bytes: inner }
+            }
+        }
+        other => {
             return Err(abi_error(format!(
-                "unknown field `{key}` in a structured value"
+                "unknown structured value type `{other}`"
             )));
         }
-        let kind = object
-            .get("type")
-            .and_then(Json::as_str)
-            .ok_or_else(|| abi_error("a structured value needs a string `type`"))?;
-        let content = object.get("value");
-        let need = |what: &str| abi_error(format!("a `{kind}` value needs {what}"));
-        let normalized = match kind {
-            "nothing" => {
-                if content.is_some_and(|c| !c.is_null()) {
-                    return Err(abi_error("a `nothing` value has no content"));
-                }
-                return Ok(json!({"type": "nothing"}));
-            }
-            "bool" => Json::Bool(
-                content
-                    .and_then(Json::as_bool)
-                    .ok_or_else(|| need("a boolean"))?,
-            ),
-            "int" => Json::from(
-                content
-                    .and_then(Json::as_i64)
-                    .ok_or_else(|| need("an integer"))?,
-            ),
-            "u_int" => Json::from(
-                content
-                    .and_then(Json::as_u64)
-                    .ok_or_else(|| need("a non-negative integer"))?,
-            ),
-            "decimal" | "string" | "path" | "date_time" | "pattern" => {
-                let text = content
-                    .and_then(Json::as_str)
-                    .ok_or_else(|| need("a string"))?;
-                self.text(text.len())?;
-                Json::String(text.to_owned())
-            }
-            "list" => {
-                let items: &[Json] = match content {
-                    Some(Json::Array(items)) => items,
-                    Some(Json::Object(map)) if map.is_empty() => &[],
-                    _ => return Err(need("a list")),
-                };
-                let mut out = Vec::with_capacity(items.len());
-                for item in items {
-                    out.push(self.value(item, depth + 1)?);
-                }
-                Json::Array(out)
-            }
-            "record" => {
-                let map = content
-                    .and_then(Json::as_object)
-                    .ok_or_else(|| need("a record"))?;
-                let mut out = Map::new();
-                for (key, item) in map {
-                    self.text(key.len())?;
-                    out.insert(key.clone(), self.value(item, depth + 1)?);
-                }
-                Json::Object(out)
-            }
-            "duration" | "size" => {
-                let field = if kind == "duration" {
-                    "nanoseconds"
-                } else {
-                    "bytes"
-                };
-                let inner = content
-                    .and_then(Json::as_object)
-                    .filter(|m| m.len() == 1)
-                    .and_then(|m| m.get(field))
-                    .and_then(Json::as_u64)
-                    .ok_or_else(|| need(&format!("`{{{field} = <unsigned integer>}}`")))?;
-                json!({ field: inner })
-            }
-            other => {
-                return Err(abi_error(format!(
-                    "unknown structured value type `{other}`"
-                )));
-            }
-        };
-        let mut out = Map::new();
-        out.insert("type".to_owned(), Json::from(kind));
-        out.insert("value".to_owned(), normalized);
-        Ok(Json::Object(out))
-    }
+    })
 }
 
-/// Validate a structured value (`{type, value}`) within the shared bounds
-/// and return it normalized (an empty list written `[]`).
-pub fn structured(value: &Json) -> Result<Json, OpError> {
-    ValueWalk { nodes: 0, text: 0 }.value(value, 0)
+/// Read a structured value and check it against the protocol's value
+/// bounds (nodes, depth, text).
+pub fn structured(value: &Json) -> Result<StructuredValue, OpError> {
+    let value = structured_at(value)?;
+    value
+        .validate()
+        .map_err(|e| protocol_limit("structured value", &e))?;
+    Ok(value)
 }
 
 /// Quirl's `StructuredValue::from_json` for unversioned results: plain JSON
-/// becomes tagged values (integers stay `int`/`uint`, other numbers become
+/// becomes tagged values (integers stay `int`/`u_int`, other numbers become
 /// `decimal` text).
-pub fn structured_from_plain(value: &Json) -> Json {
+pub fn structured_from_plain(value: &Json) -> StructuredValue {
     match value {
-        Json::Null => json!({"type": "nothing"}),
-        Json::Bool(b) => json!({"type": "bool", "value": b}),
+        Json::Null => StructuredValue::Nothing,
+        Json::Bool(b) => StructuredValue::Bool(*b),
         Json::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => json!({"type": "int", "value": i}),
-            (_, Some(u)) => json!({"type": "u_int", "value": u}),
-            _ => json!({"type": "decimal", "value": n.to_string()}),
+            (Some(i), _) => StructuredValue::Int(i),
+            (_, Some(u)) => StructuredValue::UInt(u),
+            _ => StructuredValue::Decimal(n.to_string()),
         },
-        Json::String(s) => json!({"type": "string", "value": s}),
+        Json::String(s) => StructuredValue::String(s.clone()),
         Json::Array(items) => {
-            json!({"type": "list", "value": items.iter().map(structured_from_plain).collect::<Vec<_>>()})
+            StructuredValue::List(items.iter().map(structured_from_plain).collect())
         }
-        Json::Object(map) => {
-            let record: Map<String, Json> = map
-                .iter()
+        Json::Object(map) => StructuredValue::Record(
+            map.iter()
                 .map(|(k, v)| (k.clone(), structured_from_plain(v)))
-                .collect();
-            json!({"type": "record", "value": record})
-        }
+                .collect(),
+        ),
     }
 }
 
-/// A successful outcome with `output` and exit status `status`.
-pub fn outcome(status: i32, output: Json) -> Json {
-    json!({
-        "cleanup": "complete",
-        "diagnostics": [],
-        "output": output,
-        "status": {"code": status, "kind": "exited"},
-    })
+/// A successful outcome with `output` and exit status `status`, in its wire
+/// form.
+pub fn outcome(status: i32, output: ExecutionOutput) -> Result<Json, OpError> {
+    let outcome = ExecutionOutcome {
+        status: ExecutionStatus::Exited(status),
+        output,
+        diagnostics: Vec::new(),
+        cleanup: CleanupState::Complete,
+    };
+    serde_json::to_value(&outcome)
+        .map_err(|e| abi_error(format!("the execution outcome cannot be represented: {e}")))
 }
 
 /// The v0 migration: any JSON-compatible value, with an optional integer
@@ -418,53 +268,16 @@ pub fn legacy_outcome(value: &Json) -> Result<Json, OpError> {
             })?
         }
     };
-    let value = structured(&structured_from_plain(value))?;
-    Ok(outcome(status, json!({"kind": "value", "value": value})))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ResultWire {
-    abi_version: u64,
-    ok: bool,
-    #[serde(default)]
-    status: Option<i32>,
-    #[serde(default)]
-    output: Option<Json>,
-    #[serde(default)]
-    error: Option<ErrorWire>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ErrorWire {
-    code: String,
-    message: String,
-    #[serde(default)]
-    labels: Vec<LabelWire>,
-    #[serde(default)]
-    context: Vec<String>,
-    #[serde(default)]
-    help: Vec<String>,
-    #[serde(default)]
-    command: Option<String>,
-    #[serde(default)]
-    exit_status: Option<i32>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LabelWire {
-    #[serde(default)]
-    source: Option<String>,
-    start: u64,
-    end: u64,
-    message: String,
+    let value = structured_from_plain(value);
+    value
+        .validate()
+        .map_err(|e| protocol_limit("structured value", &e))?;
+    outcome(status, ExecutionOutput::Value { value })
 }
 
 fn error_text(what: &str, value: &str) -> Result<(), OpError> {
-    if value.len() > ERROR_FIELD_BYTES_MAX {
-        return Err(limit_error(what, ERROR_FIELD_BYTES_MAX, value.len()));
+    if value.len() > ITEM_BYTES_MAX {
+        return Err(limit_error(what, ITEM_BYTES_MAX, value.len()));
     }
     if has_terminal_controls(value) {
         return Err(abi_error(format!(
@@ -474,102 +287,116 @@ fn error_text(what: &str, value: &str) -> Result<(), OpError> {
     Ok(())
 }
 
-impl ErrorWire {
-    fn into_error(self) -> Result<OpError, OpError> {
-        let code = ErrorCode::from_name(&self.code)
-            .ok_or_else(|| abi_error(format!("unknown error code `{}`", self.code)))?;
-        error_text("Lua ShellError message", &self.message)?;
-        for (what, count) in [
-            ("labels", self.labels.len()),
-            ("context", self.context.len()),
-            ("help", self.help.len()),
-        ] {
-            if count > ERROR_ITEMS_MAX {
-                return Err(limit_error(
-                    &format!("Lua ShellError {what}"),
-                    ERROR_ITEMS_MAX,
-                    count,
-                ));
-            }
-        }
-        let mut total = self.message.len();
-        for item in self.context.iter().chain(&self.help) {
-            error_text("Lua ShellError detail", item)?;
-            total += item.len();
-        }
-        if let Some(command) = &self.command {
-            error_text("Lua ShellError command", command)?;
-            total += command.len();
-        }
-        let mut labels = Vec::with_capacity(self.labels.len());
-        for label in self.labels {
-            error_text("Lua ShellError label message", &label.message)?;
-            total += label.message.len();
-            let (start, end) = (
-                u32::try_from(label.start).map_err(|_| abi_error("label start is outside u32"))?,
-                u32::try_from(label.end).map_err(|_| abi_error("label end is outside u32"))?,
-            );
-            match &label.source {
-                Some(source) => {
-                    if source.len() > ERROR_SOURCE_BYTES_MAX {
-                        return Err(limit_error(
-                            "Lua ShellError label source bytes",
-                            ERROR_SOURCE_BYTES_MAX,
-                            source.len(),
-                        ));
-                    }
-                    if has_terminal_controls(source) {
-                        return Err(abi_error(
-                            "Lua ShellError label source contains forbidden terminal control bytes",
-                        ));
-                    }
-                    let (s, e) = (start as usize, end as usize);
-                    if !(s <= e
-                        && e <= source.len()
-                        && source.is_char_boundary(s)
-                        && source.is_char_boundary(e))
-                    {
-                        return Err(abi_error(
-                            "Lua ShellError label is not a valid UTF-8 byte range",
-                        ));
-                    }
-                    total += source.len();
-                }
-                None if start != 0 || end != 0 => {
-                    return Err(abi_error(
-                        "Lua ShellError label without source must use the empty 0..0 span",
-                    ));
-                }
-                None => {}
-            }
-            labels.push(Label {
-                source: label.source,
-                start,
-                end,
-                message: label.message,
-            });
-        }
-        if total > ERROR_TOTAL_BYTES_MAX {
-            return Err(limit_error(
-                "Lua ShellError retained bytes",
-                ERROR_TOTAL_BYTES_MAX,
-                total,
-            ));
-        }
-        Ok(crate::error::ErrorRecord {
-            code,
-            message: self.message,
-            labels,
-            context: self.context,
-            help: self.help,
-            command: self.command,
-            exit_status: self.exit_status,
-        }
-        .into())
-    }
+fn read_label(value: &Json) -> Result<Label, String> {
+    let mut fields = Fields::of(value, "error.labels")?;
+    let label = Label {
+        source: fields.optional_string("source")?,
+        start: fields.integer("start")?,
+        end: fields.integer("end")?,
+        message: fields.string("message")?,
+    };
+    fields.finish().map(|()| label)
 }
 
-fn typed_output(output: &Json) -> Result<Json, OpError> {
+/// Read the `error` of a failed result into the protocol's error record,
+/// within the runner ABI's bounds; it must also pass the record's own
+/// validation.
+fn script_error(value: &Json) -> Result<OpError, OpError> {
+    let read = |value: &Json| -> Result<(String, ShellError), String> {
+        let mut fields = Fields::of(value, "error")?;
+        let code = fields.string("code")?;
+        let message = fields.string("message")?;
+        let labels = fields
+            .optional_list("labels")?
+            .unwrap_or_default()
+            .iter()
+            .map(read_label)
+            .collect::<Result<Vec<_>, _>>()?;
+        let record = ShellError {
+            code: ErrorCode::Lua,
+            message,
+            labels,
+            context: fields.optional_strings("context")?.unwrap_or_default(),
+            help: fields.optional_strings("help")?.unwrap_or_default(),
+            command: fields.optional_string("command")?,
+            exit_status: fields.optional_integer("exit_status")?,
+        };
+        fields.finish().map(|()| (code, record))
+    };
+    let (code, mut record) =
+        read(value).map_err(|e| abi_error(format!("invalid ABI v1 result error: {e}")))?;
+    record.code = ErrorCode::from_name(&code)
+        .ok_or_else(|| abi_error(format!("unknown error code `{code}`")))?;
+    error_text("Lua ShellError message", &record.message)?;
+    for (what, count) in [
+        ("labels", record.labels.len()),
+        ("context", record.context.len()),
+        ("help", record.help.len()),
+    ] {
+        if count > RUNNER_ERROR_ITEMS_MAX {
+            return Err(limit_error(
+                &format!("Lua ShellError {what}"),
+                RUNNER_ERROR_ITEMS_MAX,
+                count,
+            ));
+        }
+    }
+    for item in record.context.iter().chain(&record.help) {
+        error_text("Lua ShellError detail", item)?;
+    }
+    if let Some(command) = &record.command {
+        error_text("Lua ShellError command", command)?;
+    }
+    for label in &record.labels {
+        error_text("Lua ShellError label message", &label.message)?;
+        match &label.source {
+            Some(source) => {
+                if source.len() > LABEL_SOURCE_BYTES_MAX {
+                    return Err(limit_error(
+                        "Lua ShellError label source bytes",
+                        LABEL_SOURCE_BYTES_MAX,
+                        source.len(),
+                    ));
+                }
+                if has_terminal_controls(source) {
+                    return Err(abi_error(
+                        "Lua ShellError label source contains forbidden terminal control bytes",
+                    ));
+                }
+                let (s, e) = (label.start as usize, label.end as usize);
+                if !(s <= e
+                    && e <= source.len()
+                    && source.is_char_boundary(s)
+                    && source.is_char_boundary(e))
+                {
+                    return Err(abi_error(
+                        "Lua ShellError label is not a valid UTF-8 byte range",
+                    ));
+                }
+            }
+            None if label.start != 0 || label.end != 0 => {
+                return Err(abi_error(
+                    "Lua ShellError label without source must use the empty 0..0 span",
+                ));
+            }
+            None => {}
+        }
+    }
+    let total = record.text_bytes();
+    if total > ERROR_TEXT_BYTES_MAX {
+        return Err(limit_error(
+            "Lua ShellError retained bytes",
+            ERROR_TEXT_BYTES_MAX,
+            total,
+        ));
+    }
+    record
+        .validate()
+        .map_err(|e| abi_error(format!("invalid Lua ShellError: {}", e.message())))?;
+    Ok(record.into())
+}
+
+fn typed_output(output: &Json) -> Result<ExecutionOutput, OpError> {
     let object = output
         .as_object()
         .ok_or_else(|| abi_error("`output` must be a table"))?;
@@ -583,7 +410,9 @@ fn typed_output(output: &Json) -> Result<Json, OpError> {
             let value = object
                 .get("value")
                 .ok_or_else(|| abi_error("value output requires `value`"))?;
-            Ok(json!({"kind": "value", "value": structured(value)?}))
+            Ok(ExecutionOutput::Value {
+                value: structured(value)?,
+            })
         }
         "values" if only("values") => {
             let items: &[Json] = match object.get("values") {
@@ -602,7 +431,7 @@ fn typed_output(output: &Json) -> Result<Json, OpError> {
                 .iter()
                 .map(structured)
                 .collect::<Result<Vec<_>, _>>()?;
-            Ok(json!({"kind": "values", "values": values}))
+            Ok(ExecutionOutput::Values { values })
         }
         "inherited" | "bytes" => Err(abi_error(
             "Lua runner ABI v1 returns typed values, not inherited or byte output",
@@ -617,34 +446,40 @@ fn typed_output(output: &Json) -> Result<Json, OpError> {
 /// Decode an ABI v1 result envelope (already converted to JSON): an outcome,
 /// or the structured error the script returned.
 pub fn decode_result(value: &Json, source: &str) -> Result<Json, OpError> {
-    let wire: ResultWire = crate::lenient::from_json(value)
-        .map_err(|e| boundary_error(source, format!("invalid ABI v1 result: {e}")))?;
-    if wire.abi_version != ABI_VERSION {
-        return Err(unsupported_abi(wire.abi_version));
+    let invalid = |e: String| boundary_error(source, format!("invalid ABI v1 result: {e}"));
+    let mut fields = Fields::of(value, "").map_err(invalid)?;
+    let abi_version: u64 = fields.integer("abi_version").map_err(invalid)?;
+    let ok = fields
+        .value("ok")
+        .and_then(Json::as_bool)
+        .ok_or_else(|| invalid("field `ok` must be a boolean".to_owned()))?;
+    let status: Option<i32> = fields.optional_integer("status").map_err(invalid)?;
+    let output = fields.value("output");
+    let error = fields.value("error");
+    fields.finish().map_err(invalid)?;
+    if abi_version != ABI_VERSION {
+        return Err(unsupported_abi(abi_version));
     }
-    if wire.ok {
-        if wire.error.is_some() {
+    if ok {
+        if error.is_some() {
             return Err(abi_error(
                 "successful Lua runner result must not contain `error`",
             ));
         }
-        let status = wire
-            .status
+        let status = status
             .ok_or_else(|| abi_error("successful Lua runner result requires integer `status`"))?;
-        let output = wire
-            .output
+        let output = output
             .ok_or_else(|| abi_error("successful Lua runner result requires typed `output`"))?;
-        Ok(outcome(status, typed_output(&output)?))
+        outcome(status, typed_output(output)?)
     } else {
-        if wire.status.is_some() || wire.output.is_some() {
+        if status.is_some() || output.is_some() {
             return Err(abi_error(
                 "failed Lua runner result must contain only structured `error` data",
             ));
         }
-        let error = wire
-            .error
+        let error = error
             .ok_or_else(|| abi_error("failed Lua runner result requires structured `error`"))?;
-        Err(error.into_error()?)
+        Err(script_error(error)?)
     }
 }
 
@@ -678,6 +513,7 @@ pub fn check_module_keys<'a>(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_v1_value_result_becomes_a_sorted_outcome() {
@@ -731,18 +567,52 @@ mod tests {
 
     #[test]
     fn context_validation_follows_the_abi() {
-        let mut context = json!({
-            "arguments": ["a"], "environment": {"A": "b"}, "working_directory": "/",
-            "input": {"kind": "none"}, "output": {"kind": "value"},
-            "declared_effects": {"read_filesystem": false, "write_filesystem": false,
-                                 "spawn_process": true, "change_directory": false}
-        });
-        let parsed = RunContext::from_json(&context).unwrap();
-        assert_eq!(parsed.declared_effects.names(), vec!["spawn_process"]);
-        context["output"] = json!({"kind": "capture", "max_bytes_per_stream": 1});
-        assert!(RunContext::from_json(&context).is_err());
-        context["output"] = json!({"kind": "value"});
-        context["working_directory"] = json!("");
-        assert!(RunContext::from_json(&context).is_err());
+        let mut context = ExecutionContext {
+            arguments: vec!["a".to_owned()],
+            environment: [("A".to_owned(), "b".to_owned())].into(),
+            working_directory: "/".to_owned(),
+            input: quirl_lua_protocol::ExecutionInput::None,
+            output: OutputTarget::Value,
+            declared_effects: ExecutionEffects {
+                spawn_process: true,
+                ..ExecutionEffects::default()
+            },
+        };
+        check_context(&context).unwrap();
+        assert_eq!(
+            effect_names(context.declared_effects),
+            vec!["spawn_process"]
+        );
+        context.output = OutputTarget::Capture {
+            max_bytes_per_stream: 1,
+        };
+        assert_eq!(
+            check_context(&context).unwrap_err().code,
+            ErrorCode::Validation
+        );
+        context.output = OutputTarget::Value;
+        context.working_directory = String::new();
+        assert!(check_context(&context).is_err());
+    }
+
+    #[test]
+    fn outcomes_are_the_protocols_records() {
+        let result = json!({"abi_version": 1, "ok": true, "status": 0,
+            "output": {"kind": "values", "values": [
+                {"type": "record", "value": {"b": {"type": "size", "value": {"bytes": 1}},
+                                             "a": {"type": "list", "value": {}}}},
+                {"type": "nothing"}, {"type": "u_int", "value": 3},
+                {"type": "duration", "value": {"nanoseconds": 5}}]}});
+        let outcome = decode_result(&result, "s").unwrap();
+        assert_eq!(
+            serde_json::to_string(&outcome).unwrap(),
+            r#"{"cleanup":"complete","diagnostics":[],"output":{"kind":"values","values":[{"type":"record","value":{"a":{"type":"list","value":[]},"b":{"type":"size","value":{"bytes":1}}}},{"type":"nothing"},{"type":"u_int","value":3},{"type":"duration","value":{"nanoseconds":5}}]},"status":{"code":0,"kind":"exited"}}"#
+        );
+        let decoded = quirl_lua_protocol::OperationResult::decode(
+            quirl_lua_protocol::OperationKind::Run,
+            &outcome,
+        )
+        .unwrap();
+        assert_eq!(decoded.to_value().unwrap(), outcome);
     }
 }

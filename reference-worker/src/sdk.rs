@@ -16,20 +16,18 @@
 use crate::convert::{REGISTRATION_SHAPE, to_json};
 use crate::error::OpError;
 use crate::meter::{LimitTrip, Meter, Stop};
+use crate::records_from_lua::{self, ReadError};
 use crate::registry::{self, Callback, EventCallback, Registry};
 use mlua::{Function, Lua, Table, Value};
-use serde::de::DeserializeOwned;
+use quirl_lua_protocol::limits::{
+    HOST_CALLS_PER_REQUEST_MAX, HOST_COMMAND_BYTES_MAX, HOST_OUTPUT_BYTES_MAX,
+};
+use quirl_lua_protocol::{ContributionKind, PluginRegistrations, RegistrationError};
+use serde_json::Value as Json;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-
-/// Host calls one request may make.
-pub const HOST_CALLS_MAX: u32 = 16;
-/// Bytes of a host-call command.
-pub const HOST_COMMAND_BYTES_MAX: usize = 1024 * 1024;
-/// Output bytes per stream requested from the parent.
-pub const HOST_OUTPUT_BYTES: u64 = 1024 * 1024;
 
 /// What the worker asks the parent to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,16 +40,8 @@ pub struct HostRequest {
     pub max_output_bytes: u64,
 }
 
-/// A process result reported by the parent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommandOutcome {
-    /// Exit status.
-    pub status: i32,
-    /// Captured stdout.
-    pub stdout: Option<String>,
-    /// Captured stderr.
-    pub stderr: Option<String>,
-}
+/// A process result reported by the parent (the protocol's record).
+pub use quirl_lua_protocol::CommandOutcome;
 
 /// The parent's answer to a host call.
 #[derive(Debug, Clone)]
@@ -168,12 +158,16 @@ pub fn process_granted(grants: &HashSet<String>, command: &str) -> bool {
 }
 
 /// Read a registration table: the callback field must hold a function; the
-/// rest is metadata read through Quirl's registration bounds into `T`.
-fn read_spec<T: DeserializeOwned>(
+/// rest is metadata read through Quirl's registration bounds and built into
+/// the protocol's record by `build`, which must then pass the record's own
+/// `check`.
+fn read_spec<T>(
     lua: &Lua,
     spec: &Table,
     callback_field: &str,
     what: &str,
+    build: fn(&Json) -> Result<T, ReadError>,
+    check: fn(&T) -> Result<(), RegistrationError>,
 ) -> mlua::Result<(T, Function)> {
     let callback = match spec.raw_get::<Value>(callback_field)? {
         Value::Function(f) => f,
@@ -198,11 +192,12 @@ fn read_spec<T: DeserializeOwned>(
         &format!("{what} registration"),
     )
     .map_err(mlua::Error::external)?;
-    let record = crate::lenient::from_json::<T>(&json).map_err(|e| {
+    let record = build(&json).map_err(|e| {
         mlua::Error::external(registry::registration_error(format!(
             "invalid {what} registration: {e}"
         )))
     })?;
+    check(&record).map_err(|e| mlua::Error::external(registry::refused(e)))?;
     Ok((record, callback))
 }
 
@@ -210,10 +205,12 @@ fn ext<T>(result: Result<T, OpError>) -> mlua::Result<T> {
     result.map_err(mlua::Error::external)
 }
 
-fn duplicate(what: &str, name: &str) -> mlua::Error {
-    mlua::Error::external(registry::registration_error(format!(
-        "duplicate {what} `{name}`"
-    )))
+fn admit<T>(
+    registry: &mut Registry,
+    item: T,
+    list: fn(&mut PluginRegistrations) -> &mut Vec<T>,
+) -> mlua::Result<()> {
+    ext(registry.admit(item, list))
 }
 
 /// Install the `quirl` global.
@@ -263,31 +260,19 @@ pub fn install(lua: &Lua, state: &Arc<SdkState>) -> mlua::Result<()> {
             lua.create_function(move |lua, spec: Table| {
                 state.meter.guard()?;
                 require(&state, "prompt.register")?;
-                let (r, render): (registry::PromptRegistration, _) =
-                    read_spec(lua, &spec, "render", "prompt segment")?;
-                ext(registry::check_prompt(&r))?;
-                let mut reg = state.registry()?;
-                if reg.prompts.contains_key(&r.name) {
-                    return Err(duplicate("prompt segment", &r.name));
-                }
-                let list = &reg.registrations.prompt_segments;
-                ext(registry::check_addition(
-                    "prompt segments",
-                    list.len(),
-                    list.iter().map(registry::prompt_bytes).sum(),
-                    registry::prompt_bytes(&r),
-                    registry::PROMPT_SEGMENTS_MAX,
-                    registry::PROMPT_BYTES_MAX,
-                ))?;
+                let (r, render) = read_spec(
+                    lua,
+                    &spec,
+                    "render",
+                    "prompt segment",
+                    records_from_lua::prompt_registration,
+                    quirl_lua_protocol::PromptRegistration::check,
+                )?;
                 let function = lua.create_registry_value(render)?;
-                reg.prompts.insert(
-                    r.name.clone(),
-                    Callback {
-                        function,
-                        deadline: Duration::from_millis(r.deadline_ms),
-                    },
-                );
-                reg.registrations.prompt_segments.push(r);
+                let mut reg = state.registry()?;
+                let (name, deadline) = (r.name.clone(), Duration::from_millis(r.deadline_ms));
+                admit(&mut reg, r, |p| &mut p.prompt_segments)?;
+                reg.prompts.insert(name, Callback { function, deadline });
                 Ok(())
             })?,
         )?;
@@ -302,25 +287,19 @@ pub fn install(lua: &Lua, state: &Arc<SdkState>) -> mlua::Result<()> {
             lua.create_function(move |lua, spec: Table| {
                 state.meter.guard()?;
                 require(&state, "completion.register")?;
-                let (r, complete): (registry::CompletionRegistration, _) =
-                    read_spec(lua, &spec, "complete", "completion provider")?;
-                ext(registry::check_completion(&r))?;
-                let mut reg = state.registry()?;
-                if reg.completions.contains_key(&r.command) {
-                    return Err(duplicate("completion provider", &r.command));
-                }
-                let list = &reg.registrations.completion_providers;
-                ext(registry::check_addition(
-                    "completion providers",
-                    list.len(),
-                    list.iter().map(registry::completion_bytes).sum(),
-                    registry::completion_bytes(&r),
-                    registry::COMPLETION_PROVIDERS_MAX,
-                    registry::COMPLETION_BYTES_MAX,
-                ))?;
+                let (r, complete) = read_spec(
+                    lua,
+                    &spec,
+                    "complete",
+                    "completion provider",
+                    records_from_lua::completion_registration,
+                    quirl_lua_protocol::CompletionRegistration::check,
+                )?;
                 let function = lua.create_registry_value(complete)?;
-                reg.completions.insert(r.command.clone(), function);
-                reg.registrations.completion_providers.push(r);
+                let mut reg = state.registry()?;
+                let command = r.command.clone();
+                admit(&mut reg, r, |p| &mut p.completion_providers)?;
+                reg.completions.insert(command, function);
                 Ok(())
             })?,
         )?;
@@ -335,25 +314,19 @@ pub fn install(lua: &Lua, state: &Arc<SdkState>) -> mlua::Result<()> {
             lua.create_function(move |lua, spec: Table| {
                 state.meter.guard()?;
                 require(&state, "commands.register")?;
-                let (r, run): (registry::CommandRegistration, _) =
-                    read_spec(lua, &spec, "run", "plugin command")?;
-                ext(registry::check_command(&r))?;
-                let mut reg = state.registry()?;
-                if reg.commands.contains_key(&r.name) {
-                    return Err(duplicate("plugin command", &r.name));
-                }
-                let list = &reg.registrations.commands;
-                ext(registry::check_addition(
-                    "plugin commands",
-                    list.len(),
-                    list.iter().map(registry::command_bytes).sum(),
-                    registry::command_bytes(&r),
-                    registry::COMMANDS_MAX,
-                    registry::COMMAND_BYTES_MAX,
-                ))?;
+                let (r, run) = read_spec(
+                    lua,
+                    &spec,
+                    "run",
+                    "plugin command",
+                    records_from_lua::command_registration,
+                    quirl_lua_protocol::CommandRegistration::check,
+                )?;
                 let function = lua.create_registry_value(run)?;
-                reg.commands.insert(r.name.clone(), function);
-                reg.registrations.commands.push(r);
+                let mut reg = state.registry()?;
+                let name = r.name.clone();
+                admit(&mut reg, r, |p| &mut p.commands)?;
+                reg.commands.insert(name, function);
                 Ok(())
             })?,
         )?;
@@ -368,38 +341,30 @@ pub fn install(lua: &Lua, state: &Arc<SdkState>) -> mlua::Result<()> {
             lua.create_function(move |lua, spec: Table| {
                 state.meter.guard()?;
                 require(&state, "events.observe")?;
-                let (r, observe): (registry::EventSubscription, _) =
-                    read_spec(lua, &spec, "observe", "event subscription")?;
-                ext(registry::check_event(&r))?;
+                let (r, observe) = read_spec(
+                    lua,
+                    &spec,
+                    "observe",
+                    "event subscription",
+                    records_from_lua::event_subscription,
+                    quirl_lua_protocol::EventSubscription::check,
+                )?;
                 for capability in &r.capabilities {
-                    require(&state, capability.grant())?;
+                    require(&state, registry::capability_grant(*capability))?;
                 }
-                let mut reg = state.registry()?;
-                if reg.events.contains_key(&r.name) {
-                    return Err(duplicate("event handler", &r.name));
-                }
-                let list = &reg.registrations.events;
-                ext(registry::check_addition(
-                    "event handlers",
-                    list.len(),
-                    list.iter().map(registry::event_bytes).sum(),
-                    registry::event_bytes(&r),
-                    registry::EVENT_HANDLERS_MAX,
-                    registry::EVENT_BYTES_MAX,
-                ))?;
                 let function = lua.create_registry_value(observe)?;
-                reg.events.insert(
-                    r.name.clone(),
-                    EventCallback {
-                        callback: Callback {
-                            function,
-                            deadline: Duration::from_millis(r.deadline_ms),
-                        },
-                        events: r.events.clone(),
-                        capabilities: r.capabilities.clone(),
+                let mut reg = state.registry()?;
+                let name = r.name.clone();
+                let callback = EventCallback {
+                    callback: Callback {
+                        function,
+                        deadline: Duration::from_millis(r.deadline_ms),
                     },
-                );
-                reg.registrations.events.push(r);
+                    events: r.events.clone(),
+                    capabilities: r.capabilities.clone(),
+                };
+                admit(&mut reg, r, |p| &mut p.events)?;
+                reg.events.insert(name, callback);
                 Ok(())
             })?,
         )?;
@@ -414,50 +379,22 @@ pub fn install(lua: &Lua, state: &Arc<SdkState>) -> mlua::Result<()> {
             lua.create_function(move |lua, spec: Table| {
                 state.meter.guard()?;
                 require(&state, "extension.contribute")?;
-                let (r, provide): (registry::ContributionRegistration, _) =
-                    read_spec(lua, &spec, "provide", "extension contribution")?;
-                ext(registry::check_contribution(&r))?;
-                require(&state, r.kind.grant())?;
-                let mut reg = state.registry()?;
-                let key = (r.kind, r.name.clone());
-                if reg.contributions.contains_key(&key) {
-                    return Err(duplicate(
-                        &format!("{} contribution", r.kind.title()),
-                        &r.name,
-                    ));
-                }
-                let list = &reg.registrations.contributions;
-                let added = registry::contribution_bytes(&r);
-                ext(registry::check_addition(
-                    "contributions",
-                    list.len(),
-                    list.iter().map(registry::contribution_bytes).sum(),
-                    added,
-                    registry::CONTRIBUTIONS_MAX,
-                    registry::CONTRIBUTION_BYTES_MAX,
-                ))?;
-                if r.kind == registry::ContributionKind::Panel {
-                    let panels = list
-                        .iter()
-                        .filter(|c| c.kind == registry::ContributionKind::Panel);
-                    ext(registry::check_addition(
-                        "panel contributions",
-                        panels.clone().count(),
-                        panels.map(registry::contribution_bytes).sum(),
-                        added,
-                        registry::PANELS_MAX,
-                        registry::PANEL_BYTES_MAX,
-                    ))?;
-                }
+                let (r, provide) = read_spec(
+                    lua,
+                    &spec,
+                    "provide",
+                    "extension contribution",
+                    records_from_lua::contribution_registration,
+                    quirl_lua_protocol::ContributionRegistration::check,
+                )?;
+                require(&state, registry::contribution_grant(r.kind))?;
                 let function = lua.create_registry_value(provide)?;
-                reg.contributions.insert(
-                    key,
-                    Callback {
-                        function,
-                        deadline: Duration::from_millis(r.deadline_ms),
-                    },
-                );
-                reg.registrations.contributions.push(r);
+                let mut reg = state.registry()?;
+                let key: (ContributionKind, String) = (r.kind, r.name.clone());
+                let deadline = Duration::from_millis(r.deadline_ms);
+                admit(&mut reg, r, |p| &mut p.contributions)?;
+                reg.contributions
+                    .insert(key, Callback { function, deadline });
                 Ok(())
             })?,
         )?;
@@ -497,19 +434,19 @@ fn process_run(lua: &Lua, state: &SdkState, command: String) -> mlua::Result<Tab
         ));
     }
     let calls = state.host_calls.fetch_add(1, Ordering::Relaxed) + 1;
-    if calls > HOST_CALLS_MAX {
+    if calls > HOST_CALLS_PER_REQUEST_MAX {
         // A budget like every other: sticky, so `pcall` cannot swallow it and
         // the request ends with a `resource_limit` error.
         return Err(meter.trip_limit(LimitTrip::HostCalls {
             observed: calls,
-            limit: HOST_CALLS_MAX,
+            limit: HOST_CALLS_PER_REQUEST_MAX,
         }));
     }
     let deadline_ms = u64::try_from(remaining.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
     let request = HostRequest {
         command,
         deadline_ms: deadline_ms.max(1),
-        max_output_bytes: HOST_OUTPUT_BYTES,
+        max_output_bytes: HOST_OUTPUT_BYTES_MAX,
     };
     let reply = {
         let mut host = state

@@ -14,9 +14,9 @@
 //!   (including a bad host response, which the guest never sees) and on any
 //!   I/O failure; nothing further is executed or written.
 
-use crate::error::{ErrorCode, Label, OpError};
-use crate::sdk::{CommandOutcome, HostPort, HostReply, HostRequest};
-use crate::vm::{Policy, Request as VmRequest, Verdict, Vm, VmConfig};
+use crate::error::{ErrorCode, OpError};
+use crate::sdk::{HostPort, HostReply, HostRequest};
+use crate::vm::{Verdict, Vm, VmConfig};
 use quirl_lua_protocol::records as wire;
 use quirl_lua_protocol::{
     ErrorKind, Feed, FrameDecoder, Operation, ParentFrame, ProtocolError, WorkerSession,
@@ -210,11 +210,7 @@ fn exchange<R: Read, W: Write>(
     };
     match channel.session.receive_payload(&payload)? {
         ParentFrame::HostResponse { response } => Ok(match response.result {
-            Ok(outcome) => HostReply::Outcome(CommandOutcome {
-                status: outcome.status,
-                stdout: outcome.stdout,
-                stderr: outcome.stderr,
-            }),
+            Ok(outcome) => HostReply::Outcome(outcome),
             Err(error) => HostReply::Error(from_wire(&error)),
         }),
         // The session rejects a request while a host call is pending; this
@@ -226,128 +222,14 @@ fn exchange<R: Read, W: Write>(
     }
 }
 
-/// An operation error as the protocol's error record.
+/// An operation error as the protocol's error record (which it wraps).
 pub fn to_wire(error: &OpError) -> wire::ShellError {
-    wire::ShellError {
-        code: error.code,
-        message: error.message.clone(),
-        labels: error
-            .labels
-            .iter()
-            .map(|label| wire::ErrorLabel {
-                source: label.source.clone(),
-                start: label.start,
-                end: label.end,
-                message: label.message.clone(),
-            })
-            .collect(),
-        context: error.context.clone(),
-        help: error.help.clone(),
-        command: error.command.clone(),
-        exit_status: error.exit_status,
-    }
+    wire::ShellError::clone(error)
 }
 
 /// A protocol error record as an operation error.
 pub fn from_wire(error: &wire::ShellError) -> OpError {
-    crate::error::ErrorRecord {
-        code: error.code,
-        message: error.message.clone(),
-        labels: error
-            .labels
-            .iter()
-            .map(|label| Label {
-                source: label.source.clone(),
-                start: label.start,
-                end: label.end,
-                message: label.message.clone(),
-            })
-            .collect(),
-        context: error.context.clone(),
-        help: error.help.clone(),
-        command: error.command.clone(),
-        exit_status: error.exit_status,
-    }
-    .into()
-}
-
-fn json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, ProtocolError> {
-    serde_json::to_value(value).map_err(|e| {
-        ProtocolError::new(ErrorKind::WrongType, format!("record cannot be read: {e}"))
-    })
-}
-
-/// The VM request for a decoded operation (`initialize` excluded).
-fn vm_request(operation: Operation) -> Result<VmRequest, ProtocolError> {
-    Ok(match operation {
-        Operation::Initialize { .. } => {
-            return Err(ProtocolError::new(
-                ErrorKind::UnexpectedFrame,
-                "a second initialize request",
-            ));
-        }
-        Operation::Eval { source } => VmRequest::Eval { source },
-        Operation::Check {
-            source,
-            source_name,
-        } => VmRequest::Check {
-            source,
-            source_name,
-        },
-        Operation::LoadConfig {
-            source,
-            source_name,
-        } => VmRequest::LoadConfig {
-            source,
-            source_name,
-        },
-        Operation::LoadPlugin {
-            source,
-            source_name,
-        } => VmRequest::LoadPlugin {
-            source,
-            source_name,
-        },
-        Operation::RenderPrompt { name, context } => VmRequest::RenderPrompt { name, context },
-        Operation::Complete { command, context } => VmRequest::Complete { command, context },
-        Operation::Contribution {
-            kind,
-            name,
-            context,
-        } => VmRequest::Contribution {
-            kind: kind.as_str().to_owned(),
-            name,
-            context,
-        },
-        Operation::Run {
-            source,
-            source_name,
-            context,
-        } => VmRequest::Run {
-            source,
-            source_name,
-            context: json(&context)?,
-        },
-        Operation::PluginCommand {
-            name,
-            context,
-            deadline_ms,
-        } => VmRequest::PluginCommand {
-            name,
-            context: json(&context)?,
-            deadline_ms,
-        },
-        Operation::Event { event } => VmRequest::Event {
-            event: json(&event)?,
-        },
-        Operation::Test {
-            source,
-            source_name,
-        } => VmRequest::Test {
-            source,
-            source_name,
-        },
-    })
+    OpError::from(error.clone())
 }
 
 /// Serve one session over `input`/`output` (see the module docs).
@@ -409,12 +291,7 @@ where
                 ..
             } => {
                 let config = VmConfig {
-                    policy: Policy {
-                        allow_process: policy.allow_process(),
-                        memory_limit_bytes: policy.memory_limit_bytes(),
-                        instruction_limit: policy.instruction_limit(),
-                        wall_time_ms: policy.wall_time_ms(),
-                    },
+                    policy,
                     grants,
                     process_enabled,
                 };
@@ -437,7 +314,6 @@ where
                 }
             }
             operation => {
-                let request = vm_request(operation)?;
                 let Some(current) = vm.as_mut() else {
                     return Err(ProtocolError::new(
                         ErrorKind::UnexpectedFrame,
@@ -446,7 +322,7 @@ where
                     .into());
                 };
                 crate::lockdown::before_request();
-                match current.handle(request) {
+                match current.handle(operation) {
                     Verdict::Success(value) => lock(channel)?.respond(Ok(value))?,
                     Verdict::Failure(error) => lock(channel)?.respond(Err(to_wire(&error)))?,
                     Verdict::Retired(error) => {

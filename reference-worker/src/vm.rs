@@ -13,36 +13,38 @@
 //! budgets are reset for every request, every test function and every
 //! callback (with the callback's own deadline, capped by the policy).
 
-use crate::config::QuirlConfig;
+use crate::config;
 use crate::convert::{RETURN_SHAPE, Shape, to_json, to_lua};
 use crate::diag::{Chunk, lua_failure};
 use crate::error::{ErrorCode, OpError, has_terminal_controls};
 use crate::events::{self, Event};
 use crate::meter::{Meter, Stop};
-use crate::registry::{ContributionKind, Registry};
-use crate::runner::{self, RunContext};
+use crate::registry::{Registry, contribution_title};
+use crate::runner;
 use crate::sandbox;
 use crate::sdk::{self, Capabilities, HostPort, SdkState};
 use mlua::chunk::ChunkMode;
 use mlua::{Function, Lua, Table, Value};
+use quirl_lua_protocol::limits::{
+    COMPLETION_ITEM_BYTES_MAX, COMPLETION_ITEMS_MAX, COMPLETION_RESULT_BYTES_MAX,
+    PROMPT_RETURN_BYTES_MAX, SOURCE_BYTES_MAX,
+};
+use quirl_lua_protocol::{
+    ContributionKind, ExecutionContext, ExtensionEvent, Operation, OperationResult,
+    PluginRegistrations, Policy,
+};
 use serde_json::Value as Json;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Largest source text accepted by any operation (Quirl's
-/// `MAX_LUA_SOURCE_BYTES`).
-pub const SOURCE_BYTES_MAX: usize = 4 * 1024 * 1024;
-/// Deadline of completion callbacks.
+/// Worker-only (SPEC §15.10; no protocol counterpart): deadline of
+/// completion callbacks.
 pub const COMPLETION_DEADLINE: Duration = Duration::from_millis(50);
-/// Bytes of text a prompt segment may return.
-pub const PROMPT_RETURN_BYTES_MAX: usize = 16 * 1024;
-const COMPLETION_RESULTS_MAX: usize = 1_000;
-const COMPLETION_ITEM_BYTES_MAX: usize = 16 * 1024;
-const COMPLETION_RETAINED_BYTES_MAX: usize = 256 * 1024;
 
-/// Shape bounds for configuration tables (larger than return values: a
-/// configuration may carry 32 palettes).
+/// Worker-only (Quirl's SDK conversion; SPEC §15.10): shape bounds for
+/// configuration tables (larger than return values: a configuration may
+/// carry 32 palettes).
 const CONFIG_SHAPE: Shape = Shape {
     nodes: 16_384,
     depth: 16,
@@ -50,79 +52,15 @@ const CONFIG_SHAPE: Shape = Shape {
     index_max: 4_096,
 };
 
-/// The resource and capability policy from `initialize`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Policy {
-    /// Whether `quirl.process.run` may be granted.
-    pub allow_process: bool,
-    /// Allocator limit for the whole VM, bytes.
-    pub memory_limit_bytes: u64,
-    /// Instruction budget per request.
-    pub instruction_limit: u64,
-    /// Wall-clock budget per request, milliseconds.
-    pub wall_time_ms: u64,
-}
-
 /// Everything `initialize` decides.
 #[derive(Debug, Clone)]
 pub struct VmConfig {
-    /// Budgets and the process switch.
+    /// Budgets and the process switch (the protocol's policy record).
     pub policy: Policy,
     /// Explicit grants; `None` means Quirl's defaults for the policy.
     pub grants: Option<Vec<String>>,
     /// Whether the parent offers a process host.
     pub process_enabled: bool,
-}
-
-/// One operation after `initialize`, with its wire arguments.
-#[derive(Debug, Clone)]
-#[allow(missing_docs)]
-pub enum Request {
-    Eval {
-        source: String,
-    },
-    Check {
-        source: String,
-        source_name: String,
-    },
-    LoadConfig {
-        source: String,
-        source_name: String,
-    },
-    LoadPlugin {
-        source: String,
-        source_name: String,
-    },
-    RenderPrompt {
-        name: String,
-        context: Json,
-    },
-    Complete {
-        command: String,
-        context: Json,
-    },
-    Contribution {
-        kind: String,
-        name: String,
-        context: Json,
-    },
-    Run {
-        source: String,
-        source_name: String,
-        context: Json,
-    },
-    PluginCommand {
-        name: String,
-        context: Json,
-        deadline_ms: u64,
-    },
-    Event {
-        event: Json,
-    },
-    Test {
-        source: String,
-        source_name: String,
-    },
 }
 
 /// How a request ended.
@@ -197,8 +135,8 @@ impl Vm {
     ) -> Result<Self, OpError> {
         let policy = config.policy;
         let meter = Arc::new(Meter::new(
-            policy.memory_limit_bytes,
-            policy.instruction_limit,
+            policy.memory_limit_bytes(),
+            policy.instruction_limit(),
             Arc::clone(&cancel),
         ));
         let sandbox::Sandbox {
@@ -207,13 +145,13 @@ impl Vm {
         } = sandbox::build(&meter).map_err(|e| build_error(&e))?;
         let grants = match &config.grants {
             Some(grants) => grants.iter().cloned().collect(),
-            None => sdk::default_grants(policy.allow_process),
+            None => sdk::default_grants(policy.allow_process()),
         };
         let state = Arc::new(SdkState {
             meter: Arc::clone(&meter),
             registry: Mutex::new(Registry::default()),
             capabilities: Capabilities {
-                allow_process: policy.allow_process,
+                allow_process: policy.allow_process(),
                 process_enabled: config.process_enabled,
                 grants,
             },
@@ -230,18 +168,18 @@ impl Vm {
             .map_err(|e| build_error(&e))?;
         lua.gc_collect().map_err(|e| build_error(&e))?;
         let baseline = lua.used_memory() as u64;
-        if baseline >= policy.memory_limit_bytes {
+        if baseline >= policy.memory_limit_bytes() {
             return Err(OpError::resource_limit(
                 "memory_limit_bytes is smaller than the sandbox itself",
             )
             .with_context("limit: memory")
             .with_context(format!(
                 "observed: {baseline} bytes before any guest code; limit: {} bytes",
-                policy.memory_limit_bytes
+                policy.memory_limit_bytes()
             ))
             .with_help("Raise memory_limit_bytes"));
         }
-        lua.set_memory_limit(usize::try_from(policy.memory_limit_bytes).unwrap_or(usize::MAX))
+        lua.set_memory_limit(usize::try_from(policy.memory_limit_bytes()).unwrap_or(usize::MAX))
             .map_err(|e| build_error(&e))?;
         crate::alloc_gate::install(&lua, Arc::clone(&meter));
         sandbox::install_hook(&lua, &meter).map_err(|e| build_error(&e))?;
@@ -267,13 +205,14 @@ impl Vm {
         self.meter.used_memory()
     }
 
-    /// Run one request.
-    pub fn handle(&mut self, request: Request) -> Verdict {
+    /// Run one operation (any but `initialize`, which builds the VM: see
+    /// [`Vm::new`]).
+    pub fn handle(&mut self, operation: Operation) -> Verdict {
         if let Some(verdict) = self.stopped_verdict() {
             return verdict;
         }
         self.state.host_calls.store(0, Ordering::Relaxed);
-        let result = self.dispatch(request);
+        let result = self.dispatch(operation);
         self.meter.end();
         match self.stopped_verdict() {
             Some(verdict) => verdict,
@@ -291,40 +230,43 @@ impl Vm {
         }
     }
 
-    fn dispatch(&mut self, request: Request) -> Result<Json, OpError> {
-        match request {
-            Request::Eval { source } => self.eval(source),
-            Request::Check {
+    fn dispatch(&mut self, operation: Operation) -> Result<Json, OpError> {
+        match operation {
+            Operation::Initialize { .. } => Err(OpError::validation(
+                "initialize builds the VM; a built VM does not handle it",
+            )),
+            Operation::Eval { source } => self.eval(source),
+            Operation::Check {
                 source,
                 source_name,
             } => self.check(&source, source_name),
-            Request::LoadConfig {
+            Operation::LoadConfig {
                 source,
                 source_name,
             } => self.load_config(source, source_name),
-            Request::LoadPlugin {
+            Operation::LoadPlugin {
                 source,
                 source_name,
             } => self.load_plugin(source, source_name),
-            Request::RenderPrompt { name, context } => self.render_prompt(&name, &context),
-            Request::Complete { command, context } => self.complete(&command, &context),
-            Request::Contribution {
+            Operation::RenderPrompt { name, context } => self.render_prompt(&name, &context),
+            Operation::Complete { command, context } => self.complete(&command, &context),
+            Operation::Contribution {
                 kind,
                 name,
                 context,
-            } => self.contribution(&kind, &name, &context),
-            Request::Run {
+            } => self.contribution(kind, &name, &context),
+            Operation::Run {
                 source,
                 source_name,
                 context,
             } => self.run(&source, source_name, &context),
-            Request::PluginCommand {
+            Operation::PluginCommand {
                 name,
                 context,
                 deadline_ms,
             } => self.plugin_command(&name, &context, deadline_ms),
-            Request::Event { event } => self.event(&event),
-            Request::Test {
+            Operation::Event { event } => self.event(&event),
+            Operation::Test {
                 source,
                 source_name,
             } => self.test(&source, source_name),
@@ -332,14 +274,16 @@ impl Vm {
     }
 
     fn policy_wall(&self) -> Duration {
-        Duration::from_millis(self.policy.wall_time_ms)
+        Duration::from_millis(self.policy.wall_time_ms())
     }
 
     /// Reset the budgets for a window of at most `wall` (capped by the
     /// policy).
     fn begin(&self, wall: Duration) -> Result<(), OpError> {
-        self.meter
-            .begin(self.policy.instruction_limit, wall.min(self.policy_wall()));
+        self.meter.begin(
+            self.policy.instruction_limit(),
+            wall.min(self.policy_wall()),
+        );
         self.next_generation
             .call::<()>(())
             .map_err(|e| lua_failure(&e, &[]))?;
@@ -468,7 +412,7 @@ impl Vm {
                 .map_err(|e| lua_failure(&e, &[]))?;
         }
         let json = to_json(&value, &CONFIG_SHAPE, "configuration")?;
-        QuirlConfig::from_lua_json(&json, &chunk.name)?.to_json()
+        config::to_json(&config::from_lua_json(&json, &chunk.name)?)
     }
 
     fn take_last_config(&self) -> Option<mlua::RegistryKey> {
@@ -506,14 +450,16 @@ impl Vm {
             .map_err(|e| lua_failure(&e, &[]))?
             .registrations
             .clone();
-        if registrations.is_empty() {
+        if registrations == PluginRegistrations::default() {
             return Err(OpError::schema(
                 &chunk.name,
                 "plugin did not register a command, prompt segment, completion provider, event handler, or contribution",
             ));
         }
         self.plugin = Some(chunk);
-        registrations.to_json()
+        OperationResult::Plugin(registrations)
+            .to_value()
+            .map_err(|e| OpError::validation(format!("could not encode registrations: {e}")))
     }
 
     fn callback(&self, key: &mlua::RegistryKey) -> Result<Function, OpError> {
@@ -597,9 +543,12 @@ impl Vm {
         Ok(value)
     }
 
-    fn contribution(&mut self, kind: &str, name: &str, context: &Json) -> Result<Json, OpError> {
-        let kind = ContributionKind::parse(kind)
-            .ok_or_else(|| OpError::schema(name, format!("unknown contribution kind `{kind}`")))?;
+    fn contribution(
+        &mut self,
+        kind: ContributionKind,
+        name: &str,
+        context: &Json,
+    ) -> Result<Json, OpError> {
         let (function, deadline) = {
             let registry = self.state.registry().map_err(|e| lua_failure(&e, &[]))?;
             let callback = registry
@@ -608,7 +557,7 @@ impl Vm {
                 .ok_or_else(|| {
                     OpError::schema(
                         name,
-                        format!("unknown {} contribution `{name}`", kind.title()),
+                        format!("unknown {} contribution `{name}`", contribution_title(kind)),
                     )
                 })?;
             (self.callback(&callback.function)?, callback.deadline)
@@ -617,14 +566,14 @@ impl Vm {
         self.begin(deadline)?;
         let value = self.call(&function, context)?;
         let value = to_json(&value, &RETURN_SHAPE, "contribution result")?;
-        events::reject_json_terminal_controls("extension contribution output", &value)?;
+        events::check_terminal_safe("extension contribution output", &value)?;
         Ok(value)
     }
 
-    fn event(&mut self, record: &Json) -> Result<Json, OpError> {
+    fn event(&mut self, record: &ExtensionEvent) -> Result<Json, OpError> {
         let (event, mut handlers) = {
             let mut registry = self.state.registry().map_err(|e| lua_failure(&e, &[]))?;
-            let event = Event::from_json(record, registry.last_event_sequence)?;
+            let event = Event::new(record, registry.last_event_sequence)?;
             registry.last_event_sequence = Some(event.sequence);
             let handlers = registry
                 .events
@@ -660,7 +609,21 @@ impl Vm {
         Ok(Json::Array(reports))
     }
 
-    fn context_table(&self, context: &RunContext) -> mlua::Result<Table> {
+    fn context_table(&self, context: &ExecutionContext) -> Result<Table, OpError> {
+        self.context_lua_table(
+            context,
+            &runner::wire_json(&context.input)?,
+            &runner::wire_json(&context.output)?,
+        )
+        .map_err(|e| lua_failure(&e, &[]))
+    }
+
+    fn context_lua_table(
+        &self,
+        context: &ExecutionContext,
+        input: &Json,
+        output: &Json,
+    ) -> mlua::Result<Table> {
         let lua = &self.lua;
         let table = lua.create_table()?;
         table.raw_set("abi_version", runner::ABI_VERSION)?;
@@ -674,11 +637,11 @@ impl Vm {
         }
         table.raw_set("env", env)?;
         table.raw_set("cwd", context.working_directory.as_str())?;
-        table.raw_set("input", to_lua(lua, &context.input)?)?;
-        table.raw_set("output", to_lua(lua, &context.output)?)?;
+        table.raw_set("input", to_lua(lua, input)?)?;
+        table.raw_set("output", to_lua(lua, output)?)?;
         table.raw_set(
             "effects",
-            lua.create_sequence_from(context.declared_effects.names())?,
+            lua.create_sequence_from(runner::effect_names(context.declared_effects))?,
         )?;
         let cancellation = lua.create_table()?;
         cancellation.raw_set("is_cancelled", self.is_cancelled.clone())?;
@@ -686,8 +649,13 @@ impl Vm {
         Ok(table)
     }
 
-    fn run(&mut self, source: &str, source_name: String, context: &Json) -> Result<Json, OpError> {
-        let context = RunContext::from_json(context)?;
+    fn run(
+        &mut self,
+        source: &str,
+        source_name: String,
+        context: &ExecutionContext,
+    ) -> Result<Json, OpError> {
+        runner::check_context(context)?;
         source_len(source, &source_name)?;
         let chunk = Chunk {
             name: source_name,
@@ -724,7 +692,7 @@ impl Vm {
         match version {
             0 => {
                 let value = match main {
-                    Value::Function(main) => self.call_main(&main, &context, &chunk)?,
+                    Value::Function(main) => self.call_main(&main, context, &chunk)?,
                     Value::Nil => Value::Table(module),
                     _ => {
                         return Err(runner::boundary_error(
@@ -752,7 +720,7 @@ impl Vm {
                         "Lua runner ABI v1 module must contain a `main` function",
                     ));
                 };
-                let value = self.call_main(&main, &context, &chunk)?;
+                let value = self.call_main(&main, context, &chunk)?;
                 let value = to_json(&value, &RETURN_SHAPE, "runner result")?;
                 runner::decode_result(&value, &chunk.name)
             }
@@ -763,12 +731,10 @@ impl Vm {
     fn call_main(
         &self,
         main: &Function,
-        context: &RunContext,
+        context: &ExecutionContext,
         chunk: &Chunk,
     ) -> Result<Value, OpError> {
-        let table = self
-            .context_table(context)
-            .map_err(|e| lua_failure(&e, &[]))?;
+        let table = self.context_table(context)?;
         let value = main
             .call::<Value>(table)
             .map_err(|e| self.fail(&e, Some(chunk)))?;
@@ -779,11 +745,11 @@ impl Vm {
     fn plugin_command(
         &mut self,
         name: &str,
-        context: &Json,
+        context: &ExecutionContext,
         deadline_ms: u64,
     ) -> Result<Json, OpError> {
         let received = Instant::now();
-        let context = RunContext::from_json(context)?;
+        runner::check_context(context)?;
         let function = {
             let registry = self.state.registry().map_err(|e| lua_failure(&e, &[]))?;
             let key = registry
@@ -792,9 +758,7 @@ impl Vm {
                 .ok_or_else(|| OpError::schema(name, format!("unknown plugin command `{name}`")))?;
             self.callback(key)?
         };
-        let table = self
-            .context_table(&context)
-            .map_err(|e| lua_failure(&e, &[]))?;
+        let table = self.context_table(context)?;
         let remaining = Duration::from_millis(deadline_ms).saturating_sub(received.elapsed());
         if remaining.is_zero() {
             return Err(OpError::resource_limit(
@@ -866,12 +830,12 @@ fn check_completion(value: &Json, command: &str) -> Result<(), OpError> {
             "completion provider must return an array",
         ));
     };
-    if items.len() > COMPLETION_RESULTS_MAX {
+    if items.len() > COMPLETION_ITEMS_MAX {
         return Err(OpError::resource_limit(format!(
             "completion provider `{command}` returned too many items"
         ))
         .with_context(format!(
-            "items: {}; limit: {COMPLETION_RESULTS_MAX}",
+            "items: {}; limit: {COMPLETION_ITEMS_MAX}",
             items.len()
         ))
         .with_help("Return the most relevant completion items and keep the result bounded"));
@@ -909,12 +873,12 @@ fn check_completion(value: &Json, command: &str) -> Result<(), OpError> {
             .with_help("Shorten completion display, summary, and detail text"));
         }
         total += bytes;
-        if total > COMPLETION_RETAINED_BYTES_MAX {
+        if total > COMPLETION_RESULT_BYTES_MAX {
             return Err(crate::convert::shape_limit(
                 "Lua callback return",
                 "completion retained bytes",
                 total,
-                COMPLETION_RETAINED_BYTES_MAX,
+                COMPLETION_RESULT_BYTES_MAX,
             ));
         }
     }

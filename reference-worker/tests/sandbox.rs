@@ -5,14 +5,15 @@
 mod common;
 
 use common::*;
+use quirl_lua_protocol::Operation;
 use quirl_lua_reference_worker::sandbox::GLOBALS;
-use quirl_lua_reference_worker::{ErrorCode, Policy, Verdict};
+use quirl_lua_reference_worker::{ErrorCode, Verdict};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-const BIG: Policy = Policy {
+const BIG: Budgets = Budgets {
     allow_process: false,
     memory_limit_bytes: 16 * 1024 * 1024,
     instruction_limit: 100_000_000,
@@ -106,7 +107,7 @@ fn bytecode_is_never_loaded() {
         "\u{1b}Lua\u{54}\u{0}\u{19}\u{93}\r\n\u{1a}\n",
     ));
     assert_eq!(error.code, ErrorCode::Lua);
-    let error = failure(vm.handle(quirl_lua_reference_worker::Request::Check {
+    let error = failure(vm.handle(Operation::Check {
         source: "\u{1b}LuaT".to_owned(),
         source_name: "x".to_owned(),
     }));
@@ -259,7 +260,7 @@ fn collectgarbage_collects_and_counts_but_never_stops_or_retunes() {
         json!(true)
     );
     // A collection is charged by the heap it traverses (SPEC §15.12).
-    let mut small = vm_with(Policy {
+    let mut small = vm_with(Budgets {
         instruction_limit: 20_000,
         ..BIG
     });
@@ -335,7 +336,7 @@ fn an_infinite_loop_trips_the_instruction_budget() {
 #[test]
 fn the_instruction_count_overshoots_by_at_most_one_interval() {
     let error = retired(eval(
-        &mut vm_with(Policy {
+        &mut vm_with(Budgets {
             instruction_limit: 10_000,
             ..POLICY
         }),
@@ -352,7 +353,7 @@ fn the_instruction_count_overshoots_by_at_most_one_interval() {
 
 #[test]
 fn a_tiny_instruction_limit_is_respected() {
-    let mut vm = vm_with(Policy {
+    let mut vm = vm_with(Budgets {
         instruction_limit: 1,
         ..POLICY
     });
@@ -546,7 +547,7 @@ fn deep_recursion_is_an_error_not_a_crash() {
         );
     }
     let error = failure(eval(
-        &mut vm_with(Policy {
+        &mut vm_with(Budgets {
             memory_limit_bytes: 64 * 1024 * 1024,
             ..BIG
         }),
@@ -557,7 +558,7 @@ fn deep_recursion_is_an_error_not_a_crash() {
 
 #[test]
 fn the_wall_deadline_stops_a_request() {
-    let mut vm = vm_with(Policy {
+    let mut vm = vm_with(Budgets {
         wall_time_ms: 50,
         ..BIG
     });
@@ -571,7 +572,7 @@ fn cancellation_is_observed_by_the_hook() {
     let cancel = Arc::new(AtomicBool::new(false));
     let mut vm = quirl_lua_reference_worker::Vm::new(
         &quirl_lua_reference_worker::VmConfig {
-            policy: BIG,
+            policy: BIG.policy(),
             grants: None,
             process_enabled: false,
         },
@@ -612,7 +613,7 @@ fn guest_errors_carry_a_label_at_the_reported_line() {
 
 #[test]
 fn huge_error_messages_are_bounded() {
-    let mut vm = vm_with(Policy {
+    let mut vm = vm_with(Budgets {
         memory_limit_bytes: 64 * 1024 * 1024,
         ..BIG
     });
@@ -624,10 +625,11 @@ fn huge_error_messages_are_bounded() {
 fn a_memory_limit_below_the_sandbox_is_refused() {
     let result = quirl_lua_reference_worker::Vm::new(
         &quirl_lua_reference_worker::VmConfig {
-            policy: Policy {
+            policy: Budgets {
                 memory_limit_bytes: 1,
                 ..POLICY
-            },
+            }
+            .policy(),
             grants: None,
             process_enabled: false,
         },

@@ -145,6 +145,84 @@ decode_record!(ThemeColors "theme colors" {
 });
 impl Validate for ThemeColors {}
 
+impl ThemeColors {
+    /// The fourteen role names, in wire order.
+    pub const ROLES: [&'static str; 14] = [
+        "accent_command",
+        "accent_data",
+        "context_primary",
+        "context_secondary",
+        "muted",
+        "border",
+        "status_background",
+        "error",
+        "warning",
+        "hint",
+        "string",
+        "operator",
+        "expansion",
+        "number",
+    ];
+
+    /// Each role's colour, in the order of [`ThemeColors::ROLES`].
+    pub fn colors(&self) -> [&str; 14] {
+        [
+            &self.accent_command,
+            &self.accent_data,
+            &self.context_primary,
+            &self.context_secondary,
+            &self.muted,
+            &self.border,
+            &self.status_background,
+            &self.error,
+            &self.warning,
+            &self.hint,
+            &self.string,
+            &self.operator,
+            &self.expansion,
+            &self.number,
+        ]
+    }
+
+    /// Build a theme from one colour per role, in the order of
+    /// [`ThemeColors::ROLES`] (for a host that reads a theme from another
+    /// representation, such as a Lua table).
+    pub fn from_colors(colors: [String; 14]) -> Self {
+        let [
+            accent_command,
+            accent_data,
+            context_primary,
+            context_secondary,
+            muted,
+            border,
+            status_background,
+            error,
+            warning,
+            hint,
+            string,
+            operator,
+            expansion,
+            number,
+        ] = colors;
+        Self {
+            accent_command,
+            accent_data,
+            context_primary,
+            context_secondary,
+            muted,
+            border,
+            status_background,
+            error,
+            warning,
+            hint,
+            string,
+            operator,
+            expansion,
+            number,
+        }
+    }
+}
+
 /// Status line configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -166,3 +244,21 @@ pub struct CompletionConfig {
 }
 decode_record!(CompletionConfig "completion configuration" { auto: req, min_chars: req });
 impl Validate for CompletionConfig {}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn theme_roles_follow_the_wire_order_of_the_record() {
+        let theme = ThemeColors::from_colors(ThemeColors::ROLES.map(str::to_owned));
+        let json = serde_json::to_value(&theme).unwrap();
+        let object = json.as_object().unwrap();
+        assert_eq!(object.len(), ThemeColors::ROLES.len());
+        for (role, color) in ThemeColors::ROLES.iter().zip(theme.colors()) {
+            assert_eq!(object[*role], *role, "role {role} holds its own name");
+            assert_eq!(color, *role);
+        }
+    }
+}

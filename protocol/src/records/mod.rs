@@ -28,6 +28,7 @@ pub use extension::{
     CommandRegistration, CompletionRegistration, ContributionKind, ContributionRegistration,
     EventHandlerReport, EventKind, EventSubscription, ExtensionAction, ExtensionCapability,
     ExtensionEvent, ExtensionEventData, OutputStream, PluginRegistrations, PromptRegistration,
+    RegistrationError,
 };
 pub use policy::Policy;
 pub use results::OperationResult;

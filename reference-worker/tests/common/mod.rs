@@ -1,22 +1,46 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use quirl_lua_protocol::{Operation, Policy};
 use quirl_lua_reference_worker::sdk::{HostPort, HostReply, HostRequest};
-use quirl_lua_reference_worker::{OpError, Policy, Request, Verdict, Vm, VmConfig};
+use quirl_lua_reference_worker::{OpError, Verdict, Vm, VmConfig};
 use serde_json::{Value, json};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-pub const POLICY: Policy = Policy {
+/// The budgets of a test VM, with struct-update syntax (`..POLICY`); the
+/// protocol's [`Policy`] is built from them in one place ([`Budgets::policy`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Budgets {
+    pub allow_process: bool,
+    pub memory_limit_bytes: u64,
+    pub instruction_limit: u64,
+    pub wall_time_ms: u64,
+}
+
+impl Budgets {
+    /// The protocol's policy with these budgets (they must be in range).
+    pub fn policy(self) -> Policy {
+        Policy::new(
+            self.allow_process,
+            self.memory_limit_bytes,
+            self.instruction_limit,
+            self.wall_time_ms,
+        )
+        .expect("test budgets lie within the policy ranges")
+    }
+}
+
+pub const POLICY: Budgets = Budgets {
     allow_process: false,
     memory_limit_bytes: 16 * 1024 * 1024,
     instruction_limit: 1_000_000,
     wall_time_ms: 5_000,
 };
 
-pub fn vm_with(policy: Policy) -> Vm {
+pub fn vm_with(budgets: Budgets) -> Vm {
     Vm::new(
         &VmConfig {
-            policy,
+            policy: budgets.policy(),
             grants: None,
             process_enabled: false,
         },
@@ -31,7 +55,7 @@ pub fn vm() -> Vm {
 }
 
 pub fn eval(vm: &mut Vm, source: &str) -> Verdict {
-    vm.handle(Request::Eval {
+    vm.handle(Operation::Eval {
         source: source.to_owned(),
     })
 }
@@ -109,10 +133,11 @@ impl HostPort for FakeHost {
 pub fn process_vm(host: FakeHost, grants: Option<Vec<String>>) -> Vm {
     Vm::new(
         &VmConfig {
-            policy: Policy {
+            policy: Budgets {
                 allow_process: true,
                 ..POLICY
-            },
+            }
+            .policy(),
             grants,
             process_enabled: true,
         },

@@ -11,7 +11,7 @@ use quirl_lua_protocol::{
     Operation, ParentFrame, Request, Response, WorkerFrame, decode_parent_frame,
     decode_worker_frame, encode_parent_frame, encode_worker_frame,
 };
-use quirl_lua_reference_worker::{Policy as VmPolicy, Request as VmRequest, Verdict, Vm, VmConfig};
+use quirl_lua_reference_worker::{Verdict, Vm, VmConfig};
 
 /// Compute benchmark: the classic doubly recursive Fibonacci.
 pub const FIB_SOURCE: &str = "local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end return fib(27)";
@@ -38,19 +38,10 @@ pub fn sample(
     Ok(samples)
 }
 
-fn vm_policy(policy: quirl_lua_protocol::Policy) -> VmPolicy {
-    VmPolicy {
-        allow_process: policy.allow_process(),
-        memory_limit_bytes: policy.memory_limit_bytes(),
-        instruction_limit: policy.instruction_limit(),
-        wall_time_ms: policy.wall_time_ms(),
-    }
-}
-
 /// The reference worker's sandboxed VM, in this process.
 pub fn sandbox_vm(policy: quirl_lua_protocol::Policy) -> Result<Vm, BoxError> {
     let config = VmConfig {
-        policy: vm_policy(policy),
+        policy,
         grants: None,
         process_enabled: false,
     };
@@ -60,7 +51,7 @@ pub fn sandbox_vm(policy: quirl_lua_protocol::Policy) -> Result<Vm, BoxError> {
 
 /// One eval on the in-process sandbox; fails unless it succeeds.
 pub fn sandbox_eval(vm: &mut Vm, source: &str) -> Result<serde_json::Value, BoxError> {
-    match vm.handle(VmRequest::Eval {
+    match vm.handle(Operation::Eval {
         source: source.to_owned(),
     }) {
         Verdict::Success(value) => Ok(value),
