@@ -133,6 +133,32 @@ def generated_seeds(written):
             write(target, f"gen{index:03}", bytes(data), written)
 
 
+# pattern_differential: header (kind, sel, a, b), then subject, pattern and
+# replacement separated by 0xff (see src/patterns.rs).
+PATTERN_SEEDS = [
+    (0, 0, 0, 0, b"key=val", b"(%w+)=(%w+)", b""),
+    (1, 0, 0, 0, b"  padded  ", b"^%s*(.-)%s*$", b""),
+    (2, 0, 80, 0, b"one two  three", b"%a+", b""),
+    (3, 0, 0, 0, b"hello world", b"(o)", b"[%1%%%0]"),
+    (4, 2, 0, 0, b"a1b2", b"(%a)(%d)", b""),
+    (4, 6, 0, 0, b"abc", b"()%w", b""),
+    (0, 0, 100, 64, b"a.b", b".", b""),
+    (1, 0, 0, 0, b"f(a(b)c) d", b"%b()%f[%w]%w+", b""),
+    (1, 0, 0, 0, b"xyyx", b"(.)(.)%2%1", b""),
+    (3, 0, 0, 90, b"abc", b"", b"-"),
+    (1, 0, 0, 0, b"a]b-c", b"[]%-][^a-c]", b""),
+    (1, 0, 0, 0, b"a", b"[a", b""),
+    (3, 0, 0, 0, b"a", b"a", b"%"),
+    (1, 0, 0, 0, b"aaaaaaaaaaaaaaaab", b"a*a*a*a*a*a*a*a*c", b""),
+]
+
+
+def pattern_seeds(written):
+    for index, (kind, sel, a, b, subject, pattern, repl) in enumerate(PATTERN_SEEDS):
+        data = bytes([kind, sel, a, b]) + subject + b"\xff" + pattern + b"\xff" + repl
+        write("pattern_differential", f"case{index:02}", data, written)
+
+
 def main():
     if CORPUS.exists():
         for old in CORPUS.glob("*/seed-*"):
@@ -141,6 +167,7 @@ def main():
     fixtures = fixture_seeds(written)
     builtin_seeds(written)
     generated_seeds(written)
+    pattern_seeds(written)
     for target in sorted(written):
         print(f"{target}: {len(written[target])} seeds")
     print(f"({fixtures} fixture streams read)")

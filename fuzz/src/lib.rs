@@ -6,5 +6,6 @@
 
 pub mod generate;
 pub mod lua_programs;
+pub mod patterns;
 pub mod sessions;
 pub mod targets;

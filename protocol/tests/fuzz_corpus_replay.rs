@@ -57,8 +57,10 @@ fn files_in(dir: &Path, prefix: &str) -> Vec<PathBuf> {
 }
 
 /// Targets whose inputs are not protocol records: replayed by the crate
-/// they exercise (`lua_programs`: `reference-worker/tests/generated_programs.rs`).
-const REPLAYED_ELSEWHERE: &[&str] = &["lua_programs"];
+/// they exercise, which needs the reference worker and mlua
+/// (`lua_programs`: `reference-worker/tests/generated_programs.rs`;
+/// `pattern_differential`: `reference-worker/tests/pattern_fuzz_replay.rs`).
+const REPLAYED_ELSEWHERE: &[&str] = &["lua_programs", "pattern_differential"];
 
 fn replay(root: &str, prefix: &str, require_files: bool) -> usize {
     let base = fuzz_dir().join(root);

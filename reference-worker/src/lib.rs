@@ -14,6 +14,7 @@ mod hook;
 pub mod library_call;
 pub mod lockdown;
 pub mod meter;
+pub mod pattern;
 pub mod records_from_lua;
 pub mod registry;
 pub mod runner;

@@ -1,7 +1,7 @@
 -- Trusted sandbox prelude. Runs once, before any guest code, with the
 -- original standard library. It replaces the library functions that can
 -- catch a stop (pcall, xpcall, coroutine.resume/wrap/close) or do unbounded
--- native work (patterns, table loops, large copies) with wrappers. The
+-- native work (table loops, large copies) with wrappers. The
 -- originals and the privileged helpers below live only in upvalues of the
 -- wrappers; without the debug library guest code cannot reach them.
 --
@@ -9,7 +9,6 @@
 -- charge(n)          charges n instruction units, raising on any budget trip
 -- reserve_rep(s,n,p) checks string.rep's result size against the memory
 --                    headroom and charges its copying
--- plain_find(s,p,i)  linear-time literal search (1-based results or nil)
 -- interval           instruction units charged per coroutine and request
 -- as_library(f)      puts the Lua function f behind a library call (a C
 --                    closure, see library_call.rs); the worker does this for
@@ -324,47 +323,16 @@ do
 end
 
 ---------------------------------------------------------------------------
--- string: no bytecode, no native patterns, charged copies.
+-- string: no bytecode, charged copies (patterns: pattern/strings.lua).
 ---------------------------------------------------------------------------
 do
   local string = string
-  local find, rep, upper, lower, reverse, sub, format, byte, pack, unpack =
-    string.find, string.rep, string.upper, string.lower, string.reverse,
+  local rep, upper, lower, reverse, sub, format, byte, pack, unpack =
+    string.rep, string.upper, string.lower, string.reverse,
     string.sub, string.format, string.byte, string.pack, string.unpack
   local packsize = string.packsize
 
   string.dump = nil
-
-  local function no_patterns(name)
-    local message = "string." .. name .. " is unavailable: Lua patterns run in native code "
-      .. "that the sandbox cannot interrupt; use string.find(s, literal, init, true)"
-    return function()
-      error(message, 2)
-    end
-  end
-  string.match = no_patterns("match")
-  string.gmatch = no_patterns("gmatch")
-  string.gsub = no_patterns("gsub")
-
-  string.find = function(s, p, init, plain)
-    if plain ~= true then
-      error("string.find is available only for literal search: pass true as its fourth "
-        .. "argument; Lua patterns run in native code that the sandbox cannot interrupt", 2)
-    end
-    if type(s) == "string" and type(p) == "string" then
-      local start = 1
-      if init ~= nil then
-        start = tointeger(init)
-      end
-      if start ~= nil then
-        return plain_find(s, p, start)
-      end
-    end
-    -- Anything else is an argument error or involves a number converted to
-    -- a short string; the original reports it exactly.
-    local first, last = find(s, p, init, true)
-    return first, last
-  end
 
   string.rep = function(...)
     if reserve_rep(...) then

@@ -8,10 +8,10 @@
 //! installed, see `vm.rs`), and it knows nothing about the protocol.
 //!
 //! Removed: `load`, `loadstring`, `loadfile`, `dofile`, `require`, `print`,
-//! `warn`, `io`, `os`, `package`, `debug`, `string.dump`, native patterns
-//! (`string.match`/`gmatch`/`gsub` and non-plain `string.find` raise an
-//! error), the `collectgarbage` options that stop the collector or change
-//! its mode or tuning, and `__gc` finalizers from guest metatables.
+//! `warn`, `io`, `os`, `package`, `debug`, `string.dump`, the
+//! `collectgarbage` options that stop the collector or change its mode or
+//! tuning, and `__gc` finalizers from guest metatables. Lua patterns run in
+//! the budgeted engine of `pattern`.
 //!
 //! Every Lua wrapper the prelude leaves in a library table is put behind a
 //! library call (`library_call.rs`), so errors read as Lua's own.
@@ -108,6 +108,9 @@ pub fn build(meter: &Arc<Meter>) -> mlua::Result<Sandbox> {
             i64::try_from(hash).unwrap_or(i64::MAX),
         ))
     })?;
+    // Budgeted patterns (SPEC §15.4), installed while the original string
+    // library is still in place.
+    crate::pattern::install(&lua, meter)?;
     let rewriter = library_call::rewriter(&lua)?;
     let as_library = {
         let rewriter = rewriter.clone();

@@ -115,17 +115,51 @@ fn bytecode_is_never_loaded() {
 }
 
 #[test]
-fn native_patterns_are_refused_and_literal_find_works() {
+fn patterns_run_in_the_budgeted_engine_and_literal_find_works() {
+    // SPEC §15.4: patterns are available; exactness against C Lua is
+    // tests/pattern_differential.rs, this checks them through the VM.
     let mut vm = vm();
-    for source in [
-        "return string.match('abc', 'b')",
-        "return ('abc'):gsub('b', 'x')",
-        "return string.gmatch('abc', '.')",
-        "return string.find('abc', 'b')",
-        "return ('abc'):find('b', 1, false)",
+    for (source, expected) in [
+        (
+            "return string.match('key=val', '(%w+)=(%w+)')",
+            json!("key"),
+        ),
+        (
+            "return {('key=val'):match('(%w+)=(%w+)')}",
+            json!(["key", "val"]),
+        ),
+        ("return ('  x  '):match('^%s*(.-)%s*$')", json!("x")),
+        ("return {('abc'):gsub('b', 'x')}", json!(["axc", 1])),
+        (
+            "local t = {} for w in ('one two'):gmatch('%a+') do t[#t + 1] = w end return t",
+            json!(["one", "two"]),
+        ),
+        ("return {string.find('abc', 'b.')}", json!([2, 3])),
+        ("return ('abc'):find('b', 1, false)", json!(2)),
+        (
+            "return ('abc'):gsub('%w', function(c) return c:upper() end)",
+            json!("ABC"),
+        ),
+        (
+            "local ok, e = pcall(string.match, 'a', '[a') return e",
+            json!("malformed pattern (missing ']')"),
+        ),
+        (
+            "local ok, e = pcall(function() local r = ('a'):gsub('a', {a = {}}) return r end) return e",
+            json!("eval:1: invalid replacement value (a table)"),
+        ),
+        // Behind library calls (SPEC §15.11): a tail call keeps the guest's
+        // position, a method call's argument error does not count self.
+        (
+            "local ok, e = pcall(function() return ('a'):gsub('a', {a = {}}) end) return e",
+            json!("eval:1: invalid replacement value (a table)"),
+        ),
+        (
+            "local ok, e = pcall(function() return ('x'):find() end) return e",
+            json!("eval:1: bad argument #1 to 'find' (string expected, got no value)"),
+        ),
     ] {
-        let error = failure(eval(&mut vm, source));
-        assert!(error.message.contains("native code"), "{source}: {error:?}");
+        assert_eq!(success(eval(&mut vm, source)), expected, "{source}");
     }
     assert_eq!(
         success(eval(
@@ -352,6 +386,38 @@ fn error_objects_with_looping_tostring_end_in_a_limit() {
         "local ok, e = pcall(error, setmetatable({}, {__tostring = function() while true do end end})) return tostring(e)",
     ] {
         assert_eq!(tripped(eval(&mut vm(), source)), "instructions", "{source}");
+    }
+}
+
+#[test]
+fn catastrophic_patterns_trip_the_instruction_budget() {
+    // SPEC §15.4, §15.6: every matcher step is charged, so exponential
+    // backtracking ends like a loop, even behind pcall and in every pattern
+    // function (the gsub replacement loop and gmatch included).
+    for source in [
+        "return (('a'):rep(30) .. 'b'):find(('a*'):rep(30) .. 'c')",
+        "return pcall(string.match, ('a'):rep(30), ('a*'):rep(30) .. 'c')",
+        "return ('a'):rep(30):gsub(('a*'):rep(30) .. 'c', 'x')",
+        "return ('a'):rep(30):gsub(('a*'):rep(30) .. 'c', function() end)",
+        "for m in ('a'):rep(30):gmatch(('a*'):rep(30) .. 'c') do end",
+    ] {
+        assert_eq!(tripped(eval(&mut vm(), source)), "instructions", "{source}");
+    }
+}
+
+#[test]
+fn pattern_recursion_is_bounded_like_lua() {
+    // MAXCCALLS: 200 nested matcher calls, then Lua's own error.
+    let mut vm = vm();
+    for source in [
+        "local ok, e = pcall(string.match, ('a'):rep(300), ('a?'):rep(300)) return e",
+        "local ok, e = pcall(string.find, ('a'):rep(5000), ('a*'):rep(500) .. 'b') return e",
+    ] {
+        assert_eq!(
+            success(eval(&mut vm, source)),
+            json!("pattern too complex"),
+            "{source}"
+        );
     }
 }
 
