@@ -1,6 +1,7 @@
 //! Running a suite: parallel workers over the case list, ordered output,
 //! the expected-failures list and the summary.
 
+use crate::profile::Profile;
 use crate::report::{
     self, CaseReport, ExpectedFailures, JsonReport, Status, Summary, Verdict, judge,
 };
@@ -18,6 +19,15 @@ pub trait Case: Sync {
     fn spec(&self) -> &str;
     /// Tags (`sdk` marks cases that depend on the Quirl Lua SDK).
     fn tags(&self) -> &[String];
+    /// What the case binds (SPEC.md §19).
+    fn profile(&self) -> Profile {
+        Profile::Protocol
+    }
+    /// Whether `--protocol-only` runs it: by default every case not tagged
+    /// `sdk` (the worker suite narrows this to Lua-free `protocol` cases).
+    fn protocol_only(&self) -> bool {
+        !self.tags().iter().any(|tag| tag == "sdk")
+    }
     /// Run the case against the implementation under test.
     fn run(&self) -> Verdict;
 }
@@ -33,7 +43,8 @@ pub struct RunOptions {
     pub jobs: usize,
     /// Only cases whose name contains this.
     pub filter: Option<String>,
-    /// Skip cases tagged `sdk`.
+    /// Run only the cases a protocol-only implementation must pass
+    /// ([`Case::protocol_only`]).
     pub protocol_only: bool,
     /// Known failures.
     pub expected: ExpectedFailures,
@@ -56,7 +67,7 @@ pub fn run_suite<C: Case, W: Write + Send>(
                 .as_deref()
                 .is_none_or(|filter| case.name().contains(filter))
         })
-        .filter(|case| !(options.protocol_only && case.tags().iter().any(|tag| tag == "sdk")))
+        .filter(|case| !options.protocol_only || case.protocol_only())
         .collect();
     let skipped = cases.len() - selected.len();
     let printer = Mutex::new(Printer {
@@ -81,6 +92,7 @@ pub fn run_suite<C: Case, W: Write + Send>(
                     let line = judge(
                         case.name(),
                         case.spec(),
+                        case.profile().as_str(),
                         verdict,
                         begun.elapsed(),
                         &options.expected,
@@ -104,6 +116,8 @@ pub fn run_suite<C: Case, W: Write + Send>(
             status: Status::Fail,
             detail: "listed in the expected failures but no such case (stale list)".to_owned(),
             spec: String::new(),
+            profile: String::new(),
+            reason_key: None,
             millis: 0,
         };
         if !options.json {
@@ -126,6 +140,9 @@ pub fn run_suite<C: Case, W: Write + Send>(
             },
         )?;
     } else {
+        for line in report::breakdown_lines(&summary) {
+            writeln!(printer.out, "{line}")?;
+        }
         writeln!(
             printer.out,
             "{}",
@@ -248,10 +265,14 @@ mod tests {
         let summary = run_suite(&cases, &options(""), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 21);
+        assert_eq!(lines.len(), 22);
+        assert_eq!(
+            lines[20],
+            "profile protocol: 20 cases, 19 passed, 1 failed, 0 expected failures"
+        );
         assert_eq!(lines[0], "PASS c.00");
         assert_eq!(lines[7], "FAIL c.07: nope");
-        assert!(lines[20].starts_with("test suite: 20 cases, 19 passed, 1 failed"));
+        assert!(lines[21].starts_with("test suite: 20 cases, 19 passed, 1 failed"));
         assert!(!summary.success());
     }
 

@@ -1,8 +1,14 @@
 //! `quirl-conformance`: conformance tools for `quirl.lua-worker@1`.
+//!
+//! The suites' data is compiled in (`embedded`): the binary runs from any
+//! directory, with no source tree. `--version` names the case counts and
+//! the SPEC.md revision the suites check.
 
 use clap::{Args, Parser, Subcommand};
 use quirl_lua_conformance::decode::{self, Direction};
+use quirl_lua_conformance::embedded::{self, Fixtures};
 use quirl_lua_conformance::exec::{self, Case, RunOptions};
+use quirl_lua_conformance::profile::Profile;
 use quirl_lua_conformance::report::ExpectedFailures;
 use quirl_lua_conformance::{fake_worker, parent, worker};
 use std::ffi::OsString;
@@ -34,9 +40,10 @@ enum Command {
     Worker {
         #[command(flatten)]
         options: SuiteOptions,
-        /// Directory holding the golden fixtures (manifest.json, frames/).
-        #[arg(long, value_name = "DIR", default_value = default_fixtures())]
-        fixtures: PathBuf,
+        /// Directory holding golden fixtures (manifest.json, frames/) to use
+        /// instead of the copy compiled into this binary.
+        #[arg(long, value_name = "DIR")]
+        fixtures: Option<PathBuf>,
         /// The worker command and its arguments.
         #[arg(last = true, required_unless_present = "list", value_name = "CMD")]
         command: Vec<OsString>,
@@ -71,7 +78,10 @@ struct SuiteOptions {
     /// Run only the cases whose name contains this text.
     #[arg(long, value_name = "TEXT")]
     filter: Option<String>,
-    /// Skip cases tagged `sdk` (they depend on the Quirl Lua SDK).
+    /// Run only what binds a worker without Lua: the `protocol` cases whose
+    /// answers are judged by envelope (no `sdk`, no Lua semantics). Such a
+    /// worker answers `initialize`, `eval` of `return <decimal integer>`
+    /// with the integer, and every other request with `invalid_command`.
     #[arg(long)]
     protocol_only: bool,
     /// Cases run at once (default: the number of cores, at least 2).
@@ -82,11 +92,48 @@ struct SuiteOptions {
     list: bool,
 }
 
-fn default_fixtures() -> &'static str {
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures")
+/// The `--version` text: the suites' case counts and the SPEC revision.
+fn version_text() -> String {
+    let mut text = format!(
+        "quirl-conformance {}\nchecks: SPEC.md revision {} (text fnv1a64 {}), protocol {}\n",
+        env!("CARGO_PKG_VERSION"),
+        embedded::SPEC_REVISION,
+        embedded::SPEC_DIGEST,
+        "quirl.lua-worker@1",
+    );
+    match worker::suite(Vec::new(), &Fixtures::Embedded) {
+        Ok(cases) => {
+            let count = |profile: Profile| cases.iter().filter(|c| c.profile() == profile).count();
+            let sdk = cases
+                .iter()
+                .filter(|c| c.tags().iter().any(|t| t == "sdk"))
+                .count();
+            let protocol_only = cases.iter().filter(|c| c.protocol_only()).count();
+            text.push_str(&format!(
+                "worker suite: {} cases ({} protocol, {} reference-sandbox; {sdk} need the sdk; {protocol_only} in a --protocol-only run)\n",
+                cases.len(),
+                count(Profile::Protocol),
+                count(Profile::ReferenceSandbox),
+            ));
+        }
+        Err(error) => text.push_str(&format!("worker suite: invalid ({error})\n")),
+    }
+    match parent::all_cases() {
+        Ok(cases) => text.push_str(&format!("parent suite: {} cases\n", cases.len())),
+        Err(error) => text.push_str(&format!("parent suite: invalid ({error})\n")),
+    }
+    text
 }
 
 fn main() -> ExitCode {
+    let first = std::env::args_os().nth(1);
+    if first
+        .as_deref()
+        .is_some_and(|arg| arg == "--version" || arg == "-V")
+    {
+        let _ = io::stdout().write_all(version_text().as_bytes());
+        return ExitCode::SUCCESS;
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Decode { direction } => decode_command(direction),
@@ -94,7 +141,10 @@ fn main() -> ExitCode {
             options,
             fixtures,
             command,
-        } => match worker::suite(command.clone(), &fixtures) {
+        } => match worker::suite(
+            command.clone(),
+            &fixtures.map_or(Fixtures::Embedded, Fixtures::Dir),
+        ) {
             Ok(cases) => run(&cases, "worker", &options, &command),
             Err(error) => usage(&error),
         },
@@ -134,12 +184,17 @@ fn run<C: Case>(
         let stdout = io::stdout();
         let mut out = stdout.lock();
         for case in cases {
+            let mut tags = case.tags().to_vec();
+            if case.protocol_only() {
+                tags.push("protocol-only".to_owned());
+            }
             let _ = writeln!(
                 out,
-                "{}\t{}\t{}",
+                "{}\t{}\t{}\t{}",
                 case.name(),
                 case.spec(),
-                case.tags().join(",")
+                case.profile(),
+                tags.join(",")
             );
         }
         return ExitCode::SUCCESS;

@@ -6,8 +6,13 @@
 //! that is no case of the suite, fails the run ("stale list"), so the list
 //! can only shrink as an implementation improves.
 //!
+//! A reason may start with a key — `E7: …` (an erratum of SPEC.md §14),
+//! `reference-sandbox: …` (a profile difference), or `[KEY] …` — which the
+//! report uses to group the expected failures.
+//!
 //! Text report: one line per case, `PASS name`, `FAIL name: detail` or
-//! `XFAIL name: detail`, then a summary line. JSON report (`--json`): one
+//! `XFAIL name: detail`, then the totals per profile, the expected failures
+//! per reason key, and a summary line last. JSON report (`--json`): one
 //! object with `suite`, `cases` and `summary`.
 
 use serde::Serialize;
@@ -65,6 +70,12 @@ pub struct CaseReport {
     pub detail: String,
     /// SPEC.md section the case checks.
     pub spec: String,
+    /// What the case binds (`protocol`, `reference-sandbox`).
+    pub profile: String,
+    /// For an expected failure: the key of its listed reason (`E7`,
+    /// `reference-sandbox`, or `unclassified`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason_key: Option<String>,
     /// Wall time the case took, in milliseconds.
     pub millis: u64,
 }
@@ -100,6 +111,47 @@ pub struct Summary {
     pub skipped: usize,
     /// Wall time of the run, milliseconds.
     pub millis: u64,
+    /// The same counts per profile of the cases that ran.
+    pub profiles: BTreeMap<String, ProfileCounts>,
+    /// Expected failures per reason key (`E7`, `reference-sandbox`, …).
+    pub expected_by_reason: BTreeMap<String, usize>,
+}
+
+/// Counts of one profile.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct ProfileCounts {
+    /// Cases of the profile that ran.
+    pub total: usize,
+    /// Passed.
+    pub passed: usize,
+    /// Failed.
+    pub failed: usize,
+    /// Expected failures.
+    pub xfailed: usize,
+}
+
+/// The key of an expected-failure reason: `[KEY] …` gives KEY; `KEY: …`
+/// gives KEY when KEY is one word; anything else is `unclassified`.
+pub fn reason_key(reason: &str) -> String {
+    let reason = reason.trim();
+    if let Some(rest) = reason.strip_prefix('[')
+        && let Some((key, _)) = rest.split_once(']')
+        && !key.trim().is_empty()
+    {
+        return key.trim().to_owned();
+    }
+    match reason.split_once(':') {
+        Some((key, _)) if !key.is_empty() && !key.contains(char::is_whitespace) => key.to_owned(),
+        _ => "unclassified".to_owned(),
+    }
+}
+
+/// Order reason keys naturally: `E2` before `E10`, errata before others.
+fn reason_order(key: &str) -> (u8, u64, String) {
+    match key.strip_prefix('E').and_then(|n| n.parse::<u64>().ok()) {
+        Some(number) => (0, number, key.to_owned()),
+        None => (1, 0, key.to_owned()),
+    }
 }
 
 impl Summary {
@@ -172,11 +224,13 @@ impl ExpectedFailures {
 pub fn judge(
     name: &str,
     spec: &str,
+    profile: &str,
     verdict: Verdict,
     elapsed: Duration,
     expected: &ExpectedFailures,
 ) -> CaseReport {
     let listed = expected.contains(name);
+    let mut reason_key_of_case = None;
     let (status, detail) = match (verdict, listed) {
         (Verdict::Pass, false) => (Status::Pass, String::new()),
         (Verdict::Pass, true) => (
@@ -187,6 +241,7 @@ pub fn judge(
         (Verdict::Fail(detail), false) => (Status::Fail, detail),
         (Verdict::Fail(detail), true) => {
             let reason = expected.reason(name).unwrap_or_default();
+            reason_key_of_case = Some(reason_key(reason));
             if reason.is_empty() {
                 (Status::Xfail, detail)
             } else {
@@ -199,6 +254,8 @@ pub fn judge(
         status,
         detail,
         spec: spec.to_owned(),
+        profile: profile.to_owned(),
+        reason_key: reason_key_of_case,
         millis: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
     }
 }
@@ -212,13 +269,64 @@ pub fn summarize(cases: &[CaseReport], skipped: usize, elapsed: Duration) -> Sum
         ..Summary::default()
     };
     for case in cases {
+        let mut counts = ProfileCounts::default();
         match case.status {
-            Status::Pass => summary.passed += 1,
-            Status::Fail => summary.failed += 1,
-            Status::Xfail => summary.xfailed += 1,
+            Status::Pass => {
+                summary.passed += 1;
+                counts.passed = 1;
+            }
+            Status::Fail => {
+                summary.failed += 1;
+                counts.failed = 1;
+            }
+            Status::Xfail => {
+                summary.xfailed += 1;
+                counts.xfailed = 1;
+                let key = case
+                    .reason_key
+                    .clone()
+                    .unwrap_or_else(|| "unclassified".to_owned());
+                *summary.expected_by_reason.entry(key).or_default() += 1;
+            }
+        }
+        // Stale list entries are no case and have no profile.
+        if !case.profile.is_empty() {
+            let total = summary.profiles.entry(case.profile.clone()).or_default();
+            total.total += 1;
+            total.passed += counts.passed;
+            total.failed += counts.failed;
+            total.xfailed += counts.xfailed;
         }
     }
     summary
+}
+
+/// The lines printed before the summary line: totals per profile, then the
+/// expected failures grouped by reason key.
+pub fn breakdown_lines(summary: &Summary) -> Vec<String> {
+    let mut lines: Vec<String> = summary
+        .profiles
+        .iter()
+        .map(|(profile, counts)| {
+            format!(
+                "profile {profile}: {} cases, {} passed, {} failed, {} expected failures",
+                counts.total, counts.passed, counts.failed, counts.xfailed
+            )
+        })
+        .collect();
+    if !summary.expected_by_reason.is_empty() {
+        let mut keys: Vec<(&String, &usize)> = summary.expected_by_reason.iter().collect();
+        keys.sort_by_key(|(key, _)| reason_order(key));
+        let groups: Vec<String> = keys
+            .iter()
+            .map(|(key, count)| format!("{key} {count}"))
+            .collect();
+        lines.push(format!(
+            "expected failures by reason (E = erratum of SPEC.md §14): {}",
+            groups.join(", ")
+        ));
+    }
+    lines
 }
 
 /// The summary line of the text report.
@@ -295,13 +403,20 @@ mod tests {
     #[test]
     fn listed_failure_is_xfail_and_listed_pass_is_stale() {
         let list = ExpectedFailures::parse("x # known\ny\n").unwrap();
-        let xfail = judge("x", "§1", Verdict::fail("boom"), Duration::ZERO, &list);
+        let xfail = judge(
+            "x",
+            "§1",
+            "protocol",
+            Verdict::fail("boom"),
+            Duration::ZERO,
+            &list,
+        );
         assert_eq!(xfail.status, Status::Xfail);
         assert_eq!(xfail.line(), "XFAIL x: boom [expected: known]");
-        let stale = judge("y", "§1", Verdict::Pass, Duration::ZERO, &list);
+        let stale = judge("y", "§1", "protocol", Verdict::Pass, Duration::ZERO, &list);
         assert_eq!(stale.status, Status::Fail);
         assert!(stale.line().contains("stale"));
-        let plain = judge("z", "§1", Verdict::Pass, Duration::ZERO, &list);
+        let plain = judge("z", "§1", "protocol", Verdict::Pass, Duration::ZERO, &list);
         assert_eq!(plain.line(), "PASS z");
     }
 
@@ -316,13 +431,62 @@ mod tests {
     fn summary_fails_on_any_failure() {
         let list = ExpectedFailures::default();
         let cases = vec![
-            judge("a", "", Verdict::Pass, Duration::ZERO, &list),
-            judge("b", "", Verdict::fail("no\nway"), Duration::ZERO, &list),
+            judge("a", "", "protocol", Verdict::Pass, Duration::ZERO, &list),
+            judge(
+                "b",
+                "",
+                "reference-sandbox",
+                Verdict::fail("no\nway"),
+                Duration::ZERO,
+                &list,
+            ),
         ];
         assert_eq!(cases[1].line(), "FAIL b: no\\nway");
         let summary = summarize(&cases, 3, Duration::from_millis(1500));
         assert_eq!((summary.passed, summary.failed, summary.skipped), (1, 1, 3));
         assert!(!summary.success());
         assert!(summary_line("worker", &summary).ends_with("FAILED"));
+        assert_eq!(summary.profiles["protocol"].passed, 1);
+        assert_eq!(summary.profiles["reference-sandbox"].failed, 1);
+    }
+
+    #[test]
+    fn reason_keys_and_the_grouped_breakdown() {
+        assert_eq!(reason_key("E7: becomes a Lua error"), "E7");
+        assert_eq!(reason_key("[E10] keeps serving"), "E10");
+        assert_eq!(
+            reason_key("reference-sandbox: no coroutines"),
+            "reference-sandbox"
+        );
+        assert_eq!(reason_key("exits 0"), "unclassified");
+        assert_eq!(reason_key("some words: more"), "unclassified");
+        let list = ExpectedFailures::parse(
+            "a # E10: x\nb # E2: y\nc # reference-sandbox: z\nd # E10: w\n",
+        )
+        .unwrap();
+        let cases: Vec<CaseReport> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|name| {
+                judge(
+                    name,
+                    "",
+                    "protocol",
+                    Verdict::fail("f"),
+                    Duration::ZERO,
+                    &list,
+                )
+            })
+            .collect();
+        let summary = summarize(&cases, 0, Duration::ZERO);
+        assert!(summary.success());
+        let lines = breakdown_lines(&summary);
+        assert_eq!(
+            lines[0],
+            "profile protocol: 4 cases, 0 passed, 0 failed, 4 expected failures"
+        );
+        assert_eq!(
+            lines[1],
+            "expected failures by reason (E = erratum of SPEC.md §14): E2 1, E10 2, reference-sandbox 1"
+        );
     }
 }

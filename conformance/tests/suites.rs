@@ -2,6 +2,11 @@
 //! `quirl-lua --internal-lua-worker-v1`) must pass the whole worker suite,
 //! `quirl-lua` the whole parent suite, with no expected-failures list.
 //!
+//! The whole suites run from a *copy* of the runner in an empty temporary
+//! directory, with that directory as the working directory and no
+//! `--fixtures`: the runner must need nothing of the source tree (SPEC.md
+//! §19, the installed-binary flow of conformance/README.md).
+//!
 //! The peers live in other packages of the workspace, so Cargo does not
 //! build them for this test: it runs `cargo build` for them itself, with the
 //! same profile and target directory as this test binary.
@@ -81,6 +86,41 @@ fn peers() -> PathBuf {
     dir
 }
 
+/// The runner copied into an empty directory of its own (removed on drop).
+struct Installed {
+    dir: PathBuf,
+    exe: PathBuf,
+}
+
+impl Installed {
+    fn new(label: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "quirl-conformance-installed-{label}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("quirl-conformance");
+        std::fs::copy(runner(), &exe).unwrap();
+        Self { dir, exe }
+    }
+
+    /// Run the copy with the empty directory as the working directory.
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(&self.exe)
+            .args(args)
+            .current_dir(&self.dir)
+            .output()
+            .expect("runner starts")
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 fn run(args: &[&str]) -> Output {
     Command::new(runner())
         .args(args)
@@ -111,7 +151,13 @@ fn assert_whole_suite_passes(suite: &str, peer: &str, min_cases: usize) {
     let dir = peers();
     let _serial = serial();
     let peer = dir.join(peer);
-    let output = run(&[suite, "--", peer.to_str().unwrap()]);
+    let installed = Installed::new(suite);
+    let output = installed.run(&[suite, "--", peer.to_str().unwrap()]);
+    assert_eq!(
+        std::fs::read_dir(&installed.dir).unwrap().count(),
+        1,
+        "the runner left files in its working directory"
+    );
     assert!(output.status.success(), "{}", failures(&output));
     let text = String::from_utf8_lossy(&output.stdout);
     let summary = text.lines().last().unwrap();
@@ -135,6 +181,37 @@ fn reference_worker_passes_the_whole_worker_suite() {
 #[test]
 fn reference_parent_passes_the_whole_parent_suite() {
     assert_whole_suite_passes("parent", "quirl-lua", 40);
+}
+
+#[test]
+fn version_names_the_case_counts_and_the_spec_revision() {
+    let installed = Installed::new("version");
+    let output = installed.run(&["--version"]);
+    assert!(output.status.success(), "{}", report(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let spec =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../SPEC.md")).unwrap();
+    let revision = spec
+        .lines()
+        .find_map(|line| line.strip_prefix("Revision: "))
+        .unwrap();
+    assert!(
+        text.contains(&format!("SPEC.md revision {revision} ")),
+        "{text}"
+    );
+    let list = installed.run(&["worker", "--list"]);
+    let cases = String::from_utf8_lossy(&list.stdout).lines().count();
+    assert!(cases > 800, "{cases}");
+    assert!(
+        text.contains(&format!("worker suite: {cases} cases (")),
+        "{text}"
+    );
+    let parent = installed.run(&["parent", "--list"]);
+    let parent_cases = String::from_utf8_lossy(&parent.stdout).lines().count();
+    assert!(
+        text.contains(&format!("parent suite: {parent_cases} cases")),
+        "{text}"
+    );
 }
 
 #[test]
@@ -216,4 +293,94 @@ fn a_broken_worker_fails_and_expected_failures_make_it_pass_until_stale() {
         "{json}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_parent_adapter_example_certifies_a_host_with_another_interface() {
+    // SPEC.md §19: a parent whose command line differs is certified through
+    // an adapter; conformance/examples/parent_adapter.py adapts the
+    // JSON-lines interface of `quirl-lua batch` to the suite's contract.
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: python3 is not installed, the adapter example needs it");
+        return;
+    }
+    let dir = peers();
+    let _serial = serial();
+    let adapter = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/parent_adapter.py");
+    let output = Command::new(runner())
+        .args(["parent", "--filter", "session.", "--", "python3"])
+        .arg(&adapter)
+        .env("ADAPTER_HOST", dir.join("quirl-lua"))
+        .output()
+        .expect("runner starts");
+    assert!(output.status.success(), "{}", failures(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let summary = text.lines().last().unwrap();
+    let cases: usize = summary
+        .split_whitespace()
+        .nth(2)
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(cases >= 10, "{summary}");
+}
+
+#[test]
+fn a_worker_without_lua_passes_every_protocol_only_case() {
+    // SPEC.md §19.2: the protocol crate's example worker answers by the
+    // Lua-free worker contract; `--protocol-only` must pass 100% with it.
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../protocol/examples/worker.rs");
+    if !example.is_file() {
+        eprintln!(
+            "skipped: {} does not exist, so there is no Lua-free worker to run",
+            example.display()
+        );
+        return;
+    }
+    let dir = profile_dir();
+    let target_dir = dir.parent().unwrap();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "quirl-lua-protocol",
+            "--example",
+            "worker",
+        ])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if dir.file_name().and_then(|n| n.to_str()) == Some("release") {
+        command.arg("--release");
+    }
+    assert!(
+        command.status().expect("cargo runs").success(),
+        "building the example failed"
+    );
+    let worker = dir.join("examples/worker");
+    let _serial = serial();
+    let installed = Installed::new("protocol-only");
+    let output = installed.run(&["worker", "--protocol-only", "--", worker.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", failures(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let summary = text.lines().last().unwrap();
+    assert!(
+        summary.contains(" 0 failed, 0 expected failures"),
+        "{summary}"
+    );
+    let cases: usize = summary
+        .split_whitespace()
+        .nth(2)
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(cases > 500, "{summary}");
+    assert!(
+        text.lines().any(|l| l
+            == format!(
+                "profile protocol: {cases} cases, {cases} passed, 0 failed, 0 expected failures"
+            )),
+        "{text}"
+    );
 }

@@ -15,9 +15,9 @@
 //!   sent to the worker (`unknown_variant`, §6.3).
 
 use super::script::{CaseData, ExitStep, Expect, InitStep, PolicyData, Step, ViolationStep};
+use crate::embedded::Fixtures;
 use quirl_lua_protocol::{OperationKind, ParentFrame, decode_parent_frame};
 use serde::Deserialize;
-use std::path::Path;
 
 /// One manifest entry (unknown members ignored, as the README asks).
 #[derive(Debug, Clone, Deserialize)]
@@ -95,6 +95,8 @@ fn case(name: String, spec: &str, must: String, steps: Vec<Step>) -> CaseData {
         spec: spec.to_owned(),
         must,
         tags: vec!["fixture".to_owned()],
+        profile: None,
+        lua_free: None,
         policy: PolicyData::default(),
         grants: None,
         process_enabled: None,
@@ -139,20 +141,16 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 }
 
 /// Read the manifest and build every fixture case.
-pub fn cases(dir: &Path) -> Result<Vec<CaseData>, String> {
-    let manifest_path = dir.join("manifest.json");
-    let text = std::fs::read_to_string(&manifest_path)
-        .map_err(|error| format!("cannot read {}: {error}", manifest_path.display()))?;
+pub fn cases(fixtures: &Fixtures) -> Result<Vec<CaseData>, String> {
+    let text = fixtures.manifest()?;
     let entries: Vec<Entry> = serde_json::from_str(&text)
-        .map_err(|error| format!("{}: {error}", manifest_path.display()))?;
+        .map_err(|error| format!("manifest.json ({}): {error}", fixtures.describe()))?;
     let mut out = Vec::new();
     let mut before = Vec::new();
     let mut accepts = Vec::new();
     let mut reversed = Vec::new();
     for entry in &entries {
-        let path = dir.join(&entry.file);
-        let bytes = std::fs::read(&path)
-            .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+        let bytes = fixtures.read(&entry.file)?;
         let name = stem(&entry.file);
         let code = entry.code.clone().unwrap_or_default();
         match (entry.direction.as_str(), entry.expect.as_str()) {
@@ -291,8 +289,10 @@ mod tests {
 
     #[test]
     fn the_repository_fixtures_make_cases() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
-        let cases = cases(&dir).unwrap();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+        let from_dir = cases(&Fixtures::Dir(dir)).unwrap();
+        let cases = cases(&Fixtures::Embedded).unwrap();
+        assert_eq!(from_dir.len(), cases.len());
         assert!(cases.len() > 400, "{}", cases.len());
         let names: std::collections::BTreeSet<&str> =
             cases.iter().map(|c| c.name.as_str()).collect();

@@ -1,52 +1,34 @@
 //! The worker suite: the runner plays a (hostile) parent against any worker
 //! command, one fresh worker process per case.
 //!
-//! Cases come from the data files under `conformance/cases/` (embedded in
-//! the binary) and from the golden fixtures' manifest. Each case spawns the
-//! worker in a process group of its own, plays its steps with a bound on
-//! every wait, checks the global rules (nothing on stdout, every frame
-//! valid and canonical, no process started by the worker), then kills the
-//! group and reaps the worker.
+//! Cases come from the data files `conformance/cases/worker*.json` and from
+//! the golden fixtures' manifest, both embedded in the binary (`embedded`).
+//! Each case spawns the worker in a process group of its own, plays its
+//! steps with a bound on every wait, checks the global rules (nothing on
+//! stdout, every frame valid and canonical, no process started by the
+//! worker), then kills the group and reaps the worker.
 
 pub mod conn;
 pub mod fixtures;
+pub mod lua_free;
 pub mod script;
 
+use crate::embedded::{self, Fixtures};
 use crate::exec::Case;
+use crate::profile::Profile;
 use crate::report::Verdict;
 use script::{CaseData, CaseFile, Interpreter, Step};
 use std::ffi::OsString;
-use std::path::Path;
 use std::sync::Arc;
 
-/// The worker case files, embedded: (file name, contents).
-pub const CASE_FILES: [(&str, &str); 5] = [
-    (
-        "worker-session.json",
-        include_str!("../../cases/worker-session.json"),
-    ),
-    (
-        "worker-operations.json",
-        include_str!("../../cases/worker-operations.json"),
-    ),
-    (
-        "worker-host-calls.json",
-        include_str!("../../cases/worker-host-calls.json"),
-    ),
-    (
-        "worker-sandbox.json",
-        include_str!("../../cases/worker-sandbox.json"),
-    ),
-    (
-        "worker-library.json",
-        include_str!("../../cases/worker-library.json"),
-    ),
-];
+/// The prefix of the worker suite's case file names.
+pub const CASE_FILE_PREFIX: &str = "worker";
 
 /// One worker case, ready to run.
 pub struct WorkerCase {
     data: CaseData,
     steps: Result<Vec<Step>, String>,
+    protocol_only: bool,
     command: Arc<Vec<OsString>>,
 }
 
@@ -66,6 +48,12 @@ impl Case for WorkerCase {
     }
     fn tags(&self) -> &[String] {
         &self.data.tags
+    }
+    fn profile(&self) -> Profile {
+        self.data.profile()
+    }
+    fn protocol_only(&self) -> bool {
+        self.protocol_only
     }
     fn run(&self) -> Verdict {
         let steps = match &self.steps {
@@ -89,20 +77,39 @@ pub fn parse_case_file(name: &str, text: &str) -> Result<Vec<CaseData>, String> 
         .collect())
 }
 
-/// Every case of the data files, in file order.
+/// Every case of the embedded data files, in file order.
 pub fn data_cases() -> Result<Vec<CaseData>, String> {
     let mut out = Vec::new();
-    for (name, text) in CASE_FILES {
+    for (name, text) in embedded::case_files(CASE_FILE_PREFIX) {
         out.extend(parse_case_file(name, text)?);
     }
     Ok(out)
 }
 
+/// The Lua-free worker contract as the case files state it (exactly one
+/// file states it).
+pub fn lua_free_contract() -> Result<lua_free::Contract, String> {
+    let mut found = Vec::new();
+    for (name, text) in embedded::case_files(CASE_FILE_PREFIX) {
+        let file: CaseFile =
+            serde_json::from_str(text).map_err(|error| format!("{name}: {error}"))?;
+        if let Some(contract) = file.lua_free_worker {
+            found.push(contract);
+        }
+    }
+    match found.len() {
+        1 => found.pop().ok_or_else(|| "unreachable".to_owned()),
+        n => Err(format!(
+            "{n} case files state the Lua-free worker contract; one must"
+        )),
+    }
+}
+
 /// Build the whole suite for `command`.
-pub fn suite(command: Vec<OsString>, fixtures_dir: &Path) -> Result<Vec<WorkerCase>, String> {
+pub fn suite(command: Vec<OsString>, fixtures: &Fixtures) -> Result<Vec<WorkerCase>, String> {
     let command = Arc::new(command);
     let mut all = data_cases()?;
-    all.extend(fixtures::cases(fixtures_dir)?);
+    all.extend(fixtures::cases(fixtures)?);
     let mut seen = std::collections::BTreeSet::new();
     for case in &all {
         if !seen.insert(case.name.clone()) {
@@ -111,10 +118,17 @@ pub fn suite(command: Vec<OsString>, fixtures_dir: &Path) -> Result<Vec<WorkerCa
     }
     Ok(all
         .into_iter()
-        .map(|data| WorkerCase {
-            steps: data.expanded_steps(),
-            data,
-            command: Arc::clone(&command),
+        .map(|data| {
+            let steps = data.expanded_steps();
+            let protocol_only = steps
+                .as_ref()
+                .is_ok_and(|steps| lua_free::protocol_only(&data, steps));
+            WorkerCase {
+                steps,
+                protocol_only,
+                data,
+                command: Arc::clone(&command),
+            }
         })
         .collect())
 }
@@ -123,6 +137,7 @@ pub fn suite(command: Vec<OsString>, fixtures_dir: &Path) -> Result<Vec<WorkerCa
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn every_data_case_parses_and_expands() {
@@ -154,5 +169,55 @@ mod tests {
         let names: std::collections::BTreeSet<&str> =
             cases.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names.len(), cases.len());
+    }
+
+    #[test]
+    fn cases_marked_lua_free_are_lua_free() {
+        for case in data_cases().unwrap() {
+            if case.lua_free == Some(true) {
+                let steps = case.expanded_steps().unwrap();
+                lua_free::judged_by_envelope(&steps)
+                    .unwrap_or_else(|why| panic!("{} says lua_free but {why}", case.name));
+            }
+        }
+    }
+
+    #[test]
+    fn the_case_files_state_the_contract_the_runner_applies() {
+        let contract = lua_free_contract().unwrap();
+        assert!(contract.initialize.ok);
+        assert_eq!(contract.initialize.result, serde_json::Value::Null);
+        assert_eq!(contract.eval.source, "return <decimal integer>");
+        assert!(contract.eval.ok);
+        assert!(!contract.otherwise.ok);
+        assert_eq!(
+            contract.otherwise.error_code.as_deref(),
+            Some(lua_free::OTHERWISE_ERROR_CODE)
+        );
+        let answer = lua_free::answer_to(1, &json!({"operation": "eval", "source": "return 12"}));
+        assert!(answer.is_some());
+    }
+
+    #[test]
+    fn profiles_split_the_suite_and_protocol_only_is_a_lua_free_subset() {
+        let suite = suite(vec!["/bin/true".into()], &Fixtures::Embedded).unwrap();
+        let protocol_only: Vec<&WorkerCase> =
+            suite.iter().filter(|case| case.protocol_only()).collect();
+        assert!(protocol_only.len() > 500, "{}", protocol_only.len());
+        for case in &protocol_only {
+            assert_eq!(case.profile(), Profile::Protocol, "{}", case.name());
+            assert!(!case.tags().iter().any(|t| t == "sdk"), "{}", case.name());
+        }
+        let names: Vec<&str> = protocol_only.iter().map(|c| c.name()).collect();
+        assert!(names.contains(&"handshake.initialize_is_answered_with_a_null_result"));
+        assert!(
+            !names.iter().any(|n| n.starts_with("sandbox.")),
+            "{names:?}"
+        );
+        assert!(
+            suite
+                .iter()
+                .any(|case| case.profile() == Profile::ReferenceSandbox)
+        );
     }
 }

@@ -8,6 +8,7 @@
 //! `conformance/README.md`; this module is its reference interpreter.
 
 use super::conn::{Next, Received, WorkerConn, Written};
+use crate::profile::Profile;
 use crate::report::Verdict;
 use quirl_lua_protocol::{
     HostCall, LUA_WORKER_PROTOCOL_DESCRIPTOR, OperationKind, OperationResult, ParentFrame,
@@ -38,6 +39,10 @@ pub struct CaseFile {
     /// Defaults for every case of the file.
     #[serde(default)]
     pub defaults: Defaults,
+    /// The contract a worker without Lua answers by (`--protocol-only`),
+    /// stated once, in `worker-session.json` (`worker::lua_free`).
+    #[serde(default)]
+    pub lua_free_worker: Option<super::lua_free::Contract>,
     /// The cases.
     pub cases: Vec<CaseData>,
 }
@@ -61,6 +66,12 @@ pub struct Defaults {
     /// Name prefix (`sandbox.`) added to every case.
     #[serde(default)]
     pub prefix: String,
+    /// Profile of every case that names none (default `protocol`).
+    #[serde(default)]
+    pub profile: Option<Profile>,
+    /// `lua_free` of every case that says nothing (see [`CaseData::lua_free`]).
+    #[serde(default)]
+    pub lua_free: Option<bool>,
 }
 
 /// One case.
@@ -76,6 +87,16 @@ pub struct CaseData {
     /// `sdk` marks cases that depend on the Quirl Lua SDK.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// What the case binds: `protocol` (every worker; the default) or
+    /// `reference-sandbox` (a choice of the reference sandbox).
+    #[serde(default)]
+    pub profile: Option<Profile>,
+    /// `false` keeps the case out of `--protocol-only` runs although a
+    /// worker without Lua could answer its requests (its meaning depends
+    /// on Lua); `true` asserts that it is Lua-free (checked by the tests).
+    /// Absent: derived from the steps (`worker::lua_free`).
+    #[serde(default)]
+    pub lua_free: Option<bool>,
     /// Policy of the `initialize` (members default from the file).
     #[serde(default)]
     pub policy: PolicyData,
@@ -177,7 +198,8 @@ pub enum OneOrMany {
 }
 
 impl OneOrMany {
-    fn contains(&self, code: &str) -> bool {
+    /// Whether `code` is (one of) the expected code(s).
+    pub fn contains(&self, code: &str) -> bool {
         match self {
             OneOrMany::One(one) => one == code,
             OneOrMany::Many(many) => many.iter().any(|c| c == code),
@@ -364,6 +386,11 @@ pub enum Step {
 }
 
 impl CaseData {
+    /// The case's profile (`protocol` when neither it nor its file names one).
+    pub fn profile(&self) -> Profile {
+        self.profile.unwrap_or_default()
+    }
+
     /// Apply file defaults.
     pub fn with_defaults(mut self, defaults: &Defaults) -> Self {
         self.policy = self.policy.or(defaults.policy);
@@ -377,6 +404,12 @@ impl CaseData {
             if !self.tags.contains(tag) {
                 self.tags.push(tag.clone());
             }
+        }
+        if self.profile.is_none() {
+            self.profile = defaults.profile;
+        }
+        if self.lua_free.is_none() {
+            self.lua_free = defaults.lua_free;
         }
         if !defaults.prefix.is_empty() && !self.name.starts_with(&defaults.prefix) {
             self.name = format!("{}{}", defaults.prefix, self.name);
