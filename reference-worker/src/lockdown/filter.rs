@@ -483,6 +483,11 @@ mod tests {
     /// `ret`). `None` for a program that runs off its end, reads outside the
     /// data or uses another opcode (the kernel rejects all three).
     fn run(program: &[sock_filter], data: &[u8; 64]) -> Option<u32> {
+        run_counted(program, data).map(|(action, _)| action)
+    }
+
+    /// [`run`], also returning how many instructions ran.
+    fn run_counted(program: &[sock_filter], data: &[u8; 64]) -> Option<(u32, usize)> {
         const LD_W_ABS: u16 = 0x20;
         const ALU_AND_K: u16 = 0x54;
         const JMP_JA: u16 = 0x05;
@@ -492,8 +497,10 @@ mod tests {
         const RET_K: u16 = 0x06;
         let mut accumulator: u32 = 0;
         let mut pc = 0usize;
+        let mut steps = 0usize;
         while let Some(insn) = program.get(pc) {
             pc += 1;
+            steps += 1;
             let holds = match insn.code {
                 LD_W_ABS => {
                     let at = usize::try_from(insn.k).ok()?;
@@ -505,7 +512,7 @@ mod tests {
                     accumulator &= insn.k;
                     continue;
                 }
-                RET_K => return Some(insn.k),
+                RET_K => return Some((insn.k, steps)),
                 JMP_JA => {
                     pc += usize::try_from(insn.k).ok()?;
                     continue;
@@ -657,6 +664,23 @@ mod tests {
         }
         // The mix reaches both verdicts often.
         assert!(allowed_seen > 5_000, "{allowed_seen}");
+    }
+
+    /// SPEC §18.6: the serve loop's two calls per request stay short paths
+    /// through the program (on x86_64 they are its first two numbers).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_serve_loop_calls_take_short_paths() {
+        let program = program();
+        let steps = |nr, fd| {
+            let (action, steps) =
+                run_counted(&program, &data(AUDIT_ARCH, nr, [fd, 0, 1, 0, 0, 0])).unwrap();
+            assert_eq!(action, RET_ALLOW);
+            steps
+        };
+        assert_eq!(steps(libc::SYS_read, 0), 12);
+        assert_eq!(steps(libc::SYS_write, 3), 14);
+        assert_eq!(steps(libc::SYS_write, 2), 21);
     }
 
     #[test]
