@@ -13,14 +13,12 @@
 //! frames) is a success. This module does no process handling; the binary
 //! maps [`Summary::success`] to the exit status.
 
+use quirl_lua_protocol::blocking::FrameReader;
 use quirl_lua_protocol::{
-    Feed, FrameDecoder, ProtocolError, decode_parent_frame, decode_worker_frame,
-    encode_parent_frame, encode_worker_frame,
+    ErrorKind, ProtocolError, decode_parent_frame, decode_worker_frame, encode_parent_frame,
+    encode_worker_frame,
 };
-use std::io::{self, ErrorKind as IoErrorKind, Read, Write};
-
-/// Bytes read from the input per read call.
-const READ_CHUNK_BYTES: usize = 64 * 1024;
+use std::io::{self, Read, Write};
 
 /// Which decoder to apply: the frames a worker reads or the frames a parent reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -64,15 +62,17 @@ pub fn decode_stream<R: Read, W: Write>(
     mut input: R,
     mut output: W,
 ) -> io::Result<Summary> {
-    let mut decoder = FrameDecoder::new();
+    let mut reader = FrameReader::new(&mut input);
     let mut frames = 0;
-    let mut chunk = vec![0_u8; READ_CHUNK_BYTES];
     loop {
-        let read = match input.read(&mut chunk) {
-            Ok(read) => read,
-            Err(error) if error.kind() == IoErrorKind::Interrupted => continue,
-            Err(error) => {
-                let message = format!("reading the input failed: {error}");
+        let payload = match reader.next_payload() {
+            Ok(Some(payload)) => payload,
+            Ok(None) => return finish(output, frames, None),
+            Err(error) if error.kind() == ErrorKind::IoError => {
+                let message = error.io_error().map_or_else(
+                    || error.to_string(),
+                    |io| format!("reading the input failed: {io}"),
+                );
                 writeln!(output, "error io_error {}", one_line(&message))?;
                 output.flush()?;
                 return Ok(Summary {
@@ -80,29 +80,16 @@ pub fn decode_stream<R: Read, W: Write>(
                     error: Some("io_error".to_owned()),
                 });
             }
+            Err(error) => return finish(output, frames, Some(error)),
         };
-        if read == 0 {
-            let end = decoder.finish();
-            return finish(output, frames, end.err());
-        }
-        let mut piece = &chunk[..read];
-        while !piece.is_empty() {
-            match decoder.feed(piece) {
-                Ok(Feed::NeedMore) => piece = &[],
-                Ok(Feed::Frame { payload, consumed }) => {
-                    piece = &piece[consumed..];
-                    match canonical_payload(direction, &payload) {
-                        Ok(canonical) => {
-                            output.write_all(b"ok ")?;
-                            output.write_all(&canonical)?;
-                            output.write_all(b"\n")?;
-                            frames += 1;
-                        }
-                        Err(error) => return finish(output, frames, Some(error)),
-                    }
-                }
-                Err(error) => return finish(output, frames, Some(error)),
+        match canonical_payload(direction, &payload) {
+            Ok(canonical) => {
+                output.write_all(b"ok ")?;
+                output.write_all(&canonical)?;
+                output.write_all(b"\n")?;
+                frames += 1;
             }
+            Err(error) => return finish(output, frames, Some(error)),
         }
     }
 }

@@ -18,9 +18,10 @@
 
 use crate::parent::cases::{FakeHostCall, FakeStep, ParentCaseData};
 use crate::proc;
+use quirl_lua_protocol::blocking::FrameReader;
 use quirl_lua_protocol::{
     LUA_WORKER_PROTOCOL_DESCRIPTOR, Operation, ParentFrame, decode_parent_frame,
-    decode_worker_frame, encode_parent_frame, encode_worker_frame, read_payload,
+    decode_worker_frame, encode_parent_frame, encode_worker_frame,
 };
 use serde_json::{Value, json};
 use std::fs::{File, OpenOptions};
@@ -59,6 +60,7 @@ pub fn main(case: &str, pid_file: &Path) -> ExitCode {
     };
     let mut fake = Fake {
         record,
+        input: FrameReader::new(std::io::stdin().lock()),
         pid_file: pid_file.to_path_buf(),
         last_id: None,
         in_flight: None,
@@ -133,6 +135,10 @@ fn hang() -> ! {
 
 struct Fake {
     record: File,
+    /// The parent's frames (stdin), kept across reads: a frame split over
+    /// many reads, or several in one, loses nothing (SPEC §3.1). No session:
+    /// this worker checks the parent's sequence itself and may misbehave.
+    input: FrameReader<std::io::StdinLock<'static>>,
     pid_file: PathBuf,
     last_id: Option<u64>,
     in_flight: Option<u64>,
@@ -184,8 +190,7 @@ impl Fake {
 
     /// Read and strictly check one frame; `Ok(None)` at a clean end.
     fn read_frame(&mut self) -> Result<Option<ParentFrame>, Flow> {
-        let mut stdin = std::io::stdin().lock();
-        let payload = match read_payload(&mut stdin) {
+        let payload = match self.input.next_payload() {
             Ok(Some(payload)) => payload,
             Ok(None) => return Ok(None),
             Err(error) => {

@@ -8,7 +8,7 @@
 use quirl_lua_protocol::{
     CommandOutcome, ContributionKind, ErrorCode, ErrorLabel, ExecutionContext, ExecutionEffects,
     ExecutionInput, ExtensionEvent, ExtensionEventData, HostCall, HostResponse, Operation,
-    OutputStream, OutputTarget, ParentFrame, Policy, Request, Response, ShellError,
+    OutputStream, OutputTarget, ParentFrame, Policy, PolicySettings, Request, Response, ShellError,
     StructuredValue, WorkerFrame,
 };
 use serde_json::Value;
@@ -192,7 +192,13 @@ pub fn policy(src: &mut Source<'_>) -> Policy {
     let memory = src.u64_in(1, 67_108_864);
     let instructions = src.u64_in(1, 100_000_000);
     let wall = src.u64_in(1, 60_000);
-    Policy::new(allow, memory, instructions, wall).unwrap_or_else(|error| {
+    Policy::new(PolicySettings {
+        allow_process: allow,
+        memory_limit_bytes: memory,
+        instruction_limit: instructions,
+        wall_time_ms: wall,
+    })
+    .unwrap_or_else(|error| {
         panic!("generator made an out-of-range policy ({memory}, {instructions}, {wall}): {error}")
     })
 }

@@ -351,9 +351,9 @@ fn choose_call_id(src: &mut Source<'_>, model: &Model) -> u32 {
 fn choose_operation(src: &mut Source<'_>) -> Operation {
     if src.byte().is_multiple_of(3) {
         let policy = if src.flag() {
-            Policy::script()
+            Policy::quirl_script_profile()
         } else {
-            Policy::config()
+            Policy::quirl_config_profile()
         };
         Operation::initialize(policy, None, !src.byte().is_multiple_of(4))
     } else {
@@ -712,7 +712,7 @@ fn assert_poisoned_worker_is_inert(session: &mut WorkerSession, model: &Model) {
     let init = ParentFrame::Request {
         request: Request {
             id: u64::MAX,
-            operation: Operation::initialize(Policy::config(), None, true),
+            operation: Operation::initialize(Policy::quirl_config_profile(), None, true),
         },
     };
     let poisoned = |outcome: Result<(), ProtocolError>| {

@@ -13,9 +13,9 @@
 use crate::generate::{self, Json, Source};
 use quirl_lua_protocol::{
     ErrorCode, ErrorKind, ErrorLabel, ExecutionInput, ExtensionEventData, Feed, FrameDecoder,
-    HostResponse, Operation, ParentFrame, Policy, ProtocolError, Response, ShellError, WireFrame,
-    WorkerFrame, decode_parent_frame, decode_worker_frame, encode_parent_frame,
-    encode_worker_frame, frame_payload, read_payload,
+    HostResponse, Operation, ParentFrame, Policy, PolicySettings, ProtocolError, Response,
+    ShellError, WireFrame, WorkerFrame, decode_parent_frame, decode_worker_frame,
+    encode_parent_frame, encode_worker_frame, frame_payload, read_payload,
 };
 use serde_json::Value;
 
@@ -373,6 +373,7 @@ fn run_decoder(stream: &[u8], max: usize, plan: &[usize]) -> (Vec<Vec<u8>>, Endi
             match decoder.feed(&[]) {
                 Ok(Feed::NeedMore) => {}
                 Ok(Feed::Frame { .. }) => panic!("an empty feed produced a frame"),
+                Ok(other) => panic!("unknown feed outcome {other:?}"),
                 Err(error) => return sticky(&mut decoder, frames, error),
             }
             size = 1;
@@ -415,6 +416,7 @@ fn run_decoder(stream: &[u8], max: usize, plan: &[usize]) -> (Vec<Vec<u8>>, Endi
                     chunk = &chunk[consumed..];
                     since_boundary = 0;
                 }
+                Ok(other) => panic!("unknown feed outcome {other:?}"),
                 Err(error) => return sticky(&mut decoder, frames, error),
             }
         }
@@ -681,7 +683,12 @@ fn check_policy(src: &mut Source<'_>) {
     let instructions = boundary_u64(src, oracle::INSTRUCTIONS_MAX);
     let wall = boundary_u64(src, oracle::WALL_MAX);
     let valid = oracle::policy_ok(memory, instructions, wall);
-    match Policy::new(allow, memory, instructions, wall) {
+    match Policy::new(PolicySettings {
+        allow_process: allow,
+        memory_limit_bytes: memory,
+        instruction_limit: instructions,
+        wall_time_ms: wall,
+    }) {
         Ok(policy) => {
             assert!(valid, "Policy::new accepted {memory}/{instructions}/{wall}");
             assert_eq!(

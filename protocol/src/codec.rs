@@ -46,8 +46,9 @@ pub fn encode_worker_frame(frame: &WorkerFrame) -> Result<Vec<u8>, ProtocolError
 }
 
 /// [`encode_parent_frame`] that always checks by decoding the written
-/// payload (the reference the typed checks are tested against).
-#[doc(hidden)]
+/// payload. Slower; the reference against which the typed fast-path
+/// checks of [`encode_parent_frame`] are tested and fuzzed. Its output and
+/// verdict are the same.
 pub fn encode_parent_frame_by_redecoding(frame: &ParentFrame) -> Result<Vec<u8>, ProtocolError> {
     encode_checked(
         frame,
@@ -58,8 +59,9 @@ pub fn encode_parent_frame_by_redecoding(frame: &ParentFrame) -> Result<Vec<u8>,
 }
 
 /// [`encode_worker_frame`] that always checks by decoding the written
-/// payload (the reference the typed checks are tested against).
-#[doc(hidden)]
+/// payload. Slower; the reference against which the typed fast-path
+/// checks of [`encode_worker_frame`] are tested and fuzzed. Its output and
+/// verdict are the same.
 pub fn encode_worker_frame_by_redecoding(frame: &WorkerFrame) -> Result<Vec<u8>, ProtocolError> {
     encode_checked(
         frame,
@@ -101,13 +103,7 @@ fn check_operation(operation: &Operation) -> Result<Checked, ProtocolError> {
         Operation::Initialize { policy, .. } => {
             // Always true for a `Policy` (its fields are private and every
             // constructor checks them); re-checked because it is cheap.
-            Policy::new(
-                policy.allow_process(),
-                policy.memory_limit_bytes(),
-                policy.instruction_limit(),
-                policy.wall_time_ms(),
-            )
-            .map_err(|e| e.at("policy"))?;
+            Policy::new(policy.settings()).map_err(|e| e.at("policy"))?;
             Ok(Checked::Valid)
         }
         Operation::Eval { .. }

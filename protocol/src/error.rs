@@ -8,6 +8,7 @@
 
 use crate::records::ErrorCode;
 use std::fmt;
+use std::sync::Arc;
 
 macro_rules! error_kinds {
     ($( $(#[$doc:meta])* $variant:ident = $name:literal => $code:ident, )*) => {
@@ -102,6 +103,16 @@ error_kinds! {
     SessionPoisoned = "session_poisoned" => Validation,
     /// Reading or writing the underlying stream failed (not a peer violation).
     IoError = "io_error" => Io,
+    /// The peer's stream ended at a frame boundary while the session still
+    /// expected a frame from it (SPEC §9.5): a request in flight on the
+    /// parent's side, a request or host call in flight on the worker's side.
+    UnexpectedEnd = "unexpected_end" => Io,
+    /// The caller of a connection asked for something the session state does
+    /// not allow (a second `initialize`, a request while one is in flight, a
+    /// response with nothing in flight, …). Nothing was written and the
+    /// session is not poisoned. Never sent on the wire and never a peer's
+    /// fault (SPEC §11.2).
+    InvalidUse = "invalid_use" => Validation,
 }
 
 impl fmt::Display for ErrorKind {
@@ -114,12 +125,24 @@ impl fmt::Display for ErrorKind {
 ///
 /// The context names where the failure was found, e.g. the JSON path
 /// `request.operation.policy.memory_limit_bytes`, or the observed value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An `io_error` keeps the underlying [`std::io::Error`] as its
+/// [`source`](std::error::Error::source). Equality compares kind, message
+/// and context (not the source).
+#[derive(Debug, Clone)]
 pub struct ProtocolError {
     kind: ErrorKind,
     message: String,
     context: String,
+    source: Option<Arc<std::io::Error>>,
 }
+
+impl PartialEq for ProtocolError {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message && self.context == other.context
+    }
+}
+
+impl Eq for ProtocolError {}
 
 impl ProtocolError {
     /// Create an error of `kind` with a human-readable message.
@@ -128,7 +151,27 @@ impl ProtocolError {
             kind,
             message: message.into(),
             context: String::new(),
+            source: None,
         }
+    }
+
+    /// An `io_error`: `doing` failed with `error`, which is kept as the
+    /// error's [`source`](std::error::Error::source).
+    pub fn io(doing: &str, error: std::io::Error) -> Self {
+        let mut wrapped = Self::new(ErrorKind::IoError, format!("{doing} failed: {error}"));
+        wrapped.source = Some(Arc::new(error));
+        wrapped
+    }
+
+    /// The underlying I/O error of an `io_error`, if any.
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        self.source.as_deref()
+    }
+
+    /// Whether this reports a mistake of the caller (`invalid_use`) rather
+    /// than anything about the peer or the stream.
+    pub const fn is_invalid_use(&self) -> bool {
+        matches!(self.kind, ErrorKind::InvalidUse)
     }
 
     /// The stable sub-kind.
@@ -196,7 +239,13 @@ impl fmt::Display for ProtocolError {
     }
 }
 
-impl std::error::Error for ProtocolError {}
+impl std::error::Error for ProtocolError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|error| error as &(dyn std::error::Error + 'static))
+    }
+}
 
 // Constructors used across the crate, one per common failure.
 impl ProtocolError {
@@ -244,5 +293,8 @@ impl ProtocolError {
     }
     pub(crate) fn domain(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::DomainBounds, message)
+    }
+    pub(crate) fn invalid_use(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidUse, message)
     }
 }

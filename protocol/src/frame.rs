@@ -17,6 +17,7 @@ const MIN_BUFFER: usize = 4 * 1024;
 
 /// What one call to [`FrameDecoder::feed`] produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Feed {
     /// All input was consumed; the current frame is not complete yet.
     NeedMore,
@@ -206,15 +207,16 @@ impl FrameDecoder {
     }
 }
 
-fn io_error(error: &std::io::Error, doing: &str) -> ProtocolError {
-    ProtocolError::new(ErrorKind::IoError, format!("{doing} failed: {error}"))
-}
-
-/// Read exactly one frame's payload; `Ok(None)` on a clean end of stream.
+/// Read exactly one frame's payload from a blocking reader; `Ok(None)` on
+/// a clean end of stream.
 ///
 /// Never reads past the end of the frame, never reserves ahead of received
 /// bytes, and fails with `truncated_header`/`truncated_frame` when the
-/// stream ends inside a frame.
+/// stream ends inside a frame. A one-shot helper: its decoder lives for one
+/// call, so if the reader fails mid-frame (including `WouldBlock` from a
+/// non-blocking reader) the bytes of that frame read so far are lost. Keep
+/// a [`blocking::FrameReader`](crate::blocking::FrameReader) or a client of
+/// [`crate::blocking`] for a stream instead.
 pub fn read_payload<R: Read>(reader: &mut R) -> Result<Option<Vec<u8>>, ProtocolError> {
     let mut decoder = FrameDecoder::new();
     let mut chunk = [0_u8; 16 * 1024];
@@ -223,7 +225,7 @@ pub fn read_payload<R: Read>(reader: &mut R) -> Result<Option<Vec<u8>>, Protocol
         let read = match reader.read(&mut chunk[..want]) {
             Ok(read) => read,
             Err(error) if error.kind() == IoErrorKind::Interrupted => continue,
-            Err(error) => return Err(io_error(&error, "reading a frame")),
+            Err(error) => return Err(ProtocolError::io("reading a frame", error)),
         };
         if read == 0 {
             decoder.finish()?;
@@ -249,5 +251,5 @@ pub fn write_frame<F: WireFrame, W: Write>(writer: &mut W, frame: &F) -> Result<
     writer
         .write_all(&bytes)
         .and_then(|()| writer.flush())
-        .map_err(|error| io_error(&error, "writing a frame"))
+        .map_err(|error| ProtocolError::io("writing a frame", error))
 }

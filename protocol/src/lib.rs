@@ -2,9 +2,9 @@
 //! worker process, byte-compatible with the Quirl shell 0.1.
 //!
 //! This crate holds the wire records, a strict frame codec and (per role)
-//! sans-IO session state machines. It performs no I/O of its own except in
-//! the small blocking adapters ([`read_frame`], [`write_frame`]), and it
-//! depends on no Lua, process or async runtime.
+//! sans-IO session state machines and connections. It performs no I/O of
+//! its own except in the adapters ([`blocking`], and `tokio_io` behind the
+//! `tokio` feature), and it depends on no Lua or process runtime.
 //!
 //! ```
 //! use quirl_lua_protocol::{
@@ -28,25 +28,95 @@
 //! # Ok::<(), quirl_lua_protocol::ProtocolError>(())
 //! ```
 //!
-//! Modules: [`limits`] (every bound), [`records`] (wire types),
+//! # Connections
+//!
+//! A host drives one [`ParentConnection`] per worker, a worker one
+//! [`WorkerConnection`]. Both are sans-IO: bytes in
+//! ([`feed`](ParentConnection::feed)), typed events out
+//! ([`poll_event`](ParentConnection::poll_event)), typed sends into an
+//! outgoing buffer the caller drains, and
+//! [`end_of_stream`](ParentConnection::end_of_stream) applying SPEC §9.5.
+//! The [`blocking`] module runs them over `std::io` streams (with optional
+//! read deadlines); the `tokio_io` module (feature `tokio`) over tokio's
+//! `AsyncRead`/`AsyncWrite`.
+//!
+//! # Transport
+//!
+//! The protocol runs over the worker process's standard streams (SPEC §3):
+//!
+//! | worker stream | parent side |
+//! |---|---|
+//! | stdin | the parent writes requests and host responses here |
+//! | stderr | the parent reads the worker's frames here (the reference worker writes them through a duplicate of that pipe on descriptor 3, SPEC §18.2; it is the same pipe) |
+//! | stdout | connect it to `/dev/null`; a worker never writes it |
+//!
+//! Spawn the worker without a terminal and in its own process group, with a
+//! cleared environment (SPEC §3.1, §17). To end the session cleanly, close
+//! the worker's stdin while no request is in flight: the worker exits 0
+//! (SPEC §3.3). A worker reads stdin and writes only complete frames to
+//! stderr; it exits nonzero on any violation without writing again (§9.6).
+//!
+//! ```no_run
+//! use quirl_lua_protocol::{blocking::ParentClient, Operation, Policy};
+//! use std::process::{Command, Stdio};
+//!
+//! let mut child = Command::new("quirl-worker")
+//!     .stdin(Stdio::piped())
+//!     .stdout(Stdio::null())
+//!     .stderr(Stdio::piped())
+//!     .spawn()?;
+//! let (Some(stdin), Some(stderr)) = (child.stdin.take(), child.stderr.take()) else {
+//!     unreachable!("both are piped");
+//! };
+//! let mut worker = ParentClient::new(stderr, stdin);
+//! let init = Operation::initialize(Policy::quirl_config_profile(), None, false);
+//! worker.call(init)?.map_err(|record| record.message)?;
+//! let answer = worker.call(Operation::Eval { source: "return 6 * 7".into() })?;
+//! println!("{answer:?}");
+//! drop(worker); // closes stdin: a clean end
+//! child.wait()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Features
+//!
+//! - `schema` (default): the [`schema`] module, JSON Schema of both frame
+//!   directions via `schemars`. Without it the crate needs no proc-macro
+//!   crate besides serde's derive.
+//! - `tokio`: the async adapters, module `tokio_io`.
+//!
+//! # Modules
+//!
+//! [`limits`] (every bound), [`records`] (wire types),
 //! [`codec`] (payload encode/decode per direction), [`frame`] (length
-//! prefix, push decoder, blocking adapters), [`session`] (the state
-//! machines of both roles). Errors carry a stable
+//! prefix, push decoder, one-shot blocking helpers), [`session`] (the state
+//! machines of both roles), [`connection`] (sessions with their buffers),
+//! [`blocking`] (std adapters). Errors carry a stable
 //! [`ErrorKind`] that maps to a v1 [`ErrorCode`].
 
+#![forbid(unsafe_code)]
+
+pub mod blocking;
 pub mod codec;
+pub mod connection;
 mod error;
 pub mod frame;
 mod json;
 pub mod limits;
 pub mod records;
+#[cfg(feature = "schema")]
 pub mod schema;
 pub mod session;
+#[cfg(feature = "tokio")]
+pub mod tokio_io;
 pub mod value;
 
 pub use codec::{
     WireFrame, decode_parent_frame, decode_worker_frame, encode_parent_frame, encode_worker_frame,
     frame_payload,
+};
+pub use connection::{
+    FrameInbox, HostCommand, ParentConnection, Responded, WorkerConnection, WorkerEvent,
 };
 pub use error::{ErrorKind, ProtocolError};
 pub use frame::{Feed, FrameDecoder, read_frame, read_payload, write_frame};
@@ -55,4 +125,12 @@ pub use limits::{
     WORKER_ARGUMENT,
 };
 pub use records::*;
+/// The JSON library of free-form values ([`Response::result`], contexts,
+/// [`OperationResult::Value`]), re-exported so a host uses the same version.
+pub use serde_json;
 pub use session::{ParentEvent, ParentSession, SessionState, WorkerSession};
+
+/// The examples of `README.md`, compiled as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -34,6 +34,7 @@ use serde_json::Value;
 
 /// Where a session stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SessionState {
     /// Nothing sent yet; the first request must be `initialize`.
     AwaitingInitialize,
@@ -379,14 +380,14 @@ fn validate_result(kind: OperationKind, value: &Value) -> Result<(), ProtocolErr
 ///
 /// let mut session = WorkerSession::new();
 /// let init = ParentFrame::Request {
-///     request: Request { id: 1, operation: Operation::initialize(Policy::config(), None, false) },
+///     request: Request { id: 1, operation: Operation::initialize(Policy::quirl_config_profile(), None, false) },
 /// };
 /// session.receive(&init)?;
 /// let bytes = session.respond(Ok(serde_json::Value::Null))?; // framed, ready to write
 /// assert_eq!(&bytes[4..], br#"{"kind":"response","response":{"version":1,"id":1,"ok":true,"result":null}}"#);
 /// // A second initialize is a violation, and the session stays poisoned.
 /// let again = ParentFrame::Request {
-///     request: Request { id: 2, operation: Operation::initialize(Policy::config(), None, false) },
+///     request: Request { id: 2, operation: Operation::initialize(Policy::quirl_config_profile(), None, false) },
 /// };
 /// assert_eq!(session.receive(&again).unwrap_err().kind(), ErrorKind::UnexpectedFrame);
 /// assert_eq!(session.state(), SessionState::Poisoned);
@@ -442,6 +443,23 @@ impl WorkerSession {
         let step = self.machine.guard(|machine| machine.check_parent(frame))?;
         self.machine.apply(step);
         Ok(())
+    }
+
+    /// Poison the session with a violation found outside it (framing, end of stream).
+    pub(crate) fn poison(&mut self, error: ProtocolError) -> ProtocolError {
+        self.machine.poison(error)
+    }
+
+    /// `session_poisoned` once poisoned.
+    pub(crate) fn check_alive(&self) -> Result<(), ProtocolError> {
+        self.machine.check_alive()
+    }
+
+    /// Host calls made so far for the request in flight.
+    pub(crate) fn host_calls_made(&self) -> u32 {
+        self.machine
+            .in_flight
+            .map_or(0, |in_flight| in_flight.calls)
     }
 
     /// Decode a parent payload strictly and accept it; decode errors poison too.
@@ -516,6 +534,7 @@ impl WorkerSession {
 /// What the parent received from the worker, checked against the session.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant)]
+#[non_exhaustive]
 pub enum ParentEvent {
     /// The answer to the request in flight, its result re-validated for the operation.
     Response {
@@ -655,6 +674,24 @@ impl ParentSession {
                 })
             }
         }
+    }
+
+    /// Poison the session with a violation found outside it (framing, end of stream).
+    pub(crate) fn poison(&mut self, error: ProtocolError) -> ProtocolError {
+        self.machine.poison(error)
+    }
+
+    /// `session_poisoned` once poisoned.
+    pub(crate) fn check_alive(&self) -> Result<(), ProtocolError> {
+        self.machine.check_alive()
+    }
+
+    /// `max_output_bytes` of the pending host call, if one is pending.
+    pub(crate) fn pending_output_max(&self) -> Option<u64> {
+        self.machine
+            .in_flight
+            .filter(|in_flight| in_flight.pending_call.is_some())
+            .map(|in_flight| in_flight.pending_output_max)
     }
 
     /// Decode a worker payload strictly and accept it; decode errors poison too.

@@ -127,6 +127,7 @@ fn decode_stream(direction: Direction, bytes: &[u8], chunk: usize) -> Outcome {
                         }
                     }
                 }
+                Ok(other) => panic!("unknown feed outcome {other:?}"),
                 Err(error) => {
                     return Outcome {
                         frames,
@@ -407,10 +408,15 @@ fn answers_decode_as_their_operations_typed_result() {
 /// the blocking adapters, not to bytes.
 #[test]
 fn every_stream_level_sub_kind_has_a_reject_fixture() {
+    // Kinds no byte stream alone can produce: session and end-of-stream
+    // rules (tested in sessions.rs and connections.rs) and the caller's own
+    // mistakes, which never reach the wire (SPEC §11.2).
     let session_only = [
         ErrorKind::IdentityMismatch,
         ErrorKind::UnexpectedFrame,
         ErrorKind::SessionPoisoned,
+        ErrorKind::UnexpectedEnd,
+        ErrorKind::InvalidUse,
     ];
     let tagged: BTreeSet<String> = manifest()
         .into_iter()

@@ -142,6 +142,7 @@ fn two_frames_in_one_read_and_one_frame_split_across_many() {
                         frames.push(payload);
                         rest = &rest[consumed..];
                     }
+                    other => panic!("unknown feed outcome {other:?}"),
                 }
             }
         }
@@ -481,13 +482,25 @@ fn policy_zero_and_max_plus_one_per_field() {
         }
     }
     assert_eq!(
-        Policy::new(true, 0, 1, 1).unwrap_err().kind(),
+        Policy::new(PolicySettings {
+            allow_process: true,
+            memory_limit_bytes: 0,
+            instruction_limit: 1,
+            wall_time_ms: 1
+        })
+        .unwrap_err()
+        .kind(),
         ErrorKind::PolicyOutOfRange
     );
     assert_eq!(
-        Policy::new(true, 1, 1, POLICY_WALL_TIME_MS_MAX + 1)
-            .unwrap_err()
-            .kind(),
+        Policy::new(PolicySettings {
+            allow_process: true,
+            memory_limit_bytes: 1,
+            instruction_limit: 1,
+            wall_time_ms: POLICY_WALL_TIME_MS_MAX + 1
+        })
+        .unwrap_err()
+        .kind(),
         ErrorKind::PolicyOutOfRange
     );
 }

@@ -45,7 +45,13 @@ fn operation() -> impl Strategy<Value = Operation> {
         )
             .prop_map(|(allow, memory, instructions, wall, grants, process)| {
                 Operation::initialize(
-                    Policy::new(allow, memory, instructions, wall).unwrap(),
+                    Policy::new(PolicySettings {
+                        allow_process: allow,
+                        memory_limit_bytes: memory,
+                        instruction_limit: instructions,
+                        wall_time_ms: wall,
+                    })
+                    .unwrap(),
                     grants,
                     process,
                 )
@@ -146,6 +152,7 @@ proptest! {
                         got.push(payload);
                         rest = &rest[consumed..];
                     }
+                    other => panic!("unknown feed outcome {other:?}"),
                 }
             }
         }

@@ -101,6 +101,7 @@ proptest! {
                             decoded.push(decode_parent_frame(&payload).unwrap());
                             chunk = &chunk[consumed..];
                         }
+                        other => panic!("unknown feed outcome {other:?}"),
                     }
                 }
             }

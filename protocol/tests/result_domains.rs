@@ -21,7 +21,11 @@ fn kind_of(operation: OperationKind, value: &Value) -> Result<(), ErrorKind> {
 fn busy_parent(operation: Operation) -> (ParentSession, u64) {
     let mut parent = ParentSession::new();
     parent
-        .request(Operation::initialize(Policy::script(), None, true))
+        .request(Operation::initialize(
+            Policy::quirl_script_profile(),
+            None,
+            true,
+        ))
         .unwrap();
     parent
         .receive(WorkerFrame::Response {
@@ -130,7 +134,7 @@ fn the_parent_session_refuses_a_bad_completion_and_the_worker_does_not_send_it()
         .receive(&ParentFrame::Request {
             request: Request {
                 id: 1,
-                operation: Operation::initialize(Policy::script(), None, true),
+                operation: Operation::initialize(Policy::quirl_script_profile(), None, true),
             },
         })
         .unwrap();
@@ -381,7 +385,11 @@ fn extension_events_carry_protocol_version_two() {
     // reached the wire.
     let mut parent = ParentSession::new();
     parent
-        .request(Operation::initialize(Policy::script(), None, true))
+        .request(Operation::initialize(
+            Policy::quirl_script_profile(),
+            None,
+            true,
+        ))
         .unwrap();
     parent
         .receive(WorkerFrame::Response {

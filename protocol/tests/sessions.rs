@@ -14,7 +14,7 @@ fn request(id: u64, operation: Operation) -> ParentFrame {
 fn init(id: u64, process_enabled: bool) -> ParentFrame {
     request(
         id,
-        Operation::initialize(Policy::script(), None, process_enabled),
+        Operation::initialize(Policy::quirl_script_profile(), None, process_enabled),
     )
 }
 
@@ -377,7 +377,11 @@ fn decode_errors_poison_the_receiving_session() {
     );
     let mut parent = ParentSession::new();
     parent
-        .request(Operation::initialize(Policy::config(), None, false))
+        .request(Operation::initialize(
+            Policy::quirl_config_profile(),
+            None,
+            false,
+        ))
         .unwrap();
     assert_eq!(
         parent.receive_payload(b"[]").unwrap_err().kind(),
@@ -390,7 +394,11 @@ fn decode_errors_poison_the_receiving_session() {
 fn parent_revalidates_results_per_operation() {
     let mut parent = ParentSession::new();
     parent
-        .request(Operation::initialize(Policy::config(), None, false))
+        .request(Operation::initialize(
+            Policy::quirl_config_profile(),
+            None,
+            false,
+        ))
         .unwrap();
     let event = parent.receive(response(1, Value::Null)).unwrap();
     assert_eq!(
@@ -483,7 +491,11 @@ fn convenience_methods_fill_in_ids() {
     let mut parent = ParentSession::new();
     let mut worker = WorkerSession::new();
     let (id, bytes) = parent
-        .request(Operation::initialize(Policy::script(), None, true))
+        .request(Operation::initialize(
+            Policy::quirl_script_profile(),
+            None,
+            true,
+        ))
         .unwrap();
     assert_eq!(id, 1);
     worker.receive_payload(&bytes[4..]).unwrap();
@@ -529,14 +541,21 @@ fn rejects_host_call_when_the_policy_disallows_processes() {
     // `process_enabled` alone is not enough: the policy must allow processes
     // too, whatever the worker claims (Quirl's parent checks neither).
     let mut pair = Pair::new();
-    pair.down(&init_with(1, Policy::config(), true)).unwrap();
+    pair.down(&init_with(1, Policy::quirl_config_profile(), true))
+        .unwrap();
     pair.up(&response(1, Value::Null)).unwrap();
     pair.down(&eval(2)).unwrap();
     let result = pair.up(&call(2, 1));
     assert_violation(result, ErrorKind::UnexpectedFrame, &mut pair);
     // Both flags set: the same call is accepted.
     let mut pair = Pair::new();
-    let allowed = Policy::new(true, 1 << 20, 1000, 100).unwrap();
+    let allowed = Policy::new(PolicySettings {
+        allow_process: true,
+        memory_limit_bytes: 1 << 20,
+        instruction_limit: 1000,
+        wall_time_ms: 100,
+    })
+    .unwrap();
     pair.down(&init_with(1, allowed, true)).unwrap();
     pair.up(&response(1, Value::Null)).unwrap();
     pair.down(&eval(2)).unwrap();
@@ -548,7 +567,13 @@ fn host_calls_allowed_reports_both_flags() {
     for (allow_process, process_enabled) in
         [(false, false), (false, true), (true, false), (true, true)]
     {
-        let policy = Policy::new(allow_process, 1 << 20, 1000, 100).unwrap();
+        let policy = Policy::new(PolicySettings {
+            allow_process,
+            memory_limit_bytes: 1 << 20,
+            instruction_limit: 1000,
+            wall_time_ms: 100,
+        })
+        .unwrap();
         let mut pair = Pair::new();
         pair.down(&init_with(1, policy, process_enabled)).unwrap();
         let expected = allow_process && process_enabled;

@@ -35,9 +35,9 @@ fn every_operation_round_trips() {
         declared_effects: ExecutionEffects::default(),
     };
     let operations = vec![
-        Operation::initialize(Policy::script(), None, true),
+        Operation::initialize(Policy::quirl_script_profile(), None, true),
         Operation::initialize(
-            Policy::config(),
+            Policy::quirl_config_profile(),
             Some(vec!["process.spawn:git".into()]),
             false,
         ),
@@ -160,6 +160,7 @@ fn decoder_handles_any_chunking() {
                         frames.push(payload);
                         rest = &rest[consumed..];
                     }
+                    other => panic!("unknown feed outcome {other:?}"),
                 }
             }
         }

@@ -227,11 +227,25 @@ fn refused_worker(frame: WorkerFrame, kind: ErrorKind) {
 fn invalid_typed_records_are_still_refused() {
     // A policy out of range cannot be built through any public constructor.
     assert_eq!(
-        Policy::new(false, 0, 1, 1).unwrap_err().kind(),
+        Policy::new(PolicySettings {
+            allow_process: false,
+            memory_limit_bytes: 0,
+            instruction_limit: 1,
+            wall_time_ms: 1
+        })
+        .unwrap_err()
+        .kind(),
         ErrorKind::PolicyOutOfRange
     );
     assert_eq!(
-        Policy::new(false, 1, 1, 60_001).unwrap_err().kind(),
+        Policy::new(PolicySettings {
+            allow_process: false,
+            memory_limit_bytes: 1,
+            instruction_limit: 1,
+            wall_time_ms: 60_001
+        })
+        .unwrap_err()
+        .kind(),
         ErrorKind::PolicyOutOfRange
     );
     let request = |operation| ParentFrame::Request {
@@ -240,7 +254,7 @@ fn invalid_typed_records_are_still_refused() {
     refused_parent(
         request(Operation::Initialize {
             protocol_descriptor: "quirl.lua-worker@2".into(),
-            policy: Policy::script(),
+            policy: Policy::quirl_script_profile(),
             grants: None,
             process_enabled: false,
         }),

@@ -16,13 +16,19 @@ use std::process::{Command, Stdio};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use quirl_lua_protocol::{
-    Operation, ParentFrame, Policy, Request, Response, WireFrame, WorkerFrame,
+    Operation, ParentFrame, Policy, PolicySettings, Request, Response, WireFrame, WorkerFrame,
 };
 use quirl_lua_reference_parent::{WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig};
 
 fn round_trip(c: &mut Criterion) {
     let mut group = c.benchmark_group("round_trip");
-    let policy = Policy::new(false, 32 << 20, 100_000_000, 10_000).unwrap();
+    let policy = Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 100_000_000,
+        wall_time_ms: 10_000,
+    })
+    .unwrap();
     let command = WorkerCommand::new(env!("CARGO_BIN_EXE_quirl-lua")).arg(WORKER_ARGUMENT);
     let mut worker = Worker::spawn(WorkerConfig::new(command, policy)).unwrap();
     group.bench_function("parent_eval_return_1", |b| {

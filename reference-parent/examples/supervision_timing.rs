@@ -20,7 +20,9 @@
 
 use std::time::{Duration, Instant};
 
-use quirl_lua_reference_parent::{ErrorKind, Policy, Worker, WorkerCommand, WorkerConfig};
+use quirl_lua_reference_parent::{
+    ErrorKind, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
+};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut stuck = None;
@@ -43,7 +45,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     if let Some(command) = echo.clone() {
-        let policy = Policy::new(false, 32 << 20, 100_000_000, 5_000)?;
+        let policy = Policy::new(PolicySettings {
+            allow_process: false,
+            memory_limit_bytes: 32 << 20,
+            instruction_limit: 100_000_000,
+            wall_time_ms: 5_000,
+        })?;
         let config = WorkerConfig::new(command, policy);
         let mut samples = Vec::with_capacity(trials);
         for _ in 0..trials {
@@ -55,7 +62,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         report("cold start (spawn, initialize, first eval)", &mut samples);
     }
     if let Some(command) = echo {
-        let policy = Policy::new(false, 32 << 20, 100_000_000, 5_000)?;
+        let policy = Policy::new(PolicySettings {
+            allow_process: false,
+            memory_limit_bytes: 32 << 20,
+            instruction_limit: 100_000_000,
+            wall_time_ms: 5_000,
+        })?;
         let mut worker = Worker::spawn(WorkerConfig::new(command, policy))?;
         for _ in 0..1_000 {
             worker.eval("return 1")?;
@@ -69,7 +81,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         report("warm round trip (eval \"return 1\")", &mut samples);
     }
     if let Some(command) = stuck {
-        let policy = Policy::new(false, 32 << 20, 100_000_000, wall_ms)?;
+        let policy = Policy::new(PolicySettings {
+            allow_process: false,
+            memory_limit_bytes: 32 << 20,
+            instruction_limit: 100_000_000,
+            wall_time_ms: wall_ms,
+        })?;
         let config = WorkerConfig::new(command, policy);
         let mut samples = Vec::with_capacity(trials);
         for _ in 0..trials {

@@ -3,11 +3,18 @@
 //! evade.
 //!
 //! ```no_run
-//! use quirl_lua_reference_parent::{ErrorKind, Policy, Worker, WorkerCommand, WorkerConfig};
+//! use quirl_lua_reference_parent::{
+//!     ErrorKind, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
+//! };
 //!
 //! // `quirl-lua --internal-lua-worker-v1` (or any worker speaking the protocol).
 //! let command = WorkerCommand::new("/usr/local/bin/quirl-lua").arg("--internal-lua-worker-v1");
-//! let policy = Policy::new(false, 32 << 20, 100_000_000, 250)?;
+//! let policy = Policy::new(PolicySettings {
+//!     allow_process: false,
+//!     memory_limit_bytes: 32 << 20,
+//!     instruction_limit: 100_000_000,
+//!     wall_time_ms: 250,
+//! })?;
 //! let mut worker = Worker::spawn(WorkerConfig::new(command, policy))?;
 //! assert_eq!(worker.eval("return 6 * 7")?, serde_json::json!(42));
 //!
@@ -31,8 +38,8 @@
 //! - `transport` and `poll` (private): non-blocking pipes and one `ppoll`
 //!   per wait over output, pidfd, cancellation and deadline — no reader
 //!   thread, no polling tick;
-//! - `wire` (private): the protocol crate's decoder and [`ParentSession`]
-//!   plus the parent's own host-call rule;
+//! - the wire side is the protocol crate's [`ParentConnection`]
+//!   (decoder, session, SPEC §9.5 end of stream) — no private copy;
 //! - `host` (private) and [`process_host`]: answering `quirl.process.run`;
 //! - [`command`]: which program is the worker; [`error`]: typed errors;
 //! - [`rlimits`]: the resource limits a worker gets before `exec` (S8).
@@ -41,7 +48,7 @@
 //!   and statistics, built from the outside on [`Worker`] values — a
 //!   poisoned worker is never reused, a new one is spawned.
 //!
-//! [`ParentSession`]: quirl_lua_protocol::ParentSession
+//! [`ParentConnection`]: quirl_lua_protocol::ParentConnection
 
 mod cgroup;
 pub mod command;
@@ -53,13 +60,12 @@ mod poll;
 pub mod process_host;
 pub mod rlimits;
 mod transport;
-mod wire;
 pub mod worker;
 
 pub use cgroup::{Containment, ContainmentReport, containment_report};
 pub use command::{WORKER_ARGUMENT, WORKER_COMMAND_ENV, WorkerCommand};
 pub use error::{Error, ErrorKind};
 pub use process_host::Cancel;
-pub use quirl_lua_protocol::Policy;
+pub use quirl_lua_protocol::{Policy, PolicySettings};
 pub use rlimits::WorkerLimits;
 pub use worker::{Worker, WorkerConfig};

@@ -166,10 +166,17 @@ type Resource = libc::c_int;
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use quirl_lua_protocol::PolicySettings;
 
     #[test]
     fn defaults_follow_the_policy_memory() {
-        let policy = Policy::new(false, 32 << 20, 1_000, 100).unwrap();
+        let policy = Policy::new(PolicySettings {
+            allow_process: false,
+            memory_limit_bytes: 32 << 20,
+            instruction_limit: 1_000,
+            wall_time_ms: 100,
+        })
+        .unwrap();
         let limits = WorkerLimits::for_policy(&policy);
         assert_eq!(limits.address_space_bytes(), Some((64 << 20) + (256 << 20)));
         assert_eq!(limits.core, Some(0));
@@ -186,7 +193,13 @@ mod tests {
 
     #[test]
     fn builders_override_single_limits() {
-        let policy = Policy::new(false, 1 << 20, 1_000, 100).unwrap();
+        let policy = Policy::new(PolicySettings {
+            allow_process: false,
+            memory_limit_bytes: 1 << 20,
+            instruction_limit: 1_000,
+            wall_time_ms: 100,
+        })
+        .unwrap();
         let limits = WorkerLimits::for_policy(&policy)
             .processes(None)
             .open_files(Some(8));

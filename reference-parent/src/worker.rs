@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use quirl_lua_protocol::{
     ContributionKind, ErrorCode, ErrorKind as ProtocolErrorKind, EventHandlerReport,
     ExecutionContext, ExecutionOutcome, ExtensionEvent, Operation, OperationResult,
-    PluginRegistrations, Policy, ProtocolError, QuirlConfig,
+    ParentConnection, ParentEvent, PluginRegistrations, Policy, ProtocolError, QuirlConfig,
 };
 use serde_json::Value;
 
@@ -47,7 +47,6 @@ use crate::host;
 use crate::process_host::{Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig};
 use crate::rlimits::WorkerLimits;
 use crate::transport::{Interrupt, Transport, Watch};
-use crate::wire::{Incoming, Wire};
 
 /// How long spawn + `initialize` may take by default.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -270,7 +269,7 @@ pub struct Worker {
 struct Live {
     process: WorkerProcess,
     transport: Transport,
-    wire: Wire,
+    connection: ParentConnection,
     /// The last response was a guest error: a worker may retire its VM
     /// after one (the reference worker does after a tripped budget) and exit.
     after_guest_error: bool,
@@ -318,7 +317,7 @@ impl Worker {
             live: Some(Live {
                 process: spawned.process,
                 transport: Transport::new(spawned.input, spawned.output),
-                wire: Wire::new(),
+                connection: ParentConnection::new(),
                 after_guest_error: false,
             }),
             poisoned_by: None,
@@ -624,7 +623,7 @@ impl Worker {
         };
         let name = operation.kind().as_str();
         let idle = Flight {
-            id: live.wire.next_request_id(),
+            id: live.connection.next_request_id(),
             operation: name,
             started,
             deadline,
@@ -632,8 +631,13 @@ impl Worker {
         if let Err(failure) = check_idle(live, idle) {
             return Err(self.fail(failure));
         }
-        let (id, bytes) = match live.wire.start_request(operation) {
-            Ok(started) => started,
+        let id = match live.connection.request(operation) {
+            Ok(id) => id,
+            // The check before the request found the worker silent, so a
+            // violation cannot surface here; it would still be one.
+            Err(error) if live.connection.poison_cause().is_some() => {
+                return Err(self.fail(violation(&error, idle)));
+            }
             Err(error) => {
                 return Err(Error::new(
                     ErrorKind::InvalidInput,
@@ -656,7 +660,6 @@ impl Worker {
                 cancel_wake: self.cancel_wake.as_fd(),
                 process_host: &self.process_host,
             },
-            bytes,
             flight,
         );
         if let Ok(answered) = &outcome {
@@ -758,9 +761,16 @@ fn retire(mut live: Live) -> (Option<std::process::ExitStatus>, Vec<String>) {
 /// `EAGAIN`).
 fn check_idle(live: &mut Live, flight: Flight) -> Result<(), Error> {
     let Live {
-        transport, wire, ..
+        transport,
+        connection,
+        ..
     } = live;
-    check_quiet(transport, wire, flight, "while no request was in flight")
+    check_quiet(
+        transport,
+        connection,
+        flight,
+        "while no request was in flight",
+    )
 }
 
 /// Fail with `unexpected_frame` if the worker sent anything (bytes that
@@ -769,24 +779,26 @@ fn check_idle(live: &mut Live, flight: Flight) -> Result<(), Error> {
 /// (§9.2, §9.3).
 fn check_quiet(
     transport: &mut Transport,
-    wire: &mut Wire,
+    connection: &mut ParentConnection,
     flight: Flight,
     when: &str,
 ) -> Result<(), Error> {
     let arrived = match transport.read_available() {
         Ok(None) => 0,
         Ok(Some(bytes)) => {
-            wire.feed(bytes);
+            connection
+                .feed(bytes)
+                .map_err(|error| violation(&error, flight))?;
             bytes.len()
         }
-        Err(interrupt) => return Err(interrupted(interrupt, wire, flight)),
+        Err(interrupt) => return Err(interrupted(interrupt, connection, flight)),
     };
     // Bytes may also be left over from the read that carried the last
     // frame.
-    if arrived == 0 && wire.is_quiet() {
+    if arrived == 0 && connection.is_quiet() {
         return Ok(());
     }
-    let error = match wire.next_incoming() {
+    let error = match connection.poll_event() {
         Err(error) => error,
         Ok(_) => ProtocolError::new(
             ProtocolErrorKind::UnexpectedFrame,
@@ -807,13 +819,12 @@ struct Waiting<'a> {
 fn run_request(
     live: &mut Live,
     waiting: Waiting<'_>,
-    request: Vec<u8>,
     flight: Flight,
 ) -> Result<Result<OperationResult, Error>, Error> {
     let Live {
         process,
         transport,
-        wire,
+        connection,
         ..
     } = live;
     let watch = Watch {
@@ -823,24 +834,33 @@ fn run_request(
         exit: process.exit_fd(),
     };
     transport
-        .write_all(&request, watch)
-        .map_err(|interrupt| interrupted(interrupt, wire, flight))?;
+        .write_all(&connection.take_outgoing(), watch)
+        .map_err(|interrupt| interrupted(interrupt, connection, flight))?;
     loop {
-        let incoming = loop {
-            match wire.next_incoming() {
-                Ok(Some(incoming)) => break incoming,
+        let event = loop {
+            match connection.poll_event() {
+                Ok(Some(event)) => break event,
                 Ok(None) => {}
                 Err(error) => return Err(violation(&error, flight)),
             }
             let chunk = transport
                 .read_chunk(watch)
-                .map_err(|interrupt| interrupted(interrupt, wire, flight))?;
-            wire.feed(chunk);
+                .map_err(|interrupt| interrupted(interrupt, connection, flight))?;
+            connection
+                .feed(chunk)
+                .map_err(|error| violation(&error, flight))?;
         };
-        match incoming {
-            Incoming::Response(Ok(value)) => return Ok(Ok(value)),
-            Incoming::Response(Err(record)) => return Ok(Err(Error::guest(record))),
-            Incoming::HostCall(call) => {
+        match event {
+            ParentEvent::Response {
+                result: Ok(value), ..
+            } => return Ok(Ok(value)),
+            ParentEvent::Response {
+                result: Err(record),
+                ..
+            } => {
+                return Ok(Err(Error::guest(record)));
+            }
+            ParentEvent::HostCall(call) => {
                 let answer = host::run_host_call(
                     &call,
                     waiting.process_host,
@@ -849,21 +869,52 @@ fn run_request(
                 );
                 // A cancellation or deadline that ended the command also ends the request.
                 if waiting.cancel.is_cancelled() {
-                    return Err(interrupted(Interrupt::Cancelled, wire, flight));
+                    return Err(interrupted(Interrupt::Cancelled, connection, flight));
                 }
                 if Instant::now() >= flight.deadline {
-                    return Err(interrupted(Interrupt::Deadline, wire, flight));
+                    return Err(interrupted(Interrupt::Deadline, connection, flight));
                 }
                 // While its host call is pending the worker must send nothing.
-                check_quiet(transport, wire, flight, "while its host call was pending")?;
-                let bytes = wire
+                check_quiet(
+                    transport,
+                    connection,
+                    flight,
+                    "while its host call was pending",
+                )?;
+                connection
                     .host_response(answer)
                     .map_err(|error| violation(&error, flight))?;
                 transport
-                    .write_all(&bytes, watch)
-                    .map_err(|interrupt| interrupted(interrupt, wire, flight))?;
+                    .write_all(&connection.take_outgoing(), watch)
+                    .map_err(|interrupt| interrupted(interrupt, connection, flight))?;
+            }
+            other => {
+                let error = ProtocolError::new(
+                    ProtocolErrorKind::UnexpectedFrame,
+                    format!("an event this parent does not handle: {other:?}"),
+                );
+                return Err(violation(&error, flight));
             }
         }
+    }
+}
+
+/// The violation in how the worker's stream ended, if any (SPEC §9.5): a
+/// stream cut inside a frame. An end at a frame boundary is no violation
+/// here: mid-request (`unexpected_end`) it is the crash the caller reports.
+fn stream_end_violation(connection: &mut ParentConnection) -> Option<ProtocolError> {
+    loop {
+        match connection.poll_event() {
+            // Every complete frame was handled before the read that ended
+            // the stream; one arriving with the end changes nothing.
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(error) => return Some(error),
+        }
+    }
+    match connection.end_of_stream() {
+        Err(error) if error.kind() != ProtocolErrorKind::UnexpectedEnd => Some(error),
+        _ => None,
     }
 }
 
@@ -888,7 +939,7 @@ fn violation(error: &ProtocolError, flight: Flight) -> Error {
     .with_help("the worker was killed; report this if it is the reference worker")
 }
 
-fn interrupted(interrupt: Interrupt, wire: &mut Wire, flight: Flight) -> Error {
+fn interrupted(interrupt: Interrupt, connection: &mut ParentConnection, flight: Flight) -> Error {
     let budget = flight
         .deadline
         .saturating_duration_since(flight.started)
@@ -916,7 +967,7 @@ fn interrupted(interrupt: Interrupt, wire: &mut Wire, flight: Flight) -> Error {
         ))
         .with_help("the worker was killed; start a new one"),
         Interrupt::WorkerExited | Interrupt::OutputClosed | Interrupt::InputClosed => {
-            if let Some(error) = wire.end_of_stream() {
+            if let Some(error) = stream_end_violation(connection) {
                 return violation(&error, flight);
             }
             let how = match interrupt {

@@ -17,7 +17,9 @@ mod procfs;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use quirl_lua_reference_parent::{Error, ErrorKind, Policy, Worker, WorkerCommand, WorkerConfig};
+use quirl_lua_reference_parent::{
+    Error, ErrorKind, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
+};
 
 /// Generous only where the bound is the behaviour: "returned within deadline + 200 ms".
 const LATE_MAX: Duration = Duration::from_millis(200);
@@ -40,7 +42,13 @@ fn fake(args: &[&str]) -> WorkerCommand {
 }
 
 fn config(args: &[&str], allow_process: bool) -> WorkerConfig {
-    let policy = Policy::new(allow_process, 32 << 20, 100_000_000, WALL_MS).unwrap();
+    let policy = Policy::new(PolicySettings {
+        allow_process,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 100_000_000,
+        wall_time_ms: WALL_MS,
+    })
+    .unwrap();
     WorkerConfig::new(fake(args), policy).startup_timeout(Duration::from_secs(10))
 }
 
@@ -254,7 +262,13 @@ fn slow_loris_frame_is_cut_off_at_the_deadline() {
 #[test]
 fn cancellation_from_another_thread_kills_the_worker_promptly() {
     let _guard = serial();
-    let policy = Policy::new(false, 32 << 20, 100_000_000, 60_000).unwrap();
+    let policy = Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 100_000_000,
+        wall_time_ms: 60_000,
+    })
+    .unwrap();
     let mut worker = Worker::spawn(WorkerConfig::new(fake(&["never-answer"]), policy)).unwrap();
     let pid = i32::try_from(worker.pid()).unwrap();
     let token = worker.cancel_token();
@@ -325,7 +339,13 @@ fn dropping_the_handle_ends_the_worker_and_its_descendants() {
 
 #[test]
 fn spawning_a_missing_program_is_a_spawn_error() {
-    let policy = Policy::new(false, 1 << 20, 1000, 100).unwrap();
+    let policy = Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 1 << 20,
+        instruction_limit: 1000,
+        wall_time_ms: 100,
+    })
+    .unwrap();
     let error = Worker::spawn(WorkerConfig::new(
         WorkerCommand::new("/nonexistent/worker"),
         policy,

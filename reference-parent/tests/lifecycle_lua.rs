@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use quirl_lua_protocol::{ErrorCode, Operation};
 use quirl_lua_reference_parent::lifecycle::{PluginHost, PluginManifest, PoolOptions, WorkerPool};
-use quirl_lua_reference_parent::{ErrorKind, Policy, WORKER_ARGUMENT, WorkerCommand, WorkerConfig};
+use quirl_lua_reference_parent::{
+    ErrorKind, Policy, PolicySettings, WORKER_ARGUMENT, WorkerCommand, WorkerConfig,
+};
 use serde_json::json;
 
 use support::{LOOPING_PLUGIN, Scratch, eventually, leftovers, member_pids, plugin_source};
@@ -28,7 +30,13 @@ fn real_worker() -> WorkerCommand {
 }
 
 fn policy(wall_time_ms: u64) -> Policy {
-    Policy::new(false, 32 << 20, 100_000_000, wall_time_ms).unwrap()
+    Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 100_000_000,
+        wall_time_ms,
+    })
+    .unwrap()
 }
 
 fn manifest(name: &str, path: &std::path::Path, wall_time_ms: u64) -> PluginManifest {
@@ -173,7 +181,13 @@ fn a_lua_request_killed_on_one_member_does_not_fail_the_other() {
 
 #[test]
 fn a_tripped_instruction_budget_retires_the_vm_and_counts_against_the_budget() {
-    let policy = Policy::new(false, 32 << 20, 10_000, 5_000).unwrap();
+    let policy = Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 10_000,
+        wall_time_ms: 5_000,
+    })
+    .unwrap();
     let config = WorkerConfig::new(real_worker(), policy);
     let pool = WorkerPool::start("budget", config, PoolOptions::new().max_restarts(1)).unwrap();
     let error = pool.eval("while true do end").unwrap_err();

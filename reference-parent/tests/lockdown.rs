@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use quirl_lua_reference_parent::rlimits::{ADDRESS_SPACE_MARGIN_BYTES, OPEN_FILES_MAX};
 use quirl_lua_reference_parent::{
-    ErrorKind, Policy, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig, WorkerLimits,
+    ErrorKind, Policy, PolicySettings, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig,
+    WorkerLimits,
 };
 use serde_json::json;
 
@@ -27,7 +28,13 @@ const CLI: &str = env!("CARGO_BIN_EXE_quirl-lua");
 const MEMORY: u64 = 16 << 20;
 
 fn policy() -> Policy {
-    Policy::new(false, MEMORY, 10_000_000, 5_000).unwrap()
+    Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: MEMORY,
+        instruction_limit: 10_000_000,
+        wall_time_ms: 5_000,
+    })
+    .unwrap()
 }
 
 fn worker_command(extra: &[&str]) -> WorkerCommand {
@@ -140,7 +147,13 @@ fn the_address_space_margin_holds_the_largest_frame() {
     // A frame just under 5 MiB of tiny JSON values is the worst case the
     // worker must decode before it can refuse anything: about 140 MiB of
     // address space at the smallest useful memory policy.
-    let policy = Policy::new(false, 1 << 20, 10_000_000, 10_000).unwrap();
+    let policy = Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 1 << 20,
+        instruction_limit: 10_000_000,
+        wall_time_ms: 10_000,
+    })
+    .unwrap();
     let mut worker = Worker::spawn(WorkerConfig::new(worker_command(&[]), policy)).unwrap();
     let context = serde_json::Value::Array(vec![json!(0); 2_600_000]);
     let error = worker.render_prompt("missing", context).unwrap_err();

@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use quirl_lua_reference_parent::{
-    ErrorKind, Policy, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig,
+    ErrorKind, Policy, PolicySettings, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig,
 };
 
 const CLI: &str = env!("CARGO_BIN_EXE_quirl-lua");
@@ -28,7 +28,13 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 fn real(wall_ms: u64) -> WorkerConfig {
-    let policy = Policy::new(false, 32 << 20, 100_000_000, wall_ms).unwrap();
+    let policy = Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 100_000_000,
+        wall_time_ms: wall_ms,
+    })
+    .unwrap();
     WorkerConfig::new(WorkerCommand::new(CLI).arg(WORKER_ARGUMENT), policy)
         .startup_timeout(Duration::from_secs(10))
 }

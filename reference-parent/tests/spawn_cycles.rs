@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use std::path::{Path, PathBuf};
 
 use quirl_lua_reference_parent::{
-    Containment, Policy, Worker, WorkerCommand, WorkerConfig, containment_report,
+    Containment, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig, containment_report,
 };
 
 fn cycle(config: &WorkerConfig) {
@@ -52,7 +52,13 @@ fn cgroup_leftovers(own: &Path) -> (Vec<PathBuf>, Vec<String>) {
 
 fn thousand_cycles(containment: Containment) {
     let command = WorkerCommand::new(env!("CARGO_BIN_EXE_quirl-lua-fake-worker")).arg("echo");
-    let policy = Policy::new(false, 32 << 20, 100_000_000, 5_000).unwrap();
+    let policy = Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 100_000_000,
+        wall_time_ms: 5_000,
+    })
+    .unwrap();
     let config = WorkerConfig::new(command, policy)
         .startup_timeout(Duration::from_secs(10))
         .containment(containment);

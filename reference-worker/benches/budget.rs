@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use mlua::{Function, HookTriggers, Lua, VmState};
-use quirl_lua_protocol::{Operation, Policy};
+use quirl_lua_protocol::{Operation, Policy, PolicySettings};
 use quirl_lua_reference_worker::{Verdict, Vm, VmConfig};
 
 const FIB: &str = "local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end return fib(27)";
@@ -77,7 +77,13 @@ fn fib(c: &mut Criterion) {
     group.bench_function("raw_c_hook_every_1000", |b| b.iter(|| run(&function)));
 
     let config = VmConfig {
-        policy: Policy::new(false, 32 << 20, 100_000_000, 60_000).unwrap(),
+        policy: Policy::new(PolicySettings {
+            allow_process: false,
+            memory_limit_bytes: 32 << 20,
+            instruction_limit: 100_000_000,
+            wall_time_ms: 60_000,
+        })
+        .unwrap(),
         grants: None,
         process_enabled: false,
     };
@@ -111,7 +117,13 @@ fn library_calls(c: &mut Criterion) {
         b.iter(|| assert_eq!(function.call::<i64>(()).unwrap(), 10_000))
     });
     let config = VmConfig {
-        policy: Policy::new(false, 32 << 20, 100_000_000, 60_000).unwrap(),
+        policy: Policy::new(PolicySettings {
+            allow_process: false,
+            memory_limit_bytes: 32 << 20,
+            instruction_limit: 100_000_000,
+            wall_time_ms: 60_000,
+        })
+        .unwrap(),
         grants: None,
         process_enabled: false,
     };

@@ -1,8 +1,9 @@
 //! The serve loop: the protocol session around one [`Vm`].
 //!
-//! [`serve`] reads parent frames from `input`, runs them through the
-//! protocol crate's strict decoder and [`WorkerSession`], and writes the
-//! worker's frames to `output`. It builds no VM before a valid
+//! [`serve`] drives the protocol crate's blocking [`WorkerClient`] (its
+//! `WorkerConnection` decodes strictly, checks every frame against the
+//! session and applies SPEC §9.5 at end of input) and hands each decoded
+//! request to the VM. It builds no VM before a valid
 //! `initialize`. It ends:
 //! - with [`Ending::EndOfInput`] when the input ends at a frame boundary
 //!   outside a request;
@@ -14,13 +15,12 @@
 //!   (including a bad host response, which the guest never sees) and on any
 //!   I/O failure; nothing further is executed or written.
 
-use crate::error::{ErrorCode, OpError};
+use crate::error::OpError;
 use crate::sdk::{HostPort, HostReply, HostRequest};
 use crate::vm::{Verdict, Vm, VmConfig};
+use quirl_lua_protocol::blocking::WorkerClient;
 use quirl_lua_protocol::records as wire;
-use quirl_lua_protocol::{
-    ErrorKind, Feed, FrameDecoder, Operation, ParentFrame, ProtocolError, WorkerSession,
-};
+use quirl_lua_protocol::{ErrorKind, HostCommand, Operation, ProtocolError, WorkerEvent};
 use std::fmt;
 use std::io::{Read, Write};
 use std::sync::atomic::AtomicBool;
@@ -81,144 +81,60 @@ impl From<ProtocolError> for WorkerError {
     }
 }
 
-/// Bytes read from the input per `read` call at most.
-const READ_CHUNK_BYTES: usize = 16 * 1024;
-
-/// The stream and the session, shared by the loop and the host port.
-struct Channel<R, W> {
-    input: R,
-    output: W,
-    session: WorkerSession,
-    /// The violation a host call ran into (the VM only records a reason).
-    violation: Option<ProtocolError>,
-    /// Read buffer, reused for every frame.
-    chunk: Box<[u8]>,
+/// The protocol crate's blocking worker client, shared by the loop and the
+/// host port, with the failure a host call ran into (the VM only records a
+/// reason; the client's poison cause does not cover I/O failures).
+struct Endpoint<R, W> {
+    client: WorkerClient<R, W>,
+    host_failure: Option<ProtocolError>,
 }
 
-impl<R: Read, W: Write> Channel<R, W> {
-    /// Read one frame's payload (`None` at a clean end of input). Like the
-    /// protocol crate's `read_payload`: never reads past the frame, never
-    /// reserves ahead of received bytes.
-    fn read_payload(&mut self) -> Result<Option<Vec<u8>>, ProtocolError> {
-        let mut decoder = FrameDecoder::new();
-        loop {
-            let want = decoder.bytes_wanted().min(self.chunk.len());
-            let read = match self.input.read(&mut self.chunk[..want]) {
-                Ok(read) => read,
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(error) => {
-                    return Err(ProtocolError::new(
-                        ErrorKind::IoError,
-                        format!("reading a frame failed: {error}"),
-                    ));
-                }
-            };
-            if read == 0 {
-                decoder.finish()?;
-                return Ok(None);
-            }
-            if let Feed::Frame { payload, .. } = decoder.feed(&self.chunk[..read])? {
-                return Ok(Some(payload));
-            }
-        }
-    }
-
-    fn write(&mut self, bytes: &[u8]) -> Result<(), ProtocolError> {
-        self.output
-            .write_all(bytes)
-            .and_then(|()| self.output.flush())
-            .map_err(|e| {
-                ProtocolError::new(ErrorKind::IoError, format!("writing a frame failed: {e}"))
-            })
-    }
-
+impl<R: Read, W: Write> Endpoint<R, W> {
+    /// Answer the request in flight. A result that cannot be sent (too
+    /// large, or not the operation's typed result) is answered with an
+    /// error record instead (SPEC §15.10); that is not a violation.
     fn respond(
         &mut self,
         result: Result<serde_json::Value, wire::ShellError>,
     ) -> Result<(), ProtocolError> {
-        let bytes = match self.session.respond(result) {
-            Ok(bytes) => bytes,
-            // Not a violation: the result could not be sent (too large, or
-            // not the operation's typed result). Answer with an error.
-            Err(error) if self.session.poison_cause().is_none() => {
-                let record = to_wire(
-                    &OpError::new(
-                        if error.kind() == ErrorKind::OversizedFrame {
-                            ErrorCode::ResourceLimit
-                        } else {
-                            ErrorCode::Validation
-                        },
-                        "the worker could not send the operation's result",
-                    )
-                    .with_context(error.to_string())
-                    .bounded(),
-                );
-                self.session.respond(Err(record))?
-            }
-            Err(error) => return Err(error),
-        };
-        self.write(&bytes)
+        self.client.respond_json_or_error(result).map(drop)
     }
 }
 
-type Shared<R, W> = Arc<Mutex<Channel<R, W>>>;
+type Shared<R, W> = Arc<Mutex<Endpoint<R, W>>>;
 
 fn lock<R, W>(
-    channel: &Shared<R, W>,
-) -> Result<std::sync::MutexGuard<'_, Channel<R, W>>, ProtocolError> {
-    channel
+    endpoint: &Shared<R, W>,
+) -> Result<std::sync::MutexGuard<'_, Endpoint<R, W>>, ProtocolError> {
+    endpoint
         .lock()
         .map_err(|_| ProtocolError::new(ErrorKind::IoError, "the worker channel is unavailable"))
 }
 
 /// The host port over the session: host call out, host response in.
 struct SessionHost<R, W> {
-    channel: Shared<R, W>,
+    endpoint: Shared<R, W>,
 }
 
 impl<R: Read + Send, W: Write + Send> HostPort for SessionHost<R, W> {
     fn call(&mut self, request: HostRequest) -> HostReply {
-        let Ok(mut channel) = self.channel.lock() else {
+        let Ok(mut endpoint) = self.endpoint.lock() else {
             return HostReply::Violation("the worker channel is unavailable".to_owned());
         };
-        match exchange(&mut channel, request) {
-            Ok(reply) => reply,
+        let call = HostCommand {
+            command: request.command,
+            deadline_ms: request.deadline_ms,
+            max_output_bytes: request.max_output_bytes,
+        };
+        match endpoint.client.host_call(call) {
+            Ok(Ok(outcome)) => HostReply::Outcome(outcome),
+            Ok(Err(error)) => HostReply::Error(from_wire(&error)),
             Err(error) => {
                 let reason = error.to_string();
-                channel.violation.get_or_insert(error);
+                endpoint.host_failure.get_or_insert(error);
                 HostReply::Violation(reason)
             }
         }
-    }
-}
-
-fn exchange<R: Read, W: Write>(
-    channel: &mut Channel<R, W>,
-    request: HostRequest,
-) -> Result<HostReply, ProtocolError> {
-    let bytes = channel.session.host_call(
-        request.command,
-        request.deadline_ms,
-        request.max_output_bytes,
-    )?;
-    channel.write(&bytes)?;
-    let Some(payload) = channel.read_payload()? else {
-        return Err(ProtocolError::new(
-            ErrorKind::TruncatedHeader,
-            "the input ended while a host call was pending",
-        ));
-    };
-    match channel.session.receive_payload(&payload)? {
-        ParentFrame::HostResponse { response } => Ok(match response.result {
-            Ok(outcome) => HostReply::Outcome(outcome),
-            Err(error) => HostReply::Error(from_wire(&error)),
-        }),
-        // The session rejects a request while a host call is pending; this
-        // arm is never reached with a healthy session.
-        ParentFrame::Request { .. } => Err(ProtocolError::new(
-            ErrorKind::UnexpectedFrame,
-            "a request arrived while a host call was pending",
-        )),
     }
 }
 
@@ -238,15 +154,12 @@ where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
-    let channel: Shared<R, W> = Arc::new(Mutex::new(Channel {
-        input,
-        output,
-        session: WorkerSession::new(),
-        violation: None,
-        chunk: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
+    let endpoint: Shared<R, W> = Arc::new(Mutex::new(Endpoint {
+        client: WorkerClient::new(input, output),
+        host_failure: None,
     }));
     let mut vm: Option<Vm> = None;
-    let result = serve_loop(&channel, &mut vm, &options);
+    let result = serve_loop(&endpoint, &mut vm, &options);
     match &result {
         // A VM whose budget tripped is never closed: its finalizers and
         // close handlers must not run again in this process.
@@ -257,7 +170,7 @@ where
 }
 
 fn serve_loop<R, W>(
-    channel: &Shared<R, W>,
+    endpoint: &Shared<R, W>,
     vm: &mut Option<Vm>,
     options: &ServeOptions,
 ) -> Result<Ending, WorkerError>
@@ -266,22 +179,20 @@ where
     W: Write + Send + 'static,
 {
     loop {
-        let frame = {
-            let mut guard = lock(channel)?;
-            let channel = &mut *guard;
-            match channel.read_payload()? {
-                None => return Ok(Ending::EndOfInput),
-                Some(payload) => channel.session.receive_payload(&payload)?,
+        // The connection applies SPEC §9.5: `None` is a clean end of input.
+        let event = lock(endpoint)?.client.next_event()?;
+        let request = match event {
+            None => return Ok(Ending::EndOfInput),
+            Some(WorkerEvent::Request(request)) => request,
+            // The session accepts only requests here: a host response
+            // without a pending host call is a violation it has reported.
+            Some(_) => {
+                return Err(ProtocolError::new(
+                    ErrorKind::UnexpectedFrame,
+                    "a frame other than a request between requests",
+                )
+                .into());
             }
-        };
-        // The session accepts only requests here: a host response without a
-        // pending host call is a violation it has already reported.
-        let ParentFrame::Request { request } = frame else {
-            return Err(ProtocolError::new(
-                ErrorKind::UnexpectedFrame,
-                "a host response without a host call",
-            )
-            .into());
         };
         match request.operation {
             Operation::Initialize {
@@ -297,7 +208,7 @@ where
                 };
                 let host: Option<Box<dyn HostPort>> = process_enabled.then(|| {
                     Box::new(SessionHost {
-                        channel: Arc::clone(channel),
+                        endpoint: Arc::clone(endpoint),
                     }) as Box<dyn HostPort>
                 });
                 match Vm::new(&config, Arc::clone(&options.cancel), host) {
@@ -305,10 +216,10 @@ where
                         *vm = Some(built);
                         crate::lockdown::after_vm_built(options.lockdown)
                             .map_err(|e| ProtocolError::new(ErrorKind::IoError, e.to_string()))?;
-                        lock(channel)?.respond(Ok(serde_json::Value::Null))?;
+                        lock(endpoint)?.respond(Ok(serde_json::Value::Null))?;
                     }
                     Err(error) => {
-                        lock(channel)?.respond(Err(to_wire(&error.bounded())))?;
+                        lock(endpoint)?.respond(Err(to_wire(&error.bounded())))?;
                         return Ok(Ending::Retired);
                     }
                 }
@@ -323,15 +234,15 @@ where
                 };
                 crate::lockdown::before_request();
                 match current.handle(operation) {
-                    Verdict::Success(value) => lock(channel)?.respond(Ok(value))?,
-                    Verdict::Failure(error) => lock(channel)?.respond(Err(to_wire(&error)))?,
+                    Verdict::Success(value) => lock(endpoint)?.respond(Ok(value))?,
+                    Verdict::Failure(error) => lock(endpoint)?.respond(Err(to_wire(&error)))?,
                     Verdict::Retired(error) => {
-                        lock(channel)?.respond(Err(to_wire(&error)))?;
+                        lock(endpoint)?.respond(Err(to_wire(&error)))?;
                         return Ok(Ending::Retired);
                     }
                     Verdict::Violation(reason) => {
-                        let mut guard = lock(channel)?;
-                        let error = guard.violation.take().unwrap_or_else(|| {
+                        let mut guard = lock(endpoint)?;
+                        let error = guard.host_failure.take().unwrap_or_else(|| {
                             ProtocolError::new(ErrorKind::UnexpectedFrame, reason)
                         });
                         return Err(error.into());

@@ -8,7 +8,7 @@
 //! write time out instead of hanging the runner.
 
 use crate::proc::{self, Contained};
-use quirl_lua_protocol::{Feed, FrameDecoder, ProtocolError, WorkerFrame, decode_worker_frame};
+use quirl_lua_protocol::{FrameInbox, ProtocolError, WorkerFrame, decode_worker_frame};
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs::File;
@@ -59,7 +59,9 @@ pub struct WorkerConn {
     stdin: Option<File>,
     stderr: Option<File>,
     stdout: Option<File>,
-    decoder: FrameDecoder,
+    /// The worker's stderr bytes, framed by the protocol crate; no session:
+    /// the script provokes and judges what a session would refuse.
+    inbox: FrameInbox,
     frames: VecDeque<Next>,
     stdout_bytes: Vec<u8>,
     stdout_total: usize,
@@ -98,7 +100,7 @@ impl WorkerConn {
             stdin,
             stderr,
             stdout,
-            decoder: FrameDecoder::new(),
+            inbox: FrameInbox::new(),
             frames: VecDeque::new(),
             stdout_bytes: Vec::new(),
             stdout_total: 0,
@@ -210,38 +212,43 @@ impl WorkerConn {
         };
         let mut bytes = Vec::new();
         let open = proc::drain_nonblocking(stderr, &mut bytes, usize::MAX).unwrap_or_default();
-        let mut piece = bytes.as_slice();
-        while !piece.is_empty() {
-            match self.decoder.feed(piece) {
-                Ok(Feed::NeedMore) => piece = &[],
-                Ok(Feed::Frame { payload, consumed }) => {
-                    piece = &piece[consumed..];
-                    match decode_worker_frame(&payload) {
-                        Ok(frame) => self
-                            .frames
-                            .push_back(Next::Frame(Box::new(Received { frame, payload }))),
-                        Err(error) => {
-                            self.frames.push_back(Next::Invalid(error));
-                            piece = &[];
-                            self.stderr = None;
-                        }
+        if let Err(error) = self.inbox.feed(&bytes) {
+            self.invalid(error);
+            return;
+        }
+        loop {
+            match self.inbox.next_payload() {
+                Ok(None) => break,
+                Ok(Some(payload)) => match decode_worker_frame(&payload) {
+                    Ok(frame) => self
+                        .frames
+                        .push_back(Next::Frame(Box::new(Received { frame, payload }))),
+                    Err(error) => {
+                        self.invalid(error);
+                        return;
                     }
-                }
+                },
                 Err(error) => {
-                    self.frames.push_back(Next::Invalid(error));
-                    piece = &[];
-                    self.stderr = None;
+                    self.invalid(error);
+                    return;
                 }
             }
         }
         if !open && self.stderr.is_some() {
             self.stderr = None;
             self.stderr_closed = true;
-            match self.decoder.finish() {
+            match self.inbox.finish() {
                 Ok(()) => self.frames.push_back(Next::Closed),
                 Err(error) => self.frames.push_back(Next::Invalid(error)),
             }
         }
+    }
+
+    /// Bytes that are not a valid frame: reported once, then stderr is
+    /// ignored (the worker is judged on the first invalid frame).
+    fn invalid(&mut self, error: ProtocolError) {
+        self.frames.push_back(Next::Invalid(error));
+        self.stderr = None;
     }
 
     /// The next frame (or end, or invalid bytes) within `timeout`.

@@ -4,12 +4,12 @@
 //! theme colours, …) belong to the host that applies the configuration.
 
 use crate::json::{Validate, decode_record};
-use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The top-level configuration (Quirl config schema 4). Every field is required on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct QuirlConfig {
     /// Configuration schema version.
@@ -36,7 +36,8 @@ decode_record!(QuirlConfig "configuration" {
 impl Validate for QuirlConfig {}
 
 /// Editor configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EditorConfig {
     /// `emacs`, `vim` or `helix`.
@@ -54,7 +55,8 @@ decode_record!(EditorConfig "editor configuration" {
 impl Validate for EditorConfig {}
 
 /// Picker configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PickerConfig {
     /// `adaptive`, `bottom` or `full`.
@@ -66,7 +68,8 @@ decode_record!(PickerConfig "picker configuration" { layout: req, preview: req }
 impl Validate for PickerConfig {}
 
 /// Prompt configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PromptConfig {
     /// Symbol profile.
@@ -87,7 +90,8 @@ decode_record!(PromptConfig "prompt configuration" {
 impl Validate for PromptConfig {}
 
 /// Terminal UI configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UiConfig {
     /// `auto`, `rich` or `simple`.
@@ -108,7 +112,8 @@ decode_record!(UiConfig "ui configuration" {
 impl Validate for UiConfig {}
 
 /// The fourteen colour roles of a theme, each `#RRGGBB`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct ThemeColors {
@@ -224,7 +229,8 @@ impl ThemeColors {
 }
 
 /// Status line configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StatuslineConfig {
     /// Whether hints are shown.
@@ -234,7 +240,8 @@ decode_record!(StatuslineConfig "statusline configuration" { hints: req });
 impl Validate for StatuslineConfig {}
 
 /// Completion configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CompletionConfig {
     /// Automatic completion.

@@ -10,13 +10,13 @@ use crate::limits::{
     LUA_WORKER_PROTOCOL_DESCRIPTOR, PROTOCOL_VERSION, SOURCE_BYTES_MAX,
 };
 use crate::value::CanonicalValue;
-use schemars::JsonSchema;
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 /// A frame the parent sends to the worker.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ParentFrame {
@@ -39,7 +39,8 @@ decode_tagged!(ParentFrame "parent frame", tag = "kind" {
 impl Validate for ParentFrame {}
 
 /// A frame the worker sends to the parent.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WorkerFrame {
@@ -127,7 +128,8 @@ impl Decode for Request {
 }
 
 /// The twelve operations of v1, tagged by `operation`.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(tag = "operation", rename_all = "snake_case")]
 pub enum Operation {
@@ -488,20 +490,21 @@ impl Decode for Response {
 /// Bounds: `call_id` in `1..=`[`HOST_CALLS_PER_REQUEST_MAX`] (above:
 /// `host_call_limit`), `command` at most [`HOST_COMMAND_BYTES_MAX`] bytes,
 /// `max_output_bytes` at most [`HOST_OUTPUT_BYTES_MAX`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HostCall {
     /// Id of the request in flight.
     pub request_id: u64,
     /// 1 for the first call of the request, then 2, 3, …
-    #[schemars(range(min = 1, max = HOST_CALLS_PER_REQUEST_MAX))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = HOST_CALLS_PER_REQUEST_MAX)))]
     pub call_id: u32,
     /// The command source.
     pub command: String,
     /// Deadline of the call in ms.
     pub deadline_ms: u64,
     /// Per-stream capture ceiling.
-    #[schemars(range(max = HOST_OUTPUT_BYTES_MAX))]
+    #[cfg_attr(feature = "schema", schemars(range(max = HOST_OUTPUT_BYTES_MAX)))]
     pub max_output_bytes: u64,
 }
 

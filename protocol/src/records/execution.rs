@@ -8,7 +8,6 @@ use crate::limits::{
     ENVIRONMENT_ENTRIES_MAX, EXECUTION_BYTES_MAX, HOST_OUTPUT_BYTES_MAX, VALUE_DEPTH_MAX,
     VALUE_NODES_MAX, VALUE_TEXT_BYTES_MAX, WORKING_DIRECTORY_BYTES_MAX,
 };
-use schemars::JsonSchema;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
@@ -19,7 +18,8 @@ use std::collections::BTreeMap;
 /// `value`. Records keep their key order. Bounds (checked where a value is
 /// carried): [`VALUE_NODES_MAX`] nodes, depth [`VALUE_DEPTH_MAX`],
 /// [`VALUE_TEXT_BYTES_MAX`] bytes of strings and keys.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(tag = "type", content = "value", rename_all = "snake_case")]
 pub enum StructuredValue {
@@ -40,7 +40,10 @@ pub enum StructuredValue {
     /// An insertion-ordered record; keys are unique.
     Record(
         #[serde(serialize_with = "serialize_record")]
-        #[schemars(with = "BTreeMap<String, StructuredValue>")]
+        #[cfg_attr(
+            feature = "schema",
+            schemars(with = "BTreeMap<String, StructuredValue>")
+        )]
         Vec<(String, StructuredValue)>,
     ),
     /// A filesystem path as UTF-8 text.
@@ -248,7 +251,8 @@ fn validate_values(values: &[StructuredValue], base_depth: usize) -> Result<(), 
 
 /// Input handed to an execution: `{"kind":"none"}`, `{"kind":"bytes","content":[…]}`
 /// or `{"kind":"value","content":{…}}`.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(tag = "kind", content = "content", rename_all = "snake_case")]
 pub enum ExecutionInput {
@@ -315,7 +319,8 @@ fn check_bytes(what: &str, observed: usize, limit: usize) -> Result<(), Protocol
 }
 
 /// The output representation requested from an execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum OutputTarget {
@@ -324,7 +329,7 @@ pub enum OutputTarget {
     /// Retain each stream up to a ceiling (1..=[`CAPTURE_BYTES_MAX`]).
     Capture {
         /// Maximum retained bytes per stream.
-        #[schemars(range(min = 1, max = CAPTURE_BYTES_MAX))]
+        #[cfg_attr(feature = "schema", schemars(range(min = 1, max = CAPTURE_BYTES_MAX)))]
         max_bytes_per_stream: u64,
     },
     /// Return a structured value.
@@ -354,7 +359,8 @@ impl Validate for OutputTarget {
 }
 
 /// The fixed set of effects an execution declares.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ExecutionEffects {
     /// Reads filesystem data.
@@ -382,7 +388,8 @@ impl Validate for ExecutionEffects {}
 /// and [`ENVIRONMENT_BYTES_MAX`] bytes, names non-empty without `=` or NUL,
 /// values without NUL; a non-empty working directory of at most
 /// [`WORKING_DIRECTORY_BYTES_MAX`] bytes.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ExecutionContext {
     /// Script arguments in order.
@@ -484,7 +491,8 @@ impl Validate for ExecutionContext {
 }
 
 /// Process-style status of a successful outcome: `{"kind":"exited","code":N}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(tag = "kind", content = "code", rename_all = "snake_case")]
 pub enum ExecutionStatus {
@@ -507,7 +515,8 @@ impl Decode for ExecutionStatus {
 }
 
 /// Output of a successful execution.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExecutionOutput {
@@ -557,7 +566,8 @@ impl Validate for ExecutionOutput {
 }
 
 /// Who holds resources after an execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(rename_all = "snake_case")]
 pub enum CleanupState {
@@ -575,7 +585,8 @@ string_enum!(CleanupState "cleanup state" {
 /// Result of `run` and `plugin_command`: status, output, diagnostics, cleanup.
 ///
 /// At most [`DIAGNOSTICS_MAX`] diagnostics, each a bounded error record.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ExecutionOutcome {
     /// Status.
@@ -613,7 +624,8 @@ impl Validate for ExecutionOutcome {
 /// `stdout`/`stderr` are `null` when output was not captured. Each stands
 /// for at most [`HOST_OUTPUT_BYTES_MAX`] captured bytes
 /// ([`CommandOutcome::captured_bytes`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CommandOutcome {
     /// Exit status.

@@ -15,7 +15,6 @@ use crate::limits::{
     REGISTRATION_DESCRIPTION_BYTES_MAX, REGISTRATION_NAME_BYTES_MAX,
 };
 use crate::value::{check_terminal_safe, has_terminal_controls};
-use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
@@ -25,11 +24,12 @@ use std::collections::{BTreeMap, HashSet};
 /// `protocol_version` must be [`EXTENSION_PROTOCOL_VERSION`] (2): Quirl's
 /// worker runtime refuses any other, so the codec does too
 /// (`domain_bounds`) and a parent never sends one.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ExtensionEvent {
     /// The extension event protocol version: always [`EXTENSION_PROTOCOL_VERSION`].
-    #[schemars(range(min = EXTENSION_PROTOCOL_VERSION, max = EXTENSION_PROTOCOL_VERSION))]
+    #[cfg_attr(feature = "schema", schemars(range(min = EXTENSION_PROTOCOL_VERSION, max = EXTENSION_PROTOCOL_VERSION)))]
     pub protocol_version: u32,
     /// Sequence number within the producing session.
     pub sequence: u64,
@@ -57,7 +57,8 @@ impl Validate for ExtensionEvent {
 }
 
 /// The payload of an [`ExtensionEvent`], tagged by `kind`.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExtensionEventData {
@@ -154,7 +155,8 @@ impl ExtensionEventData {
 }
 
 /// Which process stream produced output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputStream {
@@ -170,7 +172,8 @@ string_enum!(OutputStream "output stream" {
 });
 
 /// An action requested by an event handler, tagged by `action`.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum ExtensionAction {
@@ -261,7 +264,8 @@ impl Validate for ExtensionAction {
 }
 
 /// The surface a contribution extends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(rename_all = "snake_case")]
 pub enum ContributionKind {
@@ -280,7 +284,8 @@ string_enum!(ContributionKind "contribution kind" {
 });
 
 /// An event category a handler subscribes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
@@ -317,7 +322,8 @@ string_enum!(EventKind "event kind" {
 });
 
 /// An authority an extension handler may declare.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(rename_all = "snake_case")]
 pub enum ExtensionCapability {
@@ -356,7 +362,8 @@ string_enum!(ExtensionCapability "extension capability" {
 /// actions, none when `error` is set (a failed handler keeps no actions);
 /// `handler` is a registered handler name (portable, at most
 /// [`REGISTRATION_NAME_BYTES_MAX`] bytes).
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EventHandlerReport {
     /// Handler name.
@@ -400,7 +407,8 @@ impl Validate for EventHandlerReport {
 }
 
 /// A prompt segment callback.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PromptRegistration {
     /// Name.
@@ -412,7 +420,8 @@ decode_record!(PromptRegistration "prompt registration" { name: req, deadline_ms
 impl Validate for PromptRegistration {}
 
 /// A completion provider for one command.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CompletionRegistration {
     /// Command path.
@@ -422,7 +431,8 @@ decode_record!(CompletionRegistration "completion registration" { command: req }
 impl Validate for CompletionRegistration {}
 
 /// A command implemented by a plugin callback.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CommandRegistration {
     /// Command path.
@@ -458,7 +468,8 @@ decode_record!(CommandRegistration "command registration" {
 impl Validate for CommandRegistration {}
 
 /// An event handler declaration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EventSubscription {
     /// Handler name.
@@ -479,7 +490,8 @@ decode_record!(EventSubscription "event subscription" {
 impl Validate for EventSubscription {}
 
 /// A named contribution declaration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ContributionRegistration {
     /// Surface.
@@ -502,7 +514,8 @@ impl Validate for ContributionRegistration {}
 /// Declarations made while loading a plugin (`load_plugin` result).
 ///
 /// Decoding repeats all of Quirl's registration bounds (`domain_bounds`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PluginRegistrations {
     /// Prompt segments.

@@ -30,6 +30,6 @@ pub use extension::{
     ExtensionEvent, ExtensionEventData, OutputStream, PluginRegistrations, PromptRegistration,
     RegistrationError,
 };
-pub use policy::Policy;
+pub use policy::{Policy, PolicySettings};
 pub use results::OperationResult;
 pub use shell_error::{ErrorCode, ErrorLabel, ShellError};

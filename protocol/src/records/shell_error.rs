@@ -3,11 +3,11 @@
 use crate::error::{ErrorKind, ProtocolError};
 use crate::json::{Validate, decode_record, string_enum};
 use crate::limits::{ERROR_ITEMS_MAX, ERROR_TEXT_BYTES_MAX};
-use schemars::JsonSchema;
 use serde::Serialize;
 
 /// The nine stable error codes of v1 (snake_case on the wire).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
@@ -57,7 +57,8 @@ impl std::fmt::Display for ErrorCode {
 }
 
 /// An annotation over the half-open byte range `start..end` of optional source text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ErrorLabel {
     /// The source text the range points into, when it may be shared (`null` otherwise).
@@ -86,7 +87,8 @@ impl Validate for ErrorLabel {}
 /// at most [`ERROR_ITEMS_MAX`] items per list, at most
 /// [`ERROR_TEXT_BYTES_MAX`] bytes of text in total, and label spans ordered
 /// (and on UTF-8 boundaries where they fall inside their source).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ShellError {
     /// Stable category.

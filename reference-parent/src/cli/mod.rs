@@ -15,8 +15,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use quirl_lua_protocol::{
     ContributionKind, ErrorCode, ExecutionContext, ExecutionEffects, ExecutionInput,
-    ExecutionStatus, ExtensionEvent, Operation, OutputTarget, ParentFrame, Policy, StructuredValue,
-    decode_parent_frame,
+    ExecutionStatus, ExtensionEvent, Operation, OutputTarget, ParentFrame, Policy, PolicySettings,
+    StructuredValue, decode_parent_frame,
 };
 use quirl_lua_reference_parent::{
     Cancel, Error, ErrorKind, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig,
@@ -455,12 +455,12 @@ pub(crate) fn read_source(path: &Path) -> Result<String, Failure> {
 }
 
 fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
-    let policy = Policy::new(
-        options.allow_process,
-        options.memory,
-        options.instructions,
-        options.wall_time_ms,
-    )
+    let policy = Policy::new(PolicySettings {
+        allow_process: options.allow_process,
+        memory_limit_bytes: options.memory,
+        instruction_limit: options.instructions,
+        wall_time_ms: options.wall_time_ms,
+    })
     .map_err(|error| Failure::Usage(format!("invalid policy: {error}")))?;
     let mut command = worker_command(options)?;
     if options.no_lockdown {

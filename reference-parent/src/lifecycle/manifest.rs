@@ -178,7 +178,7 @@ impl PluginManifest {
         Self {
             name: name.into(),
             source: source.into(),
-            policy: Policy::script(),
+            policy: Policy::quirl_script_profile(),
             grants: Vec::new(),
             environment: Vec::new(),
             working_dir: None,

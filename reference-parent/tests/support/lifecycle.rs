@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use quirl_lua_reference_parent::lifecycle::PoolStats;
-use quirl_lua_reference_parent::{Policy, WorkerCommand};
+use quirl_lua_reference_parent::{Policy, PolicySettings, WorkerCommand};
 
 use super::procfs;
 
@@ -19,7 +19,13 @@ pub fn scripted_worker() -> WorkerCommand {
 
 /// A policy without process access and the given wall time.
 pub fn policy(wall_time_ms: u64) -> Policy {
-    Policy::new(false, 32 << 20, 100_000_000, wall_time_ms).unwrap()
+    Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 100_000_000,
+        wall_time_ms,
+    })
+    .unwrap()
 }
 
 /// A plugin whose prompt segment `version` renders `version`.

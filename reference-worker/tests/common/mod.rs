@@ -1,6 +1,6 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use quirl_lua_protocol::{Operation, Policy};
+use quirl_lua_protocol::{Operation, Policy, PolicySettings};
 use quirl_lua_reference_worker::sdk::{HostPort, HostReply, HostRequest};
 use quirl_lua_reference_worker::{OpError, Verdict, Vm, VmConfig};
 use serde_json::{Value, json};
@@ -20,12 +20,12 @@ pub struct Budgets {
 impl Budgets {
     /// The protocol's policy with these budgets (they must be in range).
     pub fn policy(self) -> Policy {
-        Policy::new(
-            self.allow_process,
-            self.memory_limit_bytes,
-            self.instruction_limit,
-            self.wall_time_ms,
-        )
+        Policy::new(PolicySettings {
+            allow_process: self.allow_process,
+            memory_limit_bytes: self.memory_limit_bytes,
+            instruction_limit: self.instruction_limit,
+            wall_time_ms: self.wall_time_ms,
+        })
         .expect("test budgets lie within the policy ranges")
     }
 }

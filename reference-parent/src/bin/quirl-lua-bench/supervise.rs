@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use quirl_lua_protocol::{
-    Operation, ParentFrame, Policy, Request, Response, WireFrame, WorkerFrame,
+    Operation, ParentFrame, Policy, PolicySettings, Request, Response, WireFrame, WorkerFrame,
 };
 use quirl_lua_reference_parent::lifecycle::{PoolOptions, WorkerPool};
 use std::sync::OnceLock;
@@ -20,7 +20,12 @@ use crate::inproc::BoxError;
 
 /// The policy of every warm measurement (generous: nothing trips).
 pub fn policy() -> Result<Policy, BoxError> {
-    Ok(Policy::new(false, 32 << 20, 100_000_000, 10_000)?)
+    Ok(Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 100_000_000,
+        wall_time_ms: 10_000,
+    })?)
 }
 
 /// The containment of every section (`--containment`; default `auto`).
@@ -186,7 +191,12 @@ pub fn kill_latency_in(
     n: usize,
     containment: Containment,
 ) -> Result<Vec<Duration>, BoxError> {
-    let policy = Policy::new(false, 32 << 20, 100_000_000, wall_ms)?;
+    let policy = Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 100_000_000,
+        wall_time_ms: wall_ms,
+    })?;
     let config = WorkerConfig::new(command.clone(), policy).containment(containment);
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {

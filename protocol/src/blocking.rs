@@ -1,0 +1,489 @@
+//! Blocking adapters: a connection of either role over `std::io` streams.
+//!
+//! [`ParentClient`] and [`WorkerClient`] own a connection, a reader and a
+//! writer. Every byte read is fed to the connection, which keeps partial
+//! frames and bytes that follow a frame, so nothing is lost between calls,
+//! and a reader that returns `WouldBlock` (or `TimedOut`) mid-frame only
+//! interrupts the call: the next call continues where it stopped. Writes
+//! go through the connection's outgoing buffer, so an interrupted write is
+//! resumed by [`flush`](ParentClient::flush) too.
+//!
+//! **Read deadlines.** `*_before(deadline)` variants wait for input with a
+//! deadline; they need a reader that can wait for readability without
+//! consuming bytes: [`WaitReadable`]. On Unix it is implemented with
+//! `poll(2)` (through `rustix`) for the standard pipe, file, socket and
+//! stdin types, and for any `AsFd` reader wrapped in [`PollReader`];
+//! in-memory readers (`&[u8]`, `Cursor`) are always ready. A deadline that
+//! passes is an `io_error` whose [`io_error`](ProtocolError::io_error) has
+//! kind `TimedOut`; the connection is not poisoned.
+//!
+//! The deadline covers waiting for bytes, not writing: a worker that never
+//! reads its stdin can block a write of more than a pipe buffer. Hosts that
+//! must bound writes too use non-blocking descriptors with the sans-IO
+//! connection directly, or the `tokio` adapter.
+
+use crate::connection::{
+    FrameInbox, HostCommand, ParentConnection, Responded, WorkerConnection, WorkerEvent,
+};
+use crate::error::ProtocolError;
+use crate::records::{CommandOutcome, HostCall, Operation, OperationResult, ShellError};
+use crate::session::ParentEvent;
+use serde_json::Value;
+use std::io::{self, Read, Write};
+use std::time::{Duration, Instant};
+
+/// Bytes read from the stream per `read` call at most.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+
+/// A reader that can wait until a `read` would not block, without reading.
+pub trait WaitReadable {
+    /// Wait at most `timeout` for input (or end of stream) to be readable:
+    /// `Ok(true)` if a `read` would return now, `Ok(false)` on timeout.
+    fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool>;
+}
+
+impl<T: WaitReadable + ?Sized> WaitReadable for &mut T {
+    fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
+        (**self).wait_readable(timeout)
+    }
+}
+
+impl WaitReadable for &[u8] {
+    fn wait_readable(&mut self, _timeout: Duration) -> io::Result<bool> {
+        Ok(true)
+    }
+}
+
+impl<T> WaitReadable for io::Cursor<T> {
+    fn wait_readable(&mut self, _timeout: Duration) -> io::Result<bool> {
+        Ok(true)
+    }
+}
+
+/// Any `AsFd` reader, waited on with `poll(2)`.
+#[cfg(unix)]
+#[derive(Debug)]
+pub struct PollReader<T>(pub T);
+
+#[cfg(unix)]
+impl<T: Read> Read for PollReader<T> {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buffer)
+    }
+}
+
+#[cfg(unix)]
+impl<T: std::os::fd::AsFd> WaitReadable for PollReader<T> {
+    fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
+        poll_readable(self.0.as_fd(), timeout)
+    }
+}
+
+#[cfg(unix)]
+fn poll_readable(fd: std::os::fd::BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    // Beyond the range of a timespec: wait "forever" in day-long steps.
+    let timeout = Timespec::try_from(timeout).unwrap_or(Timespec {
+        tv_sec: 86_400,
+        tv_nsec: 0,
+    });
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    loop {
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(ready) => return Ok(ready > 0),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+macro_rules! wait_readable_by_poll {
+    ($($type:ty),* $(,)?) => {$(
+        #[cfg(unix)]
+        impl WaitReadable for $type {
+            fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
+                poll_readable(std::os::fd::AsFd::as_fd(self), timeout)
+            }
+        }
+    )*};
+}
+
+wait_readable_by_poll!(
+    std::process::ChildStdout,
+    std::process::ChildStderr,
+    std::fs::File,
+    std::io::Stdin,
+    std::io::PipeReader,
+    std::net::TcpStream,
+    std::os::unix::net::UnixStream,
+);
+
+/// Read once into `buffer`; `Interrupted` is retried.
+fn read_some<R: Read>(reader: &mut R, buffer: &mut [u8]) -> Result<usize, ProtocolError> {
+    loop {
+        match reader.read(buffer) {
+            Ok(read) => return Ok(read),
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(ProtocolError::io("reading frames", error)),
+        }
+    }
+}
+
+/// Wait until readable or the deadline passes (`TimedOut`).
+fn wait_until<R: WaitReadable>(reader: &mut R, deadline: Instant) -> Result<(), ProtocolError> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ProtocolError::io(
+                "waiting for a frame",
+                io::Error::new(io::ErrorKind::TimedOut, "the read deadline passed"),
+            ));
+        }
+        match reader.wait_readable(left) {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(ProtocolError::io("waiting for a frame", error)),
+        }
+    }
+}
+
+/// A persistent frame reader without a session: [`FrameInbox`] over a
+/// `std::io::Read`, for tools that must see frames a session would refuse
+/// (see [`FrameInbox`]). Partial frames and bytes after a frame are kept
+/// between calls and across errors such as `WouldBlock`.
+#[derive(Debug)]
+pub struct FrameReader<R> {
+    inbox: FrameInbox,
+    reader: R,
+    buffer: Box<[u8]>,
+}
+
+impl<R: Read> FrameReader<R> {
+    /// A reader at the start of a stream.
+    pub fn new(reader: R) -> Self {
+        Self {
+            inbox: FrameInbox::new(),
+            reader,
+            buffer: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
+        }
+    }
+
+    /// The next payload; `Ok(None)` at a clean end of stream, a truncation
+    /// kind if the stream ended inside a frame.
+    pub fn next_payload(&mut self) -> Result<Option<Vec<u8>>, ProtocolError> {
+        loop {
+            if let Some(payload) = self.inbox.next_payload()? {
+                return Ok(Some(payload));
+            }
+            if self.inbox.is_ended() {
+                return Ok(None);
+            }
+            let read = read_some(&mut self.reader, &mut self.buffer)?;
+            if read == 0 {
+                self.inbox.finish()?;
+                return Ok(None);
+            }
+            self.inbox.feed(&self.buffer[..read])?;
+        }
+    }
+
+    /// The buffered input.
+    pub fn inbox(&self) -> &FrameInbox {
+        &self.inbox
+    }
+
+    /// The reader back (buffered bytes are dropped).
+    pub fn into_inner(self) -> R {
+        self.reader
+    }
+}
+
+macro_rules! client_io {
+    ($connection:ident, $event:ty) => {
+        /// The connection, read-only (state, in-flight request, poison cause).
+        pub fn connection(&self) -> &$connection {
+            &self.connection
+        }
+
+        /// The reader (e.g. to signal or inspect the underlying stream).
+        pub fn reader(&self) -> &R {
+            &self.reader
+        }
+
+        /// The writer.
+        pub fn writer(&self) -> &W {
+            &self.writer
+        }
+
+        /// The writer, mutably; dropping what it wraps (e.g. a child's
+        /// stdin) is how a parent ends the session, see [`Self::into_parts`].
+        pub fn writer_mut(&mut self) -> &mut W {
+            &mut self.writer
+        }
+
+        /// Split into the connection and the streams.
+        pub fn into_parts(self) -> ($connection, R, W) {
+            (self.connection, self.reader, self.writer)
+        }
+
+        /// Write every pending outgoing byte and flush. After an error
+        /// (e.g. `WouldBlock`) the unwritten rest stays pending; call again.
+        pub fn flush(&mut self) -> Result<(), ProtocolError> {
+            while !self.connection.outgoing().is_empty() {
+                match self.writer.write(self.connection.outgoing()) {
+                    Ok(0) => {
+                        return Err(ProtocolError::io(
+                            "writing frames",
+                            io::Error::new(
+                                io::ErrorKind::WriteZero,
+                                "the stream accepted no bytes",
+                            ),
+                        ));
+                    }
+                    Ok(written) => self.connection.consume_outgoing(written),
+                    Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                    Err(error) => return Err(ProtocolError::io("writing frames", error)),
+                }
+            }
+            self.writer
+                .flush()
+                .map_err(|error| ProtocolError::io("flushing frames", error))
+        }
+
+        /// The next event; `Ok(None)` at a clean end of stream (SPEC §9.5).
+        /// Blocks until a frame is complete.
+        pub fn next_event(&mut self) -> Result<Option<$event>, ProtocolError> {
+            loop {
+                if let Some(event) = self.connection.poll_event()? {
+                    return Ok(Some(event));
+                }
+                if self.connection.is_ended() {
+                    return Ok(None);
+                }
+                let read = read_some(&mut self.reader, &mut self.buffer)?;
+                if read == 0 {
+                    self.connection.end_of_stream()?;
+                    return Ok(None);
+                }
+                self.connection.feed(&self.buffer[..read])?;
+            }
+        }
+    };
+}
+
+macro_rules! client_deadline {
+    ($event:ty) => {
+        /// [`next_event`](Self::next_event) that waits for input until
+        /// `deadline` at most; then fails with an `io_error` of kind
+        /// `TimedOut` without poisoning (bytes received so far are kept).
+        pub fn next_event_before(
+            &mut self,
+            deadline: Instant,
+        ) -> Result<Option<$event>, ProtocolError> {
+            loop {
+                if let Some(event) = self.connection.poll_event()? {
+                    return Ok(Some(event));
+                }
+                if self.connection.is_ended() {
+                    return Ok(None);
+                }
+                wait_until(&mut self.reader, deadline)?;
+                let read = read_some(&mut self.reader, &mut self.buffer)?;
+                if read == 0 {
+                    self.connection.end_of_stream()?;
+                    return Ok(None);
+                }
+                self.connection.feed(&self.buffer[..read])?;
+            }
+        }
+    };
+}
+
+/// A blocking parent: requests written to `W` (the worker's stdin),
+/// frames read from `R` (the worker's stderr, SPEC §3.1).
+///
+/// ```no_run
+/// use quirl_lua_protocol::{blocking::ParentClient, Operation, OperationResult, Policy};
+/// use std::process::{Command, Stdio};
+///
+/// let mut child = Command::new("quirl-worker")
+///     .stdin(Stdio::piped())
+///     .stdout(Stdio::null())
+///     .stderr(Stdio::piped())
+///     .spawn()?;
+/// let (Some(stdin), Some(stderr)) = (child.stdin.take(), child.stderr.take()) else {
+///     unreachable!("both are piped");
+/// };
+/// let mut worker = ParentClient::new(stderr, stdin);
+/// worker.call(Operation::initialize(Policy::quirl_config_profile(), None, false))?.map_err(|e| e.message)?;
+/// let answer = worker.call(Operation::Eval { source: "return 6 * 7".into() })?;
+/// assert_eq!(answer, Ok(OperationResult::Value(42.into())));
+/// drop(worker); // closes stdin: the worker exits 0
+/// child.wait()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct ParentClient<R, W> {
+    connection: ParentConnection,
+    reader: R,
+    writer: W,
+    buffer: Box<[u8]>,
+}
+
+impl<R: Read, W: Write> ParentClient<R, W> {
+    /// A client for a freshly spawned worker.
+    pub fn new(reader: R, writer: W) -> Self {
+        Self {
+            connection: ParentConnection::new(),
+            reader,
+            writer,
+            buffer: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
+        }
+    }
+
+    client_io!(ParentConnection, ParentEvent);
+
+    /// Send `operation` as the next request and write it; returns its id.
+    pub fn request(&mut self, operation: Operation) -> Result<u64, ProtocolError> {
+        let id = self.connection.request(operation)?;
+        self.flush()?;
+        Ok(id)
+    }
+
+    /// Answer the pending host call and write the answer.
+    pub fn host_response(
+        &mut self,
+        result: Result<CommandOutcome, ShellError>,
+    ) -> Result<(), ProtocolError> {
+        self.connection.host_response(result)?;
+        self.flush()
+    }
+
+    /// Send `operation` and wait for its response, answering host calls
+    /// with `host` on the way. `Ok(Err(record))` is the worker's error
+    /// response; `Err` is a protocol, I/O or usage failure.
+    pub fn call_with_host(
+        &mut self,
+        operation: Operation,
+        mut host: impl FnMut(&HostCall) -> Result<CommandOutcome, ShellError>,
+    ) -> Result<Result<OperationResult, ShellError>, ProtocolError> {
+        self.request(operation)?;
+        loop {
+            match self.next_event()? {
+                Some(ParentEvent::Response { result, .. }) => return Ok(result),
+                Some(ParentEvent::HostCall(call)) => {
+                    let answer = host(&call);
+                    self.host_response(answer)?;
+                }
+                None => {
+                    // `next_event` returns `None` only with nothing in flight.
+                    return Err(ProtocolError::invalid_use(
+                        "the worker's stream ended before the response",
+                    ));
+                }
+            }
+        }
+    }
+
+    /// [`call_with_host`](Self::call_with_host) for a host that runs no
+    /// processes: every host call is answered with an `invalid_command`
+    /// error record. (Host calls only arrive if `initialize` enabled them.)
+    // The error record is the wire\'s own type (SPEC §6.9); boxing it here
+    // would only differ from every other answer path.
+    #[allow(clippy::result_large_err)]
+    pub fn call(
+        &mut self,
+        operation: Operation,
+    ) -> Result<Result<OperationResult, ShellError>, ProtocolError> {
+        self.call_with_host(operation, |_| {
+            Err(ShellError::new(
+                crate::records::ErrorCode::InvalidCommand,
+                "this host runs no processes",
+            ))
+        })
+    }
+}
+
+impl<R: Read + WaitReadable, W: Write> ParentClient<R, W> {
+    client_deadline!(ParentEvent);
+}
+
+/// A blocking worker: requests read from `R` (stdin), frames written to
+/// `W` (stderr, SPEC §3.1).
+///
+/// See `examples/worker.rs` for a complete worker.
+#[derive(Debug)]
+pub struct WorkerClient<R, W> {
+    connection: WorkerConnection,
+    reader: R,
+    writer: W,
+    buffer: Box<[u8]>,
+}
+
+impl<R: Read, W: Write> WorkerClient<R, W> {
+    /// A client awaiting `initialize`.
+    pub fn new(reader: R, writer: W) -> Self {
+        Self {
+            connection: WorkerConnection::new(),
+            reader,
+            writer,
+            buffer: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
+        }
+    }
+
+    client_io!(WorkerConnection, WorkerEvent);
+
+    /// Answer the request in flight and write the answer (see
+    /// [`WorkerConnection::respond`]).
+    pub fn respond(
+        &mut self,
+        result: Result<OperationResult, ShellError>,
+    ) -> Result<(), ProtocolError> {
+        self.connection.respond(result)?;
+        self.flush()
+    }
+
+    /// Answer, or fall back to an error record (see
+    /// [`WorkerConnection::respond_or_error`]), and write it.
+    pub fn respond_or_error(
+        &mut self,
+        result: Result<OperationResult, ShellError>,
+    ) -> Result<Responded, ProtocolError> {
+        let responded = self.connection.respond_or_error(result)?;
+        self.flush()?;
+        Ok(responded)
+    }
+
+    /// [`respond_or_error`](Self::respond_or_error) for a JSON result.
+    pub fn respond_json_or_error(
+        &mut self,
+        result: Result<Value, ShellError>,
+    ) -> Result<Responded, ProtocolError> {
+        let responded = self.connection.respond_json_or_error(result)?;
+        self.flush()?;
+        Ok(responded)
+    }
+
+    /// Send a host call, write it, and wait for its host response.
+    pub fn host_call(
+        &mut self,
+        call: HostCommand,
+    ) -> Result<Result<CommandOutcome, ShellError>, ProtocolError> {
+        self.connection.host_call(call)?;
+        self.flush()?;
+        match self.next_event()? {
+            Some(WorkerEvent::HostResponse(response)) => Ok(response.result),
+            // The session accepts nothing but the host response now, and
+            // `next_event` ends only at a clean end, which a pending call
+            // rules out; kept total for a future event kind.
+            _ => Err(ProtocolError::invalid_use(
+                "no host response arrived for the host call",
+            )),
+        }
+    }
+}
+
+impl<R: Read + WaitReadable, W: Write> WorkerClient<R, W> {
+    client_deadline!(WorkerEvent);
+}
