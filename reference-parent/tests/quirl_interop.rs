@@ -14,7 +14,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use quirl_lua_protocol::{Operation, OperationResult, ParentFrame, decode_parent_frame};
-use quirl_lua_reference_parent::{Policy, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig};
+use quirl_lua_reference_parent::{
+    Policy, PolicySettings, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig,
+};
 use serde_json::{Value, json};
 
 const CLI: &str = env!("CARGO_BIN_EXE_quirl-lua");
@@ -36,7 +38,13 @@ fn quirl_bin(test: &str) -> Option<PathBuf> {
 }
 
 fn spawn(program: PathBuf) -> Worker {
-    let policy = Policy::new(false, 32 << 20, 100_000_000, 5_000).unwrap();
+    let policy = Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 100_000_000,
+        wall_time_ms: 5_000,
+    })
+    .unwrap();
     let config = WorkerConfig::new(WorkerCommand::new(program).arg(WORKER_ARGUMENT), policy)
         .startup_timeout(Duration::from_secs(20));
     Worker::spawn(config).unwrap()
