@@ -32,6 +32,7 @@ GENERATED = {
     "validation": (48, 4, 96),
     "parent_session": (48, 16, 600),
     "worker_session": (48, 16, 600),
+    "lua_programs": (16, 4, 120),
 }
 MUTATIONS = 9  # targets::Mutation::ALL.len()
 

@@ -5,5 +5,6 @@
 //! files with `#[path]` and replays every committed corpus and crash file.
 
 pub mod generate;
+pub mod lua_programs;
 pub mod sessions;
 pub mod targets;

@@ -41,6 +41,7 @@
 //! - the wire side is the protocol crate's [`ParentConnection`]
 //!   (decoder, session, SPEC §9.5 end of stream) — no private copy;
 //! - `host` (private) and [`process_host`]: answering `quirl.process.run`;
+//! - [`callback_deadline`]: callbacks held to their declared deadlines;
 //! - [`command`]: which program is the worker; [`error`]: typed errors;
 //! - [`rlimits`]: the resource limits a worker gets before `exec` (S8).
 //!
@@ -50,6 +51,7 @@
 //!
 //! [`ParentConnection`]: quirl_lua_protocol::ParentConnection
 
+pub mod callback_deadline;
 mod cgroup;
 pub mod command;
 mod containment;

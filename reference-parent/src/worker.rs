@@ -39,6 +39,7 @@ use quirl_lua_protocol::{
 };
 use serde_json::Value;
 
+use crate::callback_deadline::{COMPLETION_DEADLINE, CallbackDeadlines, callback_deadline};
 use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind, Containment};
 use crate::command::WorkerCommand;
 use crate::containment::{self, WorkerProcess, describe_status};
@@ -262,6 +263,8 @@ pub struct Worker {
     policy: Policy,
     process_host: ProcessHostConfig,
     pid: u32,
+    /// Deadlines declared by the plugin this worker loaded (SPEC §17.6).
+    callbacks: CallbackDeadlines,
     cgroup_contained: bool,
 }
 
@@ -326,6 +329,7 @@ impl Worker {
             policy: config.policy,
             process_host,
             pid,
+            callbacks: CallbackDeadlines::default(),
             cgroup_contained,
         };
         let initialize =
@@ -352,6 +356,20 @@ impl Worker {
     ) -> Result<OperationResult, Error> {
         let started = Instant::now();
         let deadline = deadline.unwrap_or_else(|| started + self.wall_time());
+        self.exchange(operation, started, deadline)
+    }
+
+    /// Run a callback under its declared deadline plus the slack (capped by
+    /// the policy's wall time; SPEC §17.6). `None`: no declaration known,
+    /// the request's own deadline applies.
+    fn call_callback(
+        &mut self,
+        operation: Operation,
+        declared: Option<Duration>,
+    ) -> Result<OperationResult, Error> {
+        let started = Instant::now();
+        let request = started + self.wall_time();
+        let deadline = declared.map_or(request, |d| callback_deadline(started, d, request));
         self.exchange(operation, started, deadline)
     }
 
@@ -401,7 +419,10 @@ impl Worker {
             source_name: source_name.to_owned(),
         };
         match self.call(operation, None)? {
-            OperationResult::Plugin(registrations) => Ok(registrations),
+            OperationResult::Plugin(registrations) => {
+                self.callbacks = CallbackDeadlines::new(&registrations);
+                Ok(registrations)
+            }
             other => Err(self.mis_shaped(&other)),
         }
     }
@@ -412,7 +433,8 @@ impl Worker {
             name: name.to_owned(),
             context,
         };
-        match self.call(operation, None)? {
+        let declared = self.callbacks.prompt(name);
+        match self.call_callback(operation, declared)? {
             OperationResult::Prompt(text) => Ok(text),
             other => Err(self.mis_shaped(&other)),
         }
@@ -424,7 +446,7 @@ impl Worker {
             command: command.to_owned(),
             context,
         };
-        match self.call(operation, None)? {
+        match self.call_callback(operation, Some(COMPLETION_DEADLINE))? {
             OperationResult::Value(value) => Ok(value),
             other => Err(self.mis_shaped(&other)),
         }
@@ -437,12 +459,13 @@ impl Worker {
         name: &str,
         context: Value,
     ) -> Result<Value, Error> {
+        let declared = self.callbacks.contribution(kind, name);
         let operation = Operation::Contribution {
             kind,
             name: name.to_owned(),
             context,
         };
-        match self.call(operation, None)? {
+        match self.call_callback(operation, declared)? {
             OperationResult::Value(value) => Ok(value),
             other => Err(self.mis_shaped(&other)),
         }
@@ -466,9 +489,9 @@ impl Worker {
         }
     }
 
-    /// Run a registered plugin command. `timeout` is both the command's own
-    /// deadline (`deadline_ms`, sent to the worker) and the request's
-    /// absolute deadline here.
+    /// Run a registered plugin command. `timeout` is the command's own
+    /// deadline (`deadline_ms`, sent to the worker); the parent kills the
+    /// worker at that deadline plus the callback slack (SPEC §17.6).
     pub fn plugin_command(
         &mut self,
         name: &str,
@@ -483,8 +506,7 @@ impl Worker {
             context,
             deadline_ms,
         };
-        let deadline = Instant::now() + Duration::from_millis(deadline_ms);
-        match self.call(operation, Some(deadline))? {
+        match self.call_callback(operation, Some(Duration::from_millis(deadline_ms)))? {
             OperationResult::Outcome(outcome) => Ok(outcome),
             other => Err(self.mis_shaped(&other)),
         }
@@ -492,7 +514,8 @@ impl Worker {
 
     /// Dispatch an extension event to the plugin's subscribers.
     pub fn event(&mut self, event: ExtensionEvent) -> Result<Vec<EventHandlerReport>, Error> {
-        match self.call(Operation::Event { event }, None)? {
+        let declared = self.callbacks.event(&event);
+        match self.call_callback(Operation::Event { event }, declared)? {
             OperationResult::Reports(reports) => Ok(reports),
             other => Err(self.mis_shaped(&other)),
         }

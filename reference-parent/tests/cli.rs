@@ -236,3 +236,34 @@ fn interrupt_cancels_the_request_kills_the_worker_and_exits_three() {
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     assert!(stderr(&output).contains("cancelled"), "{}", stderr(&output));
 }
+
+#[test]
+fn a_stuck_callback_is_killed_at_its_own_deadline_plus_the_slack() {
+    // SPEC §17.6: the segment declares 8 ms; the request's wall time is 5 s.
+    // The parent kills at 8 ms + CALLBACK_SLACK, not at the wall time.
+    let plugin = std::env::temp_dir().join(format!("quirl-stuck-{}.lua", std::process::id()));
+    std::fs::write(&plugin, "-- answered by the scripted worker").unwrap();
+    let started = std::time::Instant::now();
+    let output = quirl_lua(
+        Some(&fake("plugin-then-hang")),
+        &[
+            "--wall-time-ms",
+            "5000",
+            "plugin",
+            plugin.to_str().unwrap(),
+            "--prompt",
+            "spin",
+        ],
+        "",
+    );
+    let elapsed = started.elapsed();
+    let _ = std::fs::remove_file(&plugin);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let text = stderr(&output);
+    assert!(text.contains("deadline 258 ms"), "{text}");
+    // Generous bound; the behaviour is "not the 5 s wall time".
+    assert!(
+        elapsed < std::time::Duration::from_secs(1),
+        "{elapsed:?}: {text}"
+    );
+}

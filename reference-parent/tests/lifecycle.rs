@@ -540,3 +540,33 @@ fn the_callers_cancellation_token_cancels_the_whole_pool() {
     assert_eq!(stats.failures_in_window, 0);
     assert_eq!(stats.totals.cancellations, 1);
 }
+
+#[test]
+fn a_callback_past_its_declared_deadline_is_killed_and_restarted_like_any_deadline() {
+    // SPEC §17.6/§17.7: the segment declares 100 ms under a 5 s wall time;
+    // the parent kills at 100 ms + CALLBACK_SLACK (250 ms) and the next call runs on
+    // a restarted worker.
+    let scratch = Scratch::new("callback-deadline");
+    let path = scratch.write("loop.lua", LOOPING_PLUGIN);
+    let host = PluginHost::start(manifest("looping", &path, 5_000).max_restarts(3)).unwrap();
+    for attempt in 0..2 {
+        let started = Instant::now();
+        let error = host.render_prompt("version", json!({})).unwrap_err();
+        let elapsed = started.elapsed();
+        assert_eq!(
+            error.kind(),
+            ErrorKind::Deadline,
+            "attempt {attempt}: {error}"
+        );
+        assert!(error.to_string().contains("deadline 350 ms"), "{error}");
+        // Generous; the behaviour is "not the 5 s wall time".
+        assert!(
+            elapsed < Duration::from_secs(1),
+            "attempt {attempt}: {elapsed:?}"
+        );
+    }
+    let stats = host.stats();
+    assert_eq!(stats.totals.timeouts, 2);
+    assert_eq!(stats.totals.restarts, 1);
+    assert!(!stats.quarantined);
+}

@@ -13,10 +13,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use quirl_lua_protocol::{Operation, OperationResult, ParentFrame, decode_parent_frame};
-use quirl_lua_reference_parent::{
-    Policy, PolicySettings, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig,
+use quirl_lua_protocol::{
+    Operation, OperationResult, ParentFrame, PolicySettings, decode_parent_frame,
 };
+use quirl_lua_reference_parent::{Policy, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig};
 use serde_json::{Value, json};
 
 const CLI: &str = env!("CARGO_BIN_EXE_quirl-lua");

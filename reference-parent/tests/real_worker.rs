@@ -262,3 +262,63 @@ fn cli_runs_a_granted_process_through_the_parent() {
     assert_eq!(denied.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&denied.stderr).contains("capability denied"));
 }
+
+#[test]
+fn cli_prompt_segments_that_never_return_end_within_their_deadline() {
+    // SPEC §15.6/§17.6: a segment declaring 8 ms under a 5 s wall time ends
+    // by its own deadline — the worker's clock inside Lua, the parent's kill
+    // at the deadline plus the slack otherwise — never at the wall time.
+    for (name, render) in [
+        ("lua_loop", "while true do end"),
+        ("native", "table.move({}, 1, 1e12, 2) return 'x'"),
+        (
+            "close_handler",
+            "local x <close> = setmetatable({}, {__close = function() while true do end end}) while true do end",
+        ),
+        ("rep", "for i = 1, 1e12 do string.rep('', 1e15) end"),
+    ] {
+        let plugin = write_temp(
+            &format!("{name}.lua"),
+            &format!(
+                "quirl.prompt.add_segment({{ name = 'spin', deadline_ms = 8, render = function(ctx) {render} end }})"
+            ),
+        );
+        let started = Instant::now();
+        let output = Command::new(CLI)
+            .args([
+                "--wall-time-ms",
+                "5000",
+                "plugin",
+                plugin.to_str().unwrap(),
+                "--prompt",
+                "spin",
+            ])
+            .env_remove("QUIRL_LUA_WORKER")
+            .output()
+            .unwrap();
+        let elapsed = started.elapsed();
+        let text = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(3), "{name}: {text}");
+        assert!(text.contains("resource_limit"), "{name}: {text}");
+        assert!(
+            elapsed < Duration::from_secs(1),
+            "{name}: {elapsed:?} {text}"
+        );
+    }
+}
+
+#[test]
+fn cli_eval_prints_no_heap_address() {
+    let output = Command::new(CLI)
+        .args(["eval", "return tostring(pcall) .. tostring({})"])
+        .env_remove("QUIRL_LUA_WORKER")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(!text.contains("0x"), "{text}");
+    assert!(
+        text.contains("function: #") && text.contains("table: #"),
+        "{text}"
+    );
+}

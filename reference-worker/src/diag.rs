@@ -169,6 +169,34 @@ fn without_position<'a>(message: &'a str, chunks: &[&Chunk]) -> &'a str {
     message
 }
 
+/// Replace heap addresses in a Lua message with `#?` (SPEC §15.3). Lua
+/// prints an uncaught error object that is not a string as
+/// `<kind>: 0x<address>`; the sandbox's `tostring` never shows addresses,
+/// and neither may an error record. A `0x` run of at least six hex digits
+/// right after `<name>: ` is taken for an address.
+pub fn hide_addresses(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(": 0x") {
+        let (before, after) = rest.split_at(at + 2);
+        let named = before[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        let digits = after[2..].bytes().take_while(u8::is_ascii_hexdigit).count();
+        out.push_str(before);
+        if named && digits >= 6 {
+            out.push_str("#?");
+            rest = &after[2 + digits..];
+        } else {
+            out.push_str("0x");
+            rest = &after[2..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Map a Lua error to an error record, labelling the first position that
 /// names one of `chunks`.
 pub fn lua_failure(error: &mlua::Error, chunks: &[&Chunk]) -> OpError {
@@ -195,6 +223,7 @@ pub fn lua_failure(error: &mlua::Error, chunks: &[&Chunk]) -> OpError {
             op
         }
         mlua::Error::RuntimeError(text) => {
+            let text = &hide_addresses(text);
             let (message, traceback) = split_traceback(text);
             let shown = without_position(message, chunks);
             let mut op = OpError::lua(format!("Lua runtime error: {shown}"))
@@ -225,7 +254,7 @@ pub fn lua_failure(error: &mlua::Error, chunks: &[&Chunk]) -> OpError {
                 .with_context(message.clone())
         }
         other => {
-            let text = other.to_string();
+            let text = hide_addresses(&other.to_string());
             let (message, _) = split_traceback(&text);
             let mut op = OpError::lua(format!("Lua error: {message}"))
                 .with_help("Fix the Lua error at the labelled line");

@@ -10,6 +10,7 @@ pub mod convert;
 pub mod diag;
 pub mod error;
 pub mod events;
+mod hook;
 pub mod library_call;
 pub mod lockdown;
 pub mod meter;
@@ -21,6 +22,7 @@ pub mod sdk;
 pub mod serve;
 mod stdio;
 pub mod vm;
+pub mod vm_costs;
 
 pub use error::{ErrorCode, OpError};
 pub use serve::{Ending, ServeOptions, WorkerError, serve};

@@ -23,11 +23,30 @@
 //!   (`table.move`, `table.concat`, `table.insert`/`remove` with a position,
 //!   `table.unpack`, `table.sort` at n·log2 n, `string.byte`,
 //!   `utf8.codepoint`) and one unit per 64 bytes they copy or scan
-//!   (`string.rep`, `upper`, `lower`, `reverse`, `sub`, `format`, `utf8.len`).
+//!   (`string.rep`, `upper`, `lower`, `reverse`, `sub`, `format`, `utf8.len`);
+//! - every byte the VM allocates during a request (gross, frees are not
+//!   credited) is charged at one unit per 64 bytes by the allocator gate:
+//!   native work that builds its result as it goes (concatenation, table
+//!   resizes, `string.format`, buffers) is proportional to what it allocates,
+//!   even when the memory is freed again at once;
+//! - native scans that allocate nothing are charged by the wrappers in
+//!   `sandbox.lua` (`next`/`pairs`, `string.pack` formats, `utf8.codes`) and
+//!   by the link-time wrappers in `vm_costs.rs` (long-string comparison and
+//!   equality, string-to-number conversion).
+//!
+//! SPEC §15.6 lists every reachable function with its cost model.
 //!
 //! The charged units are never fewer than the VM instructions executed minus
 //! one interval, so a request runs at most `instruction_limit` plus one
 //! interval of VM instructions.
+//!
+//! # After a stop
+//!
+//! A trip recorded where no error can be raised (the allocator, the
+//! link-time wrappers) takes effect at the next check: the next allocation
+//! that grows the heap by more than [`STOPPED_GROWTH_MAX`] bytes is refused,
+//! and the count hook raises at its next firing and from then on before every
+//! instruction of that thread (see `hook.rs`).
 
 use crate::error::OpError;
 use std::fmt;
@@ -39,6 +58,10 @@ use std::time::{Duration, Instant};
 pub const HOOK_INTERVAL_MAX: u64 = 1000;
 /// Bytes of native copying charged as one instruction unit.
 pub const BYTES_PER_UNIT: u64 = 64;
+/// Largest heap growth the allocator still grants once the VM has stopped
+/// (the unwinding and the error record need a little memory; nothing may
+/// build large values any more).
+pub const STOPPED_GROWTH_MAX: u64 = 4096;
 
 /// Why a VM stopped. Set once, never cleared.
 #[derive(Debug, Clone)]
@@ -161,6 +184,7 @@ pub struct Meter {
     memory_limit: u64,
     instruction_limit: AtomicU64,
     charged: AtomicU64,
+    allocated_bytes: AtomicU64,
     started_ns: AtomicU64,
     deadline_ns: AtomicU64,
     wall_ms: AtomicU64,
@@ -197,6 +221,7 @@ impl Meter {
             memory_limit,
             instruction_limit: AtomicU64::new(instruction_limit),
             charged: AtomicU64::new(0),
+            allocated_bytes: AtomicU64::new(0),
             started_ns: AtomicU64::new(0),
             deadline_ns: AtomicU64::new(NO_DEADLINE),
             wall_ms: AtomicU64::new(0),
@@ -229,6 +254,7 @@ impl Meter {
         self.instruction_limit
             .store(instruction_limit, Ordering::Relaxed);
         self.charged.store(0, Ordering::Relaxed);
+        self.allocated_bytes.store(0, Ordering::Relaxed);
         self.started_ns.store(now, Ordering::Relaxed);
         self.wall_ms.store(
             u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
@@ -321,6 +347,12 @@ impl Meter {
     /// bytes. Returns `false` when it must be refused because the clock
     /// demands a stop (checked every [`ALLOC_CLOCK_CHECK_BYTES`]).
     pub fn before_growth(&self, growth: u64) -> bool {
+        if self.stop.get().is_some() {
+            return growth <= STOPPED_GROWTH_MAX;
+        }
+        if self.charge_quietly_allocation(growth) {
+            return false;
+        }
         let since = self
             .memory
             .since_clock_check
@@ -340,6 +372,44 @@ impl Meter {
             }
             None => true,
         }
+    }
+
+    /// Charge `growth` allocated bytes (one unit per [`BYTES_PER_UNIT`],
+    /// fractions carried over) while a request runs. Returns `true` when this
+    /// charge tripped the instruction budget (the trip is recorded; the
+    /// caller refuses the allocation).
+    fn charge_quietly_allocation(&self, growth: u64) -> bool {
+        if self.deadline_ns.load(Ordering::Relaxed) == NO_DEADLINE {
+            return false;
+        }
+        let before = self.allocated_bytes.fetch_add(growth, Ordering::Relaxed);
+        let units = before.saturating_add(growth) / BYTES_PER_UNIT - before / BYTES_PER_UNIT;
+        self.charge_quietly(units)
+    }
+
+    /// Charge `units` from a context that cannot raise a Lua error (the
+    /// allocator, the link-time wrappers of `vm_costs.rs`). Returns `true`
+    /// when the VM is stopped afterwards; the trip, if any, is recorded and
+    /// raised at the next check.
+    pub fn charge_quietly(&self, units: u64) -> bool {
+        if self.stop.get().is_some() {
+            return true;
+        }
+        if units == 0 {
+            return false;
+        }
+        let charged = self
+            .charged
+            .fetch_add(units, Ordering::Relaxed)
+            .saturating_add(units);
+        let limit = self.instruction_limit.load(Ordering::Relaxed);
+        if charged > limit && self.deadline_ns.load(Ordering::Relaxed) != NO_DEADLINE {
+            let _ = self
+                .stop
+                .set(Stop::Limit(LimitTrip::Instructions { charged, limit }));
+            return true;
+        }
+        false
     }
 
     /// Allocator gate: the limit refused `(ptr, osize, nsize)`. Lua retries

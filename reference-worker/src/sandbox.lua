@@ -15,6 +15,7 @@
 --                    closure, see library_call.rs); the worker does this for
 --                    every wrapper left in the library tables
 -- caller_where()     luaL_where(L, 1) of the library call running this code
+-- table_capacity(t)  slots of t's array part and hash part
 --
 -- Errors: every wrapper is called through a library call, which rewrites an
 -- error positioned in this chunk as Lua's C library would have raised it at
@@ -23,19 +24,19 @@
 -- and forwards its arguments with their count intact (`...`), so that a
 -- missing argument stays "no value" rather than becoming nil.
 
-local guard, charge, reserve_rep, plain_find, interval, as_library, caller_where = ...
+local guard, charge, reserve_rep, plain_find, interval, as_library, caller_where, table_capacity = ...
 
 local type, select, error, getmetatable, rawlen = type, select, error, getmetatable, rawlen
 local tointeger = math.tointeger
 local maxinteger = math.maxinteger
 local raw_setmetatable = setmetatable
 
--- Native work below these sizes is covered by the instructions that call it.
-local BIG_BYTES = 4096
+-- Native work below these sizes is covered by the instructions that call it
+-- (SPEC §15.6): up to 64 elements, and bytes in units of 64.
 local BIG_COUNT = 64
 
 local function charge_bytes(n)
-  if n > BIG_BYTES then charge(n // 64) end
+  if n >= 64 then charge(n // 64) end
 end
 
 local function charge_count(n)
@@ -66,14 +67,17 @@ do
   local xpcall = xpcall
   _G.xpcall = function(...)
     local f, handler = ...
-    if type(handler) == "function" then
-      local function msgh(...)
-        guard()
-        return handler(...)
-      end
-      return after(xpcall(f, msgh, select(3, ...)))
+    if type(handler) ~= "function" then
+      return after(xpcall(...)) -- the original reports the argument error
     end
-    return after(xpcall(...))
+    -- Lua runs the message handler before unwinding, with hooks disabled
+    -- when the error came from the count hook, so the handler must refuse
+    -- to run after a stop (SPEC §15.8).
+    local function msgh(...)
+      guard()
+      return handler(...)
+    end
+    return after(xpcall(f, msgh, select(3, ...)))
   end
 end
 
@@ -106,7 +110,11 @@ do
     return after(resume(...))
   end
 
+  -- A stopped VM closes no coroutine: the coroutine's pending __close
+  -- handlers would run in a thread whose hooks Lua may have left disabled
+  -- when the stop was raised in it (SPEC §15.8).
   coroutine.close = function(...)
+    guard()
     return after(close(...))
   end
 
@@ -196,6 +204,126 @@ do
 end
 
 ---------------------------------------------------------------------------
+-- No heap addresses (SPEC §15.3): Lua prints functions, tables, threads and
+-- userdata as "<kind>: 0x<address>", which would hand guest code the heap
+-- layout that address-space randomisation hides. They print as
+-- "<kind>: #<n>" instead, n a per-VM number given to each object the first
+-- time it is printed: unique while the object lives, so tostring(t) still
+-- works as a key. string.format's %s does the same and %p prints the number.
+---------------------------------------------------------------------------
+do
+  local identity
+  local raw_tostring, format, sub, byte = tostring, string.format, string.sub, string.byte
+  local ids = raw_setmetatable({}, { __mode = "k" })
+  local string_ids = {}
+  local last_id = 0
+
+  local function number_of(v)
+    local id = ids[v]
+    if id == nil then
+      last_id = last_id + 1
+      id = last_id
+      ids[v] = id
+    end
+    return id
+  end
+
+  local referenced = { table = true, ["function"] = true, thread = true, userdata = true }
+
+  -- "#<n>" for objects with an identity, nil for other values.
+  identity = function(v)
+    local t = type(v)
+    if referenced[t] then
+      return "#" .. number_of(v)
+    elseif t == "string" then
+      local id = string_ids[v]
+      if id == nil then
+        last_id = last_id + 1
+        id = last_id
+        string_ids[v] = id
+      end
+      return "#" .. id
+    end
+    return nil
+  end
+
+  -- The default form ends with the object's own address, exactly as %p
+  -- prints it; a __tostring result is returned as it is.
+  local function safe_tostring(v)
+    local text = raw_tostring(v)
+    if referenced[type(v)] then
+      local address = format("%p", v)
+      local n = #text - #address
+      if n > 0 and sub(text, n + 1) == address then
+        return sub(text, 1, n) .. "#" .. number_of(v)
+      end
+    end
+    return text
+  end
+
+  _G.tostring = function(...)
+    if select("#", ...) == 0 then
+      local result = raw_tostring(...) -- reports the missing argument
+      return result
+    end
+    local result = safe_tostring((...))
+    return result
+  end
+
+  -- Rewrite %s of objects and every %p; other conversions pass through.
+  local function in_spec(b)
+    return b ~= nil and (b == 45 or b == 43 or b == 32 or b == 35 or b == 46 or (b >= 48 and b <= 57))
+  end
+  local pack, unpack, concat = table.pack, table.unpack, table.concat
+  string.format = function(...)
+    local fmt = ...
+    if type(fmt) ~= "string" or plain_find(fmt, "%", 1) == nil then
+      local result = format(...)
+      return result
+    end
+    local args = pack(select(2, ...))
+    local parts, from, changed = {}, 1, false
+    local i, arg, n = 1, 0, #fmt
+    while true do
+      local p = plain_find(fmt, "%", i)
+      if p == nil then
+        break
+      end
+      if byte(fmt, p + 1) == 37 then -- "%%"
+        i = p + 2
+      else
+        local j = p + 1
+        while j <= n and in_spec(byte(fmt, j)) do
+          j = j + 1
+        end
+        arg = arg + 1
+        local conversion = byte(fmt, j)
+        if arg <= args.n then
+          if conversion == 115 and referenced[type(args[arg])] then -- %s
+            args[arg] = safe_tostring(args[arg])
+            changed = true
+          elseif conversion == 112 then -- %p becomes %s of the identity
+            parts[#parts + 1] = sub(fmt, from, j - 1)
+            parts[#parts + 1] = "s"
+            from = j + 1
+            args[arg] = identity(args[arg]) or "(null)"
+            changed = true
+          end
+        end
+        i = j + 1
+      end
+    end
+    if not changed then
+      local result = format(...)
+      return result
+    end
+    parts[#parts + 1] = sub(fmt, from)
+    local result = format(concat(parts), unpack(args, 1, args.n))
+    return result
+  end
+end
+
+---------------------------------------------------------------------------
 -- string: no bytecode, no native patterns, charged copies.
 ---------------------------------------------------------------------------
 do
@@ -203,6 +331,7 @@ do
   local find, rep, upper, lower, reverse, sub, format, byte, pack, unpack =
     string.find, string.rep, string.upper, string.lower, string.reverse,
     string.sub, string.format, string.byte, string.pack, string.unpack
+  local packsize = string.packsize
 
   string.dump = nil
 
@@ -238,7 +367,13 @@ do
   end
 
   string.rep = function(...)
-    reserve_rep(...)
+    if reserve_rep(...) then
+      -- Empty string and separator with a positive count: the result is
+      -- "", which Lua would build by looping n times (SPEC §15.6).
+      local s, _, sep = ...
+      local result = rep(s, 1, sep)
+      return result
+    end
     local result = rep(...)
     return result
   end
@@ -269,9 +404,24 @@ do
     return result
   end
 
+  -- Formats are parsed option by option: one unit per format byte, charged
+  -- before the parse (SPEC §15.6).
+  local function charge_format(fmt)
+    if type(fmt) == "string" then
+      charge_count(#fmt)
+    end
+  end
+
   string.pack = function(...)
+    charge_format((...))
     local result = pack(...)
     charge_bytes(#result)
+    return result
+  end
+
+  string.packsize = function(...)
+    charge_format((...))
+    local result = packsize(...)
     return result
   end
 
@@ -280,7 +430,75 @@ do
   end
 
   string.unpack = function(...)
+    charge_format((...))
     return pass_counted(unpack(...))
+  end
+end
+
+---------------------------------------------------------------------------
+-- next and pairs: Lua 5.4's next walks empty slots one by one, so one call
+-- on a large, mostly empty table is a long native scan (SPEC §15.6). The
+-- array part is charged exactly (from the key's index to the returned
+-- key's). A scan of the hash part is charged at the hash part's size once
+-- per traversal: a call that continues a traversal (its key is the key the
+-- previous call on that table returned) scans forward from where the last
+-- one stopped, so the whole traversal scans each slot at most once. A
+-- traversal that the guest breaks by adding keys makes Lua rehash, which
+-- allocates (and is charged) at least as much as the rescan costs.
+---------------------------------------------------------------------------
+do
+  local raw_next, raw_pairs = next, pairs
+  local math_type = math.type
+  local last_key = raw_setmetatable({}, { __mode = "k" })
+  local hash_paid = raw_setmetatable({}, { __mode = "k" })
+
+  local function array_index(k, array)
+    if math_type(k) == "integer" and k >= 1 and k <= array then
+      return k
+    end
+    return nil
+  end
+
+  local function charged_next(...)
+    local t, k = ...
+    if type(t) ~= "table" then
+      return raw_next(...) -- the original reports the argument error
+    end
+    local k2, v2 = raw_next(t, k)
+    local array, hash = table_capacity(t)
+    local start = 0
+    if k ~= nil then
+      start = array_index(k, array)
+    end
+    local units = 0
+    local in_hash = true
+    if start ~= nil then
+      local stop = array_index(k2, array)
+      if stop ~= nil then
+        units = stop - start
+        in_hash = false
+      else
+        units = array - start
+      end
+    end
+    local paid = k ~= nil and last_key[t] == k and hash_paid[t] == true
+    if in_hash and not paid then
+      units = units + hash
+      paid = true
+    end
+    last_key[t] = k2
+    hash_paid[t] = paid
+    charge_count(units)
+    return k2, v2
+  end
+
+  _G.next = charged_next
+  _G.pairs = function(...)
+    local f, s, c = raw_pairs(...)
+    if f == raw_next then
+      f = charged_next
+    end
+    return f, s, c
   end
 end
 
@@ -309,6 +527,33 @@ do
 
   utf8.codepoint = function(...)
     return pass_counted(codepoint(...))
+  end
+
+  -- The iterator skips continuation bytes one by one before decoding: a
+  -- call on a run of them scans it. Charged by the distance it advanced.
+  local codes = utf8.codes
+  local function charged_step(step)
+    return function(s, i)
+      local j, code = step(s, i)
+      if type(s) == "string" then
+        local from = tointeger(i) or 0
+        local to = j or #s
+        if to > from then
+          charge_bytes(to - from)
+        end
+      end
+      return j, code
+    end
+  end
+  local steps = raw_setmetatable({}, { __mode = "k" })
+  utf8.codes = function(...)
+    local step, s, i = codes(...)
+    local charged = steps[step]
+    if charged == nil then
+      charged = charged_step(step)
+      steps[step] = charged
+    end
+    return charged, s, i
   end
 end
 

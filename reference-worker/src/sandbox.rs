@@ -19,9 +19,7 @@
 use crate::library_call;
 use crate::meter::Meter;
 use mlua::chunk::ChunkMode;
-use mlua::{
-    Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib, Value, VmState,
-};
+use mlua::{Function, Lua, LuaOptions, LuaString, MultiValue, StdLib, Value};
 use std::sync::Arc;
 
 /// Every global a guest can reach, with the SDK table `quirl`.
@@ -56,8 +54,8 @@ pub const GLOBALS: &[&str] = &[
 
 const PRELUDE: &str = include_str!("sandbox.lua");
 
-/// Copies above this many bytes are charged (one unit per 64 bytes).
-const BIG_BYTES: u64 = 4096;
+/// Native loops of more than this many steps are charged.
+const BIG_COUNT: u64 = 64;
 
 /// A freshly built sandbox.
 pub struct Sandbox {
@@ -101,6 +99,15 @@ pub fn build(meter: &Arc<Meter>) -> mlua::Result<Sandbox> {
             plain_find(&meter, &s.as_bytes(), &p.as_bytes(), init)
         })?
     };
+    check_internal_layout(&lua)?;
+    let table_capacity = lua.create_function(|_, table: mlua::Table| {
+        // SAFETY: `table` is a live table held by this call's arguments.
+        let (array, hash) = unsafe { crate::vm_costs::table_capacity(table.to_pointer()) };
+        Ok((
+            i64::try_from(array).unwrap_or(i64::MAX),
+            i64::try_from(hash).unwrap_or(i64::MAX),
+        ))
+    })?;
     let rewriter = library_call::rewriter(&lua)?;
     let as_library = {
         let rewriter = rewriter.clone();
@@ -122,6 +129,7 @@ pub fn build(meter: &Arc<Meter>) -> mlua::Result<Sandbox> {
             meter.interval(),
             as_library,
             caller_where,
+            table_capacity,
         ))?;
     library_call::install(&lua, &rewriter)?;
 
@@ -144,21 +152,45 @@ pub fn build(meter: &Arc<Meter>) -> mlua::Result<Sandbox> {
     })
 }
 
-/// Install the count hook. A global hook is inherited by every coroutine a
-/// script creates (Lua copies the hook into new threads), unlike a per-thread
-/// hook. Installing it again resets the main thread's instruction counter,
-/// which is what a budget reset wants.
+/// Fail closed unless the `Table` and `TString` header fields read by
+/// `vm_costs.rs` are where it expects them in the linked Lua.
+fn check_internal_layout(lua: &Lua) -> mlua::Result<()> {
+    let long = "a long string: longer than forty bytes, so not interned";
+    // SAFETY: `exec_raw` runs the closure in a protected call with the
+    // stack guarded; the values pushed stay on the stack (alive) while their
+    // pointers are read.
+    let ok: bool = unsafe {
+        lua.exec_raw((), |state| {
+            let mut ok = true;
+            for (narray, nhash, hash_slots) in [(0, 0, 1), (100, 5, 8), (3, 1000, 1024)] {
+                mlua::ffi::lua_createtable(state, narray, nhash);
+                let capacity = crate::vm_costs::table_capacity(mlua::ffi::lua_topointer(state, -1));
+                ok &= capacity == (narray as u64, hash_slots);
+                mlua::ffi::lua_settop(state, -2);
+            }
+            mlua::ffi::lua_pushlstring(state, long.as_ptr().cast(), long.len());
+            let contents = mlua::ffi::lua_tolstring(state, -1, std::ptr::null_mut());
+            ok &= crate::vm_costs::check_layout(
+                mlua::ffi::lua_topointer(state, -1),
+                contents.cast(),
+                long.len(),
+            );
+            mlua::ffi::lua_settop(state, 0);
+            mlua::ffi::lua_pushboolean(state, i32::from(ok));
+        })?
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(mlua::Error::runtime(
+            "the linked Lua's table or string layout is not the Lua 5.4 layout the budget relies on",
+        ))
+    }
+}
+
+/// Install the count hook (see `hook.rs`).
 pub fn install_hook(lua: &Lua, meter: &Arc<Meter>) -> mlua::Result<()> {
-    let interval = meter.interval();
-    let meter = Arc::clone(meter);
-    let count = u32::try_from(interval).unwrap_or(u32::MAX);
-    lua.set_global_hook(
-        HookTriggers::new().every_nth_instruction(count),
-        move |_, _| {
-            meter.charge(interval)?;
-            Ok(VmState::Continue)
-        },
-    )
+    crate::hook::install(lua, meter)
 }
 
 fn coerced_len(lua: &Lua, value: Value) -> mlua::Result<Option<u64>> {
@@ -171,24 +203,30 @@ fn coerced_len(lua: &Lua, value: Value) -> mlua::Result<Option<u64>> {
     })
 }
 
-/// string.rep's result must fit in the memory headroom; its copying is
-/// charged. Arguments the original would reject are left to it.
-fn reserve_rep(lua: &Lua, meter: &Meter, s: Value, n: Value, sep: Value) -> mlua::Result<()> {
+/// string.rep's result must fit in the memory headroom; its copies are
+/// charged. Returns `true` when the result is empty although the count is
+/// positive (then the caller must not run Lua's loop). Arguments the
+/// original would reject are left to it.
+fn reserve_rep(lua: &Lua, meter: &Meter, s: Value, n: Value, sep: Value) -> mlua::Result<bool> {
     let Some(len) = coerced_len(lua, s)? else {
-        return Ok(());
+        return Ok(false);
     };
     let Some(count) = lua.coerce_integer(n)? else {
-        return Ok(());
+        return Ok(false);
     };
     let sep_len = match sep {
         Value::Nil => 0,
         other => match coerced_len(lua, other)? {
             Some(len) => len,
-            None => return Ok(()),
+            None => return Ok(false),
         },
     };
-    if count <= 0 || (len == 0 && sep_len == 0) {
-        return Ok(());
+    if count <= 0 {
+        return Ok(false);
+    }
+    if len == 0 && sep_len == 0 {
+        // Lua's str_rep would loop `count` times copying nothing.
+        return Ok(true);
     }
     let count = count as u128;
     let total = count * u128::from(len) + (count - 1) * u128::from(sep_len);
@@ -199,11 +237,13 @@ fn reserve_rep(lua: &Lua, meter: &Meter, s: Value, n: Value, sep: Value) -> mlua
             limit: meter.memory_limit(),
         }));
     }
-    let total = total as u64;
-    if total > BIG_BYTES {
-        meter.charge(total / crate::meter::BYTES_PER_UNIT)?;
+    // One unit per copy (str_rep copies the string and the separator once
+    // per repetition) plus the bytes.
+    let units = (count as u64).saturating_add(total as u64 / crate::meter::BYTES_PER_UNIT);
+    if units > BIG_COUNT {
+        meter.charge(units)?;
     }
-    Ok(())
+    Ok(false)
 }
 
 /// Literal search with the results of `string.find(s, p, init, true)`, in
@@ -221,7 +261,7 @@ fn plain_find(meter: &Meter, s: &[u8], p: &[u8], init: i64) -> mlua::Result<Mult
         return Ok(MultiValue::from_iter([Value::Nil]));
     }
     let scanned = len - start + p.len() as u64;
-    if scanned > BIG_BYTES {
+    if scanned >= crate::meter::BYTES_PER_UNIT {
         meter.charge(scanned / crate::meter::BYTES_PER_UNIT)?;
     }
     let start = start as usize;

@@ -212,7 +212,9 @@ impl Vm {
             return verdict;
         }
         self.state.host_calls.store(0, Ordering::Relaxed);
+        let active = crate::vm_costs::ActiveMeter::enter(&self.meter);
         let result = self.dispatch(operation);
+        drop(active);
         self.meter.end();
         match self.stopped_verdict() {
             Some(verdict) => verdict,

@@ -18,7 +18,9 @@
 //! `resource_limit` error response, then exit 0, as the reference worker
 //! retires a VM whose budget tripped), `fork-at-start` (a
 //! holder grandchild from the start, then `echo`), `unsolicited` (an extra
-//! response right after `initialize`, while the parent is idle); `hold` is the grandchild's
+//! response right after `initialize`, while the parent is idle),
+//! `plugin-then-hang` (answers `load_plugin` with one prompt segment `spin`
+//! declaring 8 ms, then never answers again); `hold` is the grandchild's
 //! own mode (sleep forever holding the inherited pipes).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -53,6 +55,17 @@ fn main() {
             both.extend(frame_bytes(&response_payload(id + 1, "1")));
             write_raw(&both);
             continue;
+        }
+        if scenario == "plugin-then-hang" && count == 2 {
+            // load_plugin: one prompt segment declaring an 8 ms deadline.
+            answer(
+                id,
+                r#"{"prompt_segments":[{"name":"spin","deadline_ms":8}],"completion_providers":[],"commands":[],"events":[],"contributions":[]}"#,
+            );
+            continue;
+        }
+        if scenario == "plugin-then-hang" && count > 2 {
+            hang();
         }
         if scenario == "echo" || scenario == "fork-at-start" || count < misbehave_at {
             answer(id, if count == 1 { "null" } else { "1" });

@@ -7,8 +7,9 @@
 //! target/release/quirl-lua-bench --quick    # fewer samples, a smoke test
 //! ```
 //!
-//! Options: `--quick`; `--only X1,X2,…` (sections X1–X6 and `L`, the Lua
-//! compute rows); `--worker "CMD …"` (the worker command; default: the
+//! Options: `--quick`; `--only X1,X2,…` (sections X1–X6, `L`, the Lua
+//! compute rows, `C`, and `B1`/`B2`, the budget and callback-deadline
+//! rows); `--worker "CMD …"` (the worker command; default: the
 //! `quirl-lua` binary next to this one with `--internal-lua-worker-v1`);
 //! `--compare-arg ARG` (repeat the pinned X2 row with ARG appended to the
 //! worker command, e.g. `--no-lockdown`); `--kill-source LUA` (what the
@@ -22,6 +23,7 @@
 //! runs under `cargo test`.
 
 mod alloc;
+mod budget;
 mod codec;
 mod inproc;
 #[path = "../../../../protocol/benches/support/mirror.rs"]
@@ -114,7 +116,7 @@ fn parse() -> Result<Options, BoxError> {
             }
             "-h" | "--help" => {
                 println!(
-                    "quirl-lua-bench [--quick] [--only X1,X2,X3,X4,X5,X6,L] [--worker CMD] \
+                    "quirl-lua-bench [--quick] [--only X1,X2,X3,X4,X5,X6,L,C,B1,B2] [--worker CMD] \
                      [--compare-arg ARG] [--kill-source LUA] [--containment MODE]"
                 );
                 std::process::exit(0);
@@ -164,7 +166,7 @@ fn main() -> ExitCode {
 
 fn run() -> Result<(), BoxError> {
     let options = parse()?;
-    let needs_worker = ["X2", "X3", "X4", "X5", "X6", "L", "C"]
+    let needs_worker = ["X2", "X3", "X4", "X5", "X6", "L", "C", "B2"]
         .iter()
         .any(|section| options.wants(section));
     let worker = match &options.worker {
@@ -220,6 +222,16 @@ fn run() -> Result<(), BoxError> {
     }
     if options.wants("C") {
         rows.extend(containment_costs(&options, &worker, &mut notes)?);
+    }
+    if options.wants("B1") {
+        rows.extend(budget::b1(
+            if options.quick { 200 } else { 2_000 },
+            &mut notes,
+        )?);
+    }
+    if options.wants("B2") {
+        let stuck = WorkerCommand::new(sibling("quirl-lua-fake-worker")?).arg("plugin-then-hang");
+        rows.extend(budget::b2(options.n(200), &worker, &stuck, &mut notes)?);
     }
     print!("{}", report::render(&rows));
     println!();

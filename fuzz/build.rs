@@ -1,0 +1,10 @@
+//! Link the fuzz targets with the worker crate's link-time wrappers
+//! (`reference-worker/src/vm_costs.rs`, SPEC §15.6); the link fails without
+//! them.
+
+fn main() {
+    for symbol in ["strcoll", "luaS_eqlngstr", "luaO_str2num"] {
+        println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
+    }
+    println!("cargo::rerun-if-changed=build.rs");
+}

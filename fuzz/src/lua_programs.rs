@@ -1,0 +1,424 @@
+//! Generated Lua programs against the instruction budget (SPEC §15.6).
+//!
+//! [`program`] turns fuzzer bytes into a Lua program from a small grammar:
+//! loops, library calls with adversarial arguments (huge counts, empty
+//! strings, long formats, sparse tables), metamethods, to-be-closed
+//! variables, protected calls and coroutines. [`run`] runs it in a fresh
+//! sandbox VM with a small instruction budget and checks that it ends by the
+//! worker's own limits — normal completion, an ordinary Lua error, or an
+//! `instructions` / `memory` trip, never the wall-clock deadline — with the
+//! thread CPU time it used at most [`CPU_NS_PER_UNIT_MAX`] nanoseconds per
+//! budget unit (plus a fixed allowance for the VM's setup).
+//!
+//! Depends only on `quirl_lua_protocol`, `quirl_lua_reference_worker` and `libc`, so the worker's
+//! stable test suite includes it with `#[path]` (proptest replay).
+
+use quirl_lua_protocol::{Operation, Policy, PolicySettings};
+use quirl_lua_reference_worker::{Verdict, Vm, VmConfig};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+/// Instruction budget of every generated run.
+pub const INSTRUCTION_LIMIT: u64 = 100_000;
+/// Memory limit of every generated run.
+pub const MEMORY_LIMIT: u64 = 8 * 1024 * 1024;
+/// Wall-clock budget: far above what the instruction budget allows, so a
+/// run that reaches it was not bounded by the budget.
+pub const WALL_TIME_MS: u64 = 20_000;
+/// Bound asserted on CPU time per budget unit, in nanoseconds. Generous on
+/// purpose (sanitizers and coverage instrumentation slow the Rust side, a
+/// shared machine adds noise); the measured worst case is in SPEC §15.6.
+pub const CPU_NS_PER_UNIT_MAX: u64 = 20_000;
+/// Fixed CPU allowance per run (request setup, result conversion).
+pub const CPU_NS_FIXED: u64 = 50_000_000;
+
+/// A cursor over fuzzer bytes; reads past the end yield zeros.
+struct Bytes<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl Bytes<'_> {
+    fn byte(&mut self) -> u8 {
+        let byte = self.data.get(self.pos).copied().unwrap_or(0);
+        self.pos = self.pos.saturating_add(1);
+        byte
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        usize::from(self.byte()) % n.max(1)
+    }
+
+    fn pick<'s>(&mut self, items: &[&'s str]) -> &'s str {
+        items.get(self.below(items.len())).copied().unwrap_or("nil")
+    }
+
+    fn exhausted(&self) -> bool {
+        self.pos >= self.data.len()
+    }
+}
+
+/// Values every program can use (defined by [`PROLOGUE`]).
+const NUMBERS: &[&str] = &[
+    "0",
+    "-1",
+    "1",
+    "2",
+    "7",
+    "64",
+    "1000",
+    "2^31",
+    "1e6",
+    "1e9",
+    "1e15",
+    "math.maxinteger",
+    "math.mininteger",
+    "0.5",
+    "-0.0",
+    "0/0",
+    "'10'",
+    "DIGITS",
+    "nil",
+];
+const STRINGS: &[&str] = &[
+    "''",
+    "'x'",
+    "'abc'",
+    "BIG",
+    "BIG2",
+    "DIGITS",
+    "CONT",
+    "LONGFMT",
+    "'i4'",
+    "'!8 i16 d s z'",
+    "'%s'",
+    "'%99d'",
+    "'%q'",
+    "'%p'",
+    "'\\0\\0x'",
+    "'\\u{10FFFF}'",
+    "tostring(SPARSE)",
+];
+const TABLES: &[&str] = &[
+    "{}",
+    "{1, 2, 3}",
+    "DENSE",
+    "SPARSE",
+    "HASHY",
+    "META",
+    "LIAR",
+    "{BIG, BIG2, 'x'}",
+];
+const FUNCTIONS: &[&str] = &[
+    "function(a, b) return a < b end",
+    "function(a, b) return true end",
+    "function() while true do end end",
+    "function(...) return ... end",
+    "error",
+    "pcall",
+    "print",
+];
+const FORMATS: &[&str] = &[
+    "'%s'", "'%d'", "'%5.2f'", "'%q'", "'%x'", "'%c'", "'%p'", "'%a'", "LONGFMT", "BIG",
+];
+
+/// Built before the generated statements (charged like any guest code).
+const PROLOGUE: &str = r#"
+local BLOCK = string.rep('x', 1024)
+local BIG = string.rep(BLOCK, 64)
+local BIG2 = BIG:sub(1, -2) .. 'y'
+local DIGITS = string.rep('1', 8192)
+local CONT = string.rep('\x80', 8192)
+local LONGFMT = string.rep('i', 4096)
+local DENSE = {} for i = 1, 4096 do DENSE[i] = i end
+local SPARSE = {} for i = 1, 4096 do SPARSE[i] = i end for i = 1, 4095 do SPARSE[i] = nil end
+local HASHY = {} for i = 1, 2048 do HASHY['k' .. i] = i end for i = 1, 2047 do HASHY['k' .. i] = nil end
+local META = setmetatable({}, {
+  __index = function(t, k) return k end,
+  __len = function() return 1e6 end,
+  __lt = function(a, b) return true end,
+  __le = function(a, b) return false end,
+  __eq = function() return true end,
+  __concat = function(a, b) return 'c' end,
+  __call = function(self, ...) return ... end,
+  __tostring = function() return 'meta' end,
+  __close = function() end,
+})
+local LIAR = setmetatable({}, {__len = function() return math.maxinteger end, __index = function() return 1 end})
+local sink = {}
+"#;
+
+/// Build a Lua program from `data`.
+pub fn program(data: &[u8]) -> String {
+    let mut bytes = Bytes { data, pos: 0 };
+    let mut out = String::from(PROLOGUE);
+    let mut count = 0;
+    while count < 8 && !(count > 0 && bytes.exhausted()) {
+        statement(&mut bytes, &mut out, 0);
+        out.push('\n');
+        count += 1;
+    }
+    out.push_str("return #sink\n");
+    out
+}
+
+fn value(bytes: &mut Bytes<'_>) -> String {
+    match bytes.below(5) {
+        0 => bytes.pick(NUMBERS).to_owned(),
+        1 | 2 => bytes.pick(STRINGS).to_owned(),
+        3 => bytes.pick(TABLES).to_owned(),
+        _ => bytes.pick(FUNCTIONS).to_owned(),
+    }
+}
+
+fn call(bytes: &mut Bytes<'_>) -> String {
+    let n = bytes.pick(NUMBERS);
+    let m = bytes.pick(NUMBERS);
+    let s = bytes.pick(STRINGS);
+    let s2 = bytes.pick(STRINGS);
+    let t = bytes.pick(TABLES);
+    let f = bytes.pick(FUNCTIONS);
+    let v = value(bytes);
+    match bytes.below(40) {
+        0 => format!("string.rep({s}, {n}, {s2})"),
+        1 => format!("string.rep({s}, {n})"),
+        2 => format!("string.pack({s}, {n}, {n})"),
+        3 => format!("string.packsize({s})"),
+        4 => format!("string.unpack({s}, {s2}, {n})"),
+        5 => format!("string.format({}, {v})", bytes.pick(FORMATS)),
+        6 => format!("table.concat({t}, {s}, {n}, {m})"),
+        7 => format!("table.sort({t}, {f})"),
+        8 => format!("table.move({t}, {n}, {m}, {n}, {t})"),
+        9 => format!("table.insert({t}, {n}, {v})"),
+        10 => format!("table.remove({t}, {n})"),
+        11 => format!("table.unpack({t}, {n}, {m})"),
+        12 => format!("utf8.char({n}, {m})"),
+        13 => format!("utf8.len({s}, {n}, {m})"),
+        14 => format!("utf8.codepoint({s}, {n}, {m})"),
+        15 => format!("utf8.offset({s}, {n}, {m})"),
+        16 => format!(
+            "(function() local n = 0 for p, c in utf8.codes({s}) do n = n + 1 end return n end)()"
+        ),
+        17 => format!("select(2, pcall(utf8.codes(''), {s}, {n}))"),
+        18 => format!("tostring({v})"),
+        19 => format!("tonumber({s})"),
+        20 => format!("tonumber({s}, {n})"),
+        21 => format!("string.byte({s}, {n}, {m})"),
+        22 => format!("string.sub({s}, {n}, {m})"),
+        23 => format!("string.upper({s})"),
+        24 => format!("string.find({s}, {s2}, {n}, true)"),
+        25 => format!("next({t})"),
+        26 => {
+            format!("(function() local n = 0 for k in pairs({t}) do n = n + 1 end return n end)()")
+        }
+        27 => format!(
+            "(function() local n = 0 for i in ipairs({t}) do n = n + 1 if n > 100 then break end end return n end)()"
+        ),
+        28 => format!("#{t}"),
+        29 => format!("({s} .. {s2})"),
+        30 => format!("({s} < {s2})"),
+        31 => format!("({s} == {s2})"),
+        32 => format!("({s} + 0)"),
+        33 => format!("rawlen({t})"),
+        34 => format!("select('#', {v}, {v})"),
+        35 => format!("string.reverse({s})"),
+        36 => format!("{t}[{s}]"),
+        37 => format!("math.floor({n})"),
+        38 => format!("string.format('%s %s', {s}, {t})"),
+        _ => format!("coroutine.status(coroutine.create({f}))"),
+    }
+}
+
+fn statement(bytes: &mut Bytes<'_>, out: &mut String, depth: usize) {
+    if depth >= 4 {
+        out.push_str(&format!("sink[#sink % 8 + 1] = {}", call(bytes)));
+        return;
+    }
+    let d = depth + 1;
+    match bytes.below(16) {
+        0..=4 => out.push_str(&format!("sink[#sink % 8 + 1] = {}", call(bytes))),
+        5 => {
+            let limit = bytes.pick(&["3", "100", "1e4", "1e9"]);
+            out.push_str(&format!("for i = 1, {limit} do "));
+            statement(bytes, out, d);
+            out.push_str(" end");
+        }
+        6 => {
+            out.push_str("while true do ");
+            statement(bytes, out, d);
+            out.push_str(" end");
+        }
+        7 => {
+            out.push_str("pcall(function() ");
+            statement(bytes, out, d);
+            out.push_str(" end)");
+        }
+        8 => {
+            out.push_str("xpcall(function() ");
+            statement(bytes, out, d);
+            out.push_str(" end, function(e) ");
+            statement(bytes, out, d);
+            out.push_str(" return e end)");
+        }
+        9 => {
+            out.push_str("do local c <close> = setmetatable({}, {__close = function(o, e) ");
+            statement(bytes, out, d);
+            out.push_str(" end}) ");
+            statement(bytes, out, d);
+            out.push_str(" end");
+        }
+        10 => {
+            out.push_str("do local co = coroutine.wrap(function() ");
+            statement(bytes, out, d);
+            out.push_str(" coroutine.yield() ");
+            statement(bytes, out, d);
+            out.push_str(" end) pcall(co) pcall(co) end");
+        }
+        11 => {
+            out.push_str("do local co = coroutine.create(function() local c <close> = setmetatable({}, {__close = function() ");
+            statement(bytes, out, d);
+            out.push_str(" end}) coroutine.yield() ");
+            statement(bytes, out, d);
+            out.push_str(" end) coroutine.resume(co) ");
+            if bytes.byte() & 1 == 0 {
+                out.push_str("coroutine.close(co)");
+            } else {
+                out.push_str("coroutine.resume(co)");
+            }
+            out.push_str(" end");
+        }
+        12 => {
+            let field = bytes.pick(&["__index", "__len", "__lt", "__eq", "__concat", "__tostring"]);
+            out.push_str(&format!(
+                "do local o = setmetatable({{}}, {{{field} = function(a, b) "
+            ));
+            statement(bytes, out, d);
+            out.push_str(" return 1 end}) pcall(function() sink[1] = o[1] sink[2] = #o sink[3] = o < o sink[4] = o == setmetatable({}, getmetatable(o)) sink[5] = o .. 'x' sink[6] = tostring(o) end) end");
+        }
+        13 => {
+            out.push_str("error(setmetatable({}, {__tostring = function() ");
+            statement(bytes, out, d);
+            out.push_str(" return 'e' end}))");
+        }
+        14 => {
+            out.push_str("if sink[1] then ");
+            statement(bytes, out, d);
+            out.push_str(" else ");
+            statement(bytes, out, d);
+            out.push_str(" end");
+        }
+        _ => {
+            let t = bytes.pick(TABLES);
+            out.push_str(&format!("for k, v in pairs({t}) do "));
+            statement(bytes, out, d);
+            out.push_str(" end");
+        }
+    }
+}
+
+/// How a generated run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// It returned.
+    Completed,
+    /// It raised an ordinary Lua error.
+    Failed,
+    /// It tripped the named limit (`instructions`, `memory`, ...).
+    Tripped(String),
+}
+
+/// What one run did.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// How it ended.
+    pub ending: Ending,
+    /// Thread CPU time used by the request, nanoseconds.
+    pub cpu_ns: u64,
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// Run `source` in a fresh VM with the generated-run budget.
+pub fn run_source(source: &str) -> Outcome {
+    let policy = match Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: MEMORY_LIMIT,
+        instruction_limit: INSTRUCTION_LIMIT,
+        wall_time_ms: WALL_TIME_MS,
+    }) {
+        Ok(policy) => policy,
+        Err(error) => panic!("the generated-run policy is out of range: {error:?}"),
+    };
+    let vm = Vm::new(
+        &VmConfig {
+            policy,
+            grants: None,
+            process_enabled: false,
+        },
+        Arc::new(AtomicBool::new(false)),
+        None,
+    );
+    let mut vm = match vm {
+        Ok(vm) => vm,
+        Err(error) => panic!("the sandbox VM could not be built: {error:?}"),
+    };
+    let started = thread_cpu_ns();
+    let verdict = vm.handle(Operation::Eval {
+        source: source.to_owned(),
+    });
+    let cpu_ns = thread_cpu_ns().saturating_sub(started);
+    let ending = match verdict {
+        Verdict::Success(_) => Ending::Completed,
+        Verdict::Failure(_) => Ending::Failed,
+        Verdict::Retired(error) => Ending::Tripped(
+            error
+                .context
+                .iter()
+                .find_map(|c| c.strip_prefix("limit: ").map(str::to_owned))
+                .unwrap_or_else(|| format!("unnamed: {error:?}")),
+        ),
+        Verdict::Violation(reason) => {
+            panic!("a Lua program produced a protocol violation: {reason}")
+        }
+    };
+    Outcome { ending, cpu_ns }
+}
+
+/// The fuzz target: generate, run, check.
+pub fn run(data: &[u8]) {
+    let source = program(data);
+    let outcome = run_source(&source);
+    check(&source, &outcome);
+}
+
+/// Panic unless `outcome` is an ending by the worker's own limits within
+/// the CPU bound.
+pub fn check(source: &str, outcome: &Outcome) {
+    if let Ending::Tripped(limit) = &outcome.ending {
+        assert!(
+            limit == "instructions" || limit == "memory",
+            "run ended by {limit}, not by the budget:\n{source}"
+        );
+    }
+    let bound = CPU_NS_PER_UNIT_MAX
+        .saturating_mul(INSTRUCTION_LIMIT)
+        .saturating_add(CPU_NS_FIXED);
+    assert!(
+        outcome.cpu_ns <= bound,
+        "run used {} ns of CPU, bound {bound} ns:\n{source}",
+        outcome.cpu_ns
+    );
+}

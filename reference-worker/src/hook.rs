@@ -1,0 +1,117 @@
+//! The count hook: charges the instruction budget every interval and raises
+//! the stop into Lua (SPEC §15.6, §15.8).
+//!
+//! The hook is a raw Lua hook, not mlua's `set_global_hook`. mlua turns an
+//! error returned from a hook callback into a Lua error by first truncating
+//! the stack with `lua_settop` — inside a hook that is the stack of the
+//! interrupted Lua function, so truncating it runs that function's pending
+//! `__close` handlers right there, inside the hook, where Lua disables hooks
+//! (`allowhook` is 0 while a hook runs): a handler that loops would run with
+//! no instruction accounting at all. This hook raises with `lua_error`
+//! directly and touches nothing else, so every to-be-closed variable is
+//! closed by Lua's ordinary unwinding, after the protected call that catches
+//! the error has re-enabled hooks.
+//!
+//! Once the VM has stopped, the hook switches the thread it fires in to a
+//! count of one: from then on that thread raises the stop before every
+//! instruction, so a `__close` or message handler that runs during the
+//! unwinding executes no instruction of its own. Other threads stop at their
+//! next firing, at most one interval later. Both are deterministic: the
+//! same script with the same budget stops at the same instruction.
+
+use crate::meter::Meter;
+use mlua::{Lua, ffi};
+use std::os::raw::{c_int, c_void};
+use std::sync::Arc;
+
+/// Registry key (its address) of the light userdata pointing at the VM's
+/// [`Meter`].
+static METER_KEY: u8 = 0;
+/// Registry key (its address) of the error value the hook raises. It is kept
+/// in the registry so that pushing it never allocates (the VM may be out of
+/// memory when the hook raises).
+static STOP_VALUE_KEY: u8 = 1;
+
+/// The error value the hook raises. Guest code never sees it in a way it
+/// could use: every protected-call wrapper re-raises after a stop, and a
+/// handler that receives it is stopped before its first instruction.
+const STOP_MESSAGE: &str = "the sandbox stopped this request";
+
+fn key(address: &'static u8) -> *const c_void {
+    std::ptr::from_ref(address).cast()
+}
+
+/// Install the count hook on the VM's main thread with the meter's interval.
+/// Coroutines created afterwards inherit it (Lua copies the hook into new
+/// threads). Installing it again resets the main thread's instruction
+/// counter, which is what a budget reset wants.
+pub fn install(lua: &Lua, meter: &Arc<Meter>) -> mlua::Result<()> {
+    let count = c_int::try_from(meter.interval()).unwrap_or(c_int::MAX);
+    // The meter must outlive every hook firing, including the `__close`
+    // handlers `lua_close` may run while the VM is dropped; like the
+    // allocator gate's state it is leaked, once per VM.
+    let leaked = {
+        let meter = Arc::clone(meter);
+        move || Arc::into_raw(meter).cast_mut().cast::<c_void>()
+    };
+    // SAFETY: `exec_raw` runs the closure in a protected call on the VM's
+    // state with the stack guarded. Every call below either cannot fail or
+    // raises a Lua memory error that the protected call catches. The main
+    // thread is taken from the registry, so the hook lands on it even if the
+    // state handed to us were a coroutine's.
+    unsafe {
+        lua.exec_raw::<()>((), |state| {
+            if ffi::lua_rawgetp(state, ffi::LUA_REGISTRYINDEX, key(&METER_KEY))
+                != ffi::LUA_TLIGHTUSERDATA
+            {
+                ffi::lua_pushlightuserdata(state, leaked());
+                ffi::lua_rawsetp(state, ffi::LUA_REGISTRYINDEX, key(&METER_KEY));
+                ffi::lua_pushlstring(state, STOP_MESSAGE.as_ptr().cast(), STOP_MESSAGE.len());
+                ffi::lua_rawsetp(state, ffi::LUA_REGISTRYINDEX, key(&STOP_VALUE_KEY));
+            }
+            ffi::lua_settop(state, 0);
+            ffi::lua_rawgeti(state, ffi::LUA_REGISTRYINDEX, ffi::LUA_RIDX_MAINTHREAD);
+            let main = ffi::lua_tothread(state, -1);
+            ffi::lua_settop(state, 0);
+            if !main.is_null() {
+                ffi::lua_sethook(main, Some(count_hook), ffi::LUA_MASKCOUNT, count);
+            }
+        })
+    }
+}
+
+/// Charge one interval; `true` when the VM is (now) stopped.
+#[inline(never)]
+fn charge_interval(meter: &Meter) -> bool {
+    meter.charge(meter.interval()).is_err()
+}
+
+unsafe extern "C-unwind" fn count_hook(state: *mut ffi::lua_State, _ar: *mut ffi::lua_Debug) {
+    // SAFETY: a hook runs with at least LUA_MINSTACK free slots; `rawgetp`
+    // on the registry neither allocates nor raises, and the pointer stored
+    // under METER_KEY is the leaked `Arc<Meter>` from `install`, valid for
+    // the life of the process.
+    let meter = unsafe {
+        ffi::lua_rawgetp(state, ffi::LUA_REGISTRYINDEX, key(&METER_KEY));
+        let pointer = ffi::lua_touserdata(state, -1).cast_const().cast::<Meter>();
+        ffi::lua_settop(state, -2);
+        pointer.as_ref()
+    };
+    let Some(meter) = meter else {
+        return;
+    };
+    if !charge_interval(meter) {
+        return;
+    }
+    // SAFETY: no Rust value with a destructor is alive in this frame, so the
+    // `longjmp` of `lua_error` skips nothing; raising from a count hook is
+    // allowed by Lua (lua.c's own interrupt hook does it). `lua_sethook` on
+    // the running thread from its own hook is allowed. The stop value is an
+    // interned string kept alive by the registry, so pushing it does not
+    // allocate.
+    unsafe {
+        ffi::lua_sethook(state, Some(count_hook), ffi::LUA_MASKCOUNT, 1);
+        ffi::lua_rawgetp(state, ffi::LUA_REGISTRYINDEX, key(&STOP_VALUE_KEY));
+        ffi::lua_error(state)
+    }
+}

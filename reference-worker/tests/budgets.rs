@@ -1,0 +1,330 @@
+//! The instruction budget bounds CPU (SPEC §15.6, §15.8): each row of the
+//! audit table that needs a charge, and the unwinding after a stop, tested
+//! with the issue's examples and variants under a small budget. Every
+//! verdict is judged from the error record (`limit: instructions` or
+//! `limit: memory`), never from timing; the wall-clock budget is set far
+//! above what the instruction budget allows, so a path the budget does not
+//! bound shows up as a `wall_time` trip.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+/// Small instruction budget, generous wall time (a `wall_time` trip means
+/// the budget did not bound the work).
+const SMALL: Budgets = Budgets {
+    allow_process: false,
+    memory_limit_bytes: 32 * 1024 * 1024,
+    instruction_limit: 1_000_000,
+    wall_time_ms: 60_000,
+};
+
+/// Builds 4 MiB strings for about 140,000 units.
+const BIG_STRINGS: &str = "
+local BLOCK = string.rep('x', 1024)
+local A = string.rep(BLOCK, 4096)
+local B = string.rep(BLOCK, 4095) .. BLOCK
+";
+
+#[track_caller]
+fn assert_trips(expected: &str, sources: &[&str]) {
+    for source in sources {
+        let limit = tripped(eval(&mut vm_with(SMALL), source));
+        assert_eq!(limit, expected, "{source}");
+    }
+}
+
+#[track_caller]
+fn assert_trips_instructions(sources: &[&str]) {
+    assert_trips("instructions", sources);
+}
+
+fn observed(source: &str) -> Vec<String> {
+    retired(eval(&mut vm_with(SMALL), source)).context.clone()
+}
+
+// --- Unwinding after a stop (SPEC §15.8) ---------------------------------
+
+#[test]
+fn close_handlers_after_a_hook_trip_are_stopped() {
+    assert_trips_instructions(&[
+        // The issue's example: the body trips, the handler would loop.
+        "do local x <close> = setmetatable({}, {__close = function() while true do end end}) while true do end end",
+        // Inside pcall, with the handler catching its own stop.
+        "pcall(function()
+           local x <close> = setmetatable({}, {__close = function()
+             while true do pcall(function() while true do end end) end
+           end})
+           while true do end
+         end) return 'survived'",
+        // Several handlers, each looping.
+        "local function h() return setmetatable({}, {__close = function() while true do end end}) end
+         do local a <close> = h() local b <close> = h() local c <close> = h() while true do end end",
+        // Handlers in recursion.
+        "local function f(n)
+           local x <close> = setmetatable({}, {__close = function() for i = 1, 1e9 do end end})
+           if n > 0 then return f(n - 1) end
+           while true do end
+         end
+         f(100)",
+        // A handler that inspects the error it is given.
+        "do local x <close> = setmetatable({}, {__close = function(o, e) local t = {} while true do t[1] = tostring(e) end end}) while true do end end",
+    ]);
+}
+
+#[test]
+fn close_handlers_in_coroutines_after_a_trip_are_stopped() {
+    assert_trips_instructions(&[
+        "local co = coroutine.wrap(function()
+           local x <close> = setmetatable({}, {__close = function() while true do end end})
+           while true do end
+         end) co()",
+        "local co = coroutine.create(function()
+           local x <close> = setmetatable({}, {__close = function() while true do end end})
+           while true do end
+         end)
+         coroutine.resume(co) coroutine.close(co)",
+        // A suspended coroutine closed after the trip elsewhere.
+        "local co = coroutine.create(function()
+           local x <close> = setmetatable({}, {__close = function() while true do end end})
+           coroutine.yield()
+         end)
+         coroutine.resume(co)
+         local ok = pcall(function() while true do end end)
+         coroutine.close(co)",
+        // A pcall inside the coroutine around the looping body.
+        "local co = coroutine.wrap(function()
+           pcall(function()
+             local x <close> = setmetatable({}, {__close = function() while true do end end})
+             while true do end
+           end)
+           while true do end
+         end) co()",
+    ]);
+}
+
+#[test]
+fn message_handlers_after_a_trip_are_stopped() {
+    assert_trips_instructions(&[
+        "return xpcall(function() while true do end end, function() while true do end end)",
+        // A handler that protects its own loop.
+        "return xpcall(function() while true do end end,
+           function(e) while true do pcall(function() while true do end end) end end)",
+    ]);
+}
+
+#[test]
+fn a_trip_happens_at_the_same_point_every_time() {
+    for source in [
+        "do local x <close> = setmetatable({}, {__close = function() while true do end end}) while true do end end",
+        "local t = {} for i = 1, 1e9 do t[#t + 1] = tostring(i) .. 'x' end",
+        "local s = '' while true do s = s .. 'abc' end",
+    ] {
+        let first = observed(source);
+        assert_eq!(first, observed(source), "{source}");
+        assert!(
+            first.contains(&"limit: instructions".to_owned()),
+            "{first:?}"
+        );
+    }
+}
+
+// --- Native work not proportional to what it allocates (SPEC §15.6) ------
+
+#[test]
+fn string_rep_with_empty_pieces_does_not_loop() {
+    let mut vm = vm_with(SMALL);
+    assert_eq!(
+        success(eval(
+            &mut vm,
+            "return (''):rep(1e15) .. ('').rep('', 1e15, '')"
+        )),
+        json!("")
+    );
+    assert_trips_instructions(&[
+        "for i = 1, 1e9 do local s = string.rep('', math.maxinteger) end",
+        "for i = 1, 1e9 do local s = string.rep('', 2^53, '') end",
+        // Many short copies: charged per copy, not per 64 bytes.
+        "while true do local s = string.rep('a', 60000) end",
+        "while true do local s = string.rep('', 60000, ',') end",
+    ]);
+    assert_trips("memory", &["return string.rep('', 1e15, ',')"]);
+}
+
+#[test]
+fn pack_formats_are_charged_per_byte() {
+    assert_trips_instructions(&[
+        "local f = string.rep('i', 100000) while true do local n = string.packsize(f) end",
+        "local f = string.rep('b', 60000) while true do local ok = pcall(string.pack, f) end",
+        "local f = string.rep('x', 100000) while true do local s = string.pack(f) end",
+        "local f = string.rep('x', 100000) local d = string.pack(f) while true do string.unpack(f, d) end",
+        "local f = string.rep(' ', 100000) .. 'i' while true do local n = string.packsize(f) end",
+    ]);
+}
+
+#[test]
+fn next_and_pairs_over_sparse_tables_are_charged() {
+    assert_trips_instructions(&[
+        // A large, mostly empty array part.
+        "local t = {} for i = 1, 2^17 do t[i] = i end for i = 1, 2^17 - 1 do t[i] = nil end
+         while true do local k = next(t) end",
+        "local t = {} for i = 1, 2^17 do t[i] = i end for i = 2, 2^17 do t[i] = nil end
+         while true do local k = next(t, 1) end",
+        "local t = {} for i = 1, 2^17 do t[i] = i end for i = 1, 2^17 - 1 do t[i] = nil end
+         while true do for k in pairs(t) do end end",
+        // A large, mostly empty hash part.
+        "local t = {} for i = 1, 2^16 do t['k' .. i] = i end
+         for k in pairs(t) do if k ~= 'k1' then t[k] = nil end end
+         while true do local k = next(t) end",
+    ]);
+    // Ordinary traversals keep their results.
+    let mut vm = vm_with(SMALL);
+    assert_eq!(
+        success(eval(
+            &mut vm,
+            "local t = {1, 2, 3, a = 4, b = 5} local n, s = 0, 0
+             for k, v in pairs(t) do n = n + 1 s = s + v end
+             local m = 0 local k = next(t) while k ~= nil do m = m + 1 k = next(t, k) end
+             return {n, s, m, next({}) == nil}"
+        )),
+        json!([5, 15, 5, true])
+    );
+}
+
+#[test]
+fn long_strings_in_vm_operations_are_charged() {
+    let with = |body: &str| format!("{BIG_STRINGS} {body}");
+    let sources = [
+        // Concatenation: one instruction per 8 MiB copied before.
+        with("while true do local c = A .. A end"),
+        // Comparison (strcoll per segment) and equality (memcmp).
+        with("local n = 0 while true do if A < B then n = n + 1 end end"),
+        with("local n = 0 while true do if A <= B then n = n + 1 end end"),
+        with("local n = 0 while true do if A == B then n = n + 1 end end"),
+        // Table lookups with an equal but distinct long-string key.
+        with("local t = {[A] = 1} local n = 0 while true do n = n + (t[B] or 0) end"),
+        // Sorting long strings with the default comparator.
+        with("while true do local t = {A, B, A, B} table.sort(t) end"),
+    ];
+    let sources: Vec<&str> = sources.iter().map(String::as_str).collect();
+    assert_trips_instructions(&sources);
+}
+
+#[test]
+fn string_to_number_conversions_are_charged() {
+    assert_trips_instructions(&[
+        "local s = string.rep('1', 100000) local n = 0 while true do n = n + (s + 0) end",
+        "local s = string.rep(' ', 100000) .. '1' local n = 0 while true do n = n + s * 1 end",
+        "local s = string.rep('1', 100000) while true do local x = tonumber(s) end",
+        "local s = string.rep('1', 100000) while true do local x = tonumber(s, 10) end",
+        // A numeric string where a library function expects an integer.
+        "local s = string.rep(' ', 100000) .. '1' while true do local x = ('x'):sub(s) end",
+        "local s = string.rep('0', 100000) .. '1' while true do local x = math.floor(s) end",
+    ]);
+}
+
+#[test]
+fn utf8_scans_are_charged() {
+    assert_trips_instructions(&[
+        "local s = string.rep('\\x80', 100000) local step = utf8.codes('') while true do step(s, 0) end",
+        "local s = string.rep('\\xC3\\xA9', 50000) while true do local n = utf8.len(s) end",
+        "local s = string.rep('\\xC3\\xA9', 50000) while true do local n = utf8.offset(s, -1) end",
+        "local s = string.rep('a', 100000) while true do for p, c in utf8.codes(s) do end end",
+    ]);
+}
+
+#[test]
+fn table_resizes_are_charged_by_what_they_allocate() {
+    assert_trips_instructions(&[
+        // A full hash part: each delete + insert of a new key rehashes it.
+        "local t = {} for i = 1, 2^15 do t['k' .. i] = i end
+         local n = 0 while true do t['k1'] = nil n = n + 1 t['n' .. n] = n t['n' .. n] = nil t['k1'] = 1 end",
+        "while true do local t = {} for i = 1, 64 do t[i] = i end end",
+    ]);
+}
+
+#[test]
+fn formatting_and_conversions_are_charged() {
+    assert_trips_instructions(&[
+        "local f = string.rep('%d', 20000) local args = {} for i = 1, 20000 do args[i] = i end
+         while true do local s = string.format(f, table.unpack(args)) end",
+        "local f = string.rep('a', 100000) while true do local s = string.format(f) end",
+        "local s = string.rep('a', 100000) while true do local q = string.format('%q', s) end",
+        "local t = {} for i = 1, 10000 do t[i] = 'abcdefgh' end while true do local s = table.concat(t, ',') end",
+        "local t = {} for i = 1, 10000 do t[i] = 10000 - i end
+         while true do local c = {table.unpack(t)} table.sort(c, function(a, b) return a < b end) end",
+        "local s = string.rep('a', 100000) while true do local u = s:upper() end",
+    ]);
+}
+
+// --- No heap addresses (SPEC §15.3) ---------------------------------------
+
+fn has_hex_address(text: &str) -> bool {
+    text.match_indices("0x").any(|(at, _)| {
+        text[at + 2..]
+            .bytes()
+            .take_while(u8::is_ascii_hexdigit)
+            .count()
+            >= 6
+    })
+}
+
+#[test]
+fn tostring_shows_no_addresses_and_stays_unique() {
+    let mut vm = vm();
+    let text = success(eval(
+        &mut vm,
+        "return tostring(pcall) .. tostring({}) .. tostring(coroutine.create(pcall))
+           .. tostring(function() end) .. tostring(coroutine.running())
+           .. tostring(setmetatable({}, {__name = 'Named'}))",
+    ));
+    let text = text.as_str().unwrap();
+    assert!(!has_hex_address(text), "{text}");
+    assert!(text.starts_with("function: #"), "{text}");
+    assert!(text.contains("Named: #"), "{text}");
+    assert_eq!(
+        success(eval(
+            &mut vm,
+            "local a, b = {}, {} local seen = {[tostring(a)] = 'a', [tostring(b)] = 'b'}
+             return {tostring(a) == tostring(a), tostring(a) ~= tostring(b),
+                     seen[tostring(a)], seen[tostring(b)],
+                     tostring(setmetatable({}, {__tostring = function() return 'T' end}))}"
+        )),
+        json!([true, true, "a", "b", "T"])
+    );
+}
+
+#[test]
+fn format_shows_no_addresses() {
+    let mut vm = vm();
+    let text = success(eval(
+        &mut vm,
+        "local t = {} return string.format('%s|%p|%10p|%-4p|%p|%p|%%p|%s', t, t, pcall, 'x', 1, nil, 'ok')",
+    ));
+    let text = text.as_str().unwrap();
+    assert!(!has_hex_address(text), "{text}");
+    let parts: Vec<&str> = text.split('|').collect();
+    assert_eq!(parts[0], format!("table: {}", parts[1]));
+    assert_eq!(parts[4], "(null)");
+    assert_eq!(parts[5], "(null)");
+    assert_eq!(parts[6], "%p");
+    assert_eq!(parts[7], "ok");
+    assert_eq!(parts[2].trim().len(), parts[2].trim_start().len());
+    assert_eq!(parts[2].len(), 10);
+}
+
+#[test]
+fn error_records_show_no_addresses() {
+    for source in [
+        "error({})",
+        "error(pcall)",
+        "error(coroutine.create(pcall))",
+        "local co = coroutine.wrap(function() error({}) end) co()",
+    ] {
+        let error = failure(eval(&mut vm(), source));
+        let text = format!("{error:?}");
+        assert!(!has_hex_address(&text), "{source}: {text}");
+    }
+}
