@@ -62,22 +62,30 @@ fn files_in(dir: &Path, prefix: &str) -> Vec<PathBuf> {
 /// `pattern_differential`: `reference-worker/tests/pattern_fuzz_replay.rs`).
 const REPLAYED_ELSEWHERE: &[&str] = &["lua_programs", "pattern_differential"];
 
+/// Replay `fuzz/<root>/<target>/<prefix>*` through each target. The root
+/// directory must exist (it is committed, with a README, even while it holds
+/// no input), so a moved or deleted directory fails instead of replaying
+/// nothing; a subdirectory that names no target fails too.
 fn replay(root: &str, prefix: &str, require_files: bool) -> usize {
     let base = fuzz_dir().join(root);
+    let entries = std::fs::read_dir(&base).unwrap_or_else(|error| {
+        panic!(
+            "fuzz/{root} must exist (it is committed with a README): {}: {error}",
+            base.display()
+        )
+    });
     let mut total = 0;
-    if let Ok(entries) = std::fs::read_dir(&base) {
-        for entry in entries {
-            let path = entry.unwrap().path();
-            if !path.is_dir() {
-                continue;
-            }
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            assert!(
-                TARGETS.iter().any(|(target, _)| *target == name)
-                    || REPLAYED_ELSEWHERE.contains(&name.as_str()),
-                "{root}/{name} names no fuzz target"
-            );
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if !path.is_dir() {
+            continue;
         }
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            TARGETS.iter().any(|(target, _)| *target == name)
+                || REPLAYED_ELSEWHERE.contains(&name.as_str()),
+            "{root}/{name} names no fuzz target"
+        );
     }
     for (name, target) in TARGETS {
         let files = files_in(&base.join(name), prefix);
@@ -102,8 +110,11 @@ fn every_committed_corpus_file_passes_its_target() {
 
 #[test]
 fn every_committed_crash_regression_passes_its_target() {
-    // Empty until a crash is found; each fixed crash adds a file here.
-    replay("artifacts-regressions", "", false);
+    // Holds only its README until a crash is found; each fixed crash adds
+    // a file under `artifacts-regressions/<target>/`. `replay` fails if the
+    // directory itself (kept in git by its README) is missing.
+    let replayed = replay("artifacts-regressions", "", false);
+    eprintln!("replayed {replayed} crash regressions");
 }
 
 #[test]

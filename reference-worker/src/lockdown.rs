@@ -1,4 +1,4 @@
-//! S8: what the worker gives up once its VM exists.
+//! What the worker gives up once its VM exists (SPEC §18.3).
 //!
 //! [`after_vm_built`] runs once, after a valid `initialize` built the VM and
 //! before the worker answers it — so before any guest code runs. With
@@ -11,7 +11,8 @@
 //!    mappings are not implicitly executable;
 //! 3. sets `PR_SET_NO_NEW_PRIVS`;
 //! 4. installs the seccomp allowlist of [`filter::ALLOWLIST`] on every
-//!    thread, with `SECCOMP_RET_KILL_PROCESS` for everything else.
+//!    thread, with `SECCOMP_RET_KILL_PROCESS` for everything else (the
+//!    program is compiled by `seccompiler`, see [`filter`]).
 //!
 //! Any failure is fatal: the worker exits 1 without answering `initialize`.
 //!
@@ -28,11 +29,6 @@
 //! the worker runs with the Lua sandbox alone, and [`report`] (the binary's
 //! [`REPORT_ARGUMENT`]) says so.
 
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
-mod bpf;
 #[cfg(all(
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
@@ -154,9 +150,8 @@ pub fn apply() -> Result<(), LockdownError> {
         any(target_arch = "x86_64", target_arch = "aarch64")
     ))]
     {
-        let filter = filter::Filter::build(std::process::id()).map_err(|e| {
-            LockdownError(format!("the seccomp program does not assemble: {}", e.0))
-        })?;
+        let filter = filter::Filter::build(std::process::id())
+            .map_err(|e| LockdownError(format!("the seccomp program does not compile: {e}")))?;
         filter.install().map_err(|e| LockdownError(e.to_string()))?;
     }
     Ok(())
@@ -180,9 +175,12 @@ fn warm_up() {
     let _ = std::time::Instant::now();
 }
 
+/// Raw `libc::personality`: neither rustix nor std wraps `personality(2)`
+/// (rustix 1.1 has no such function), so these two calls stay `unsafe`.
 #[cfg(target_os = "linux")]
 fn clear_read_implies_exec() -> Result<(), LockdownError> {
-    // SAFETY: personality(0xffffffff) only queries.
+    // SAFETY: personality(0xffffffff) takes an integer, touches no memory
+    // of ours and only queries the persona.
     let persona = unsafe { libc::personality(0xffff_ffff) };
     if persona < 0 {
         return Err(LockdownError(format!(
@@ -192,7 +190,8 @@ fn clear_read_implies_exec() -> Result<(), LockdownError> {
     }
     if persona & libc::READ_IMPLIES_EXEC != 0 {
         let cleared = (persona & !libc::READ_IMPLIES_EXEC).cast_unsigned();
-        // SAFETY: personality with an integer argument.
+        // SAFETY: personality takes an integer and touches no memory of
+        // ours; it sets the persona to the queried one minus one flag.
         if unsafe { libc::personality(libc::c_ulong::from(cleared)) } < 0 {
             return Err(LockdownError(format!(
                 "clearing READ_IMPLIES_EXEC failed: {}",
@@ -205,14 +204,8 @@ fn clear_read_implies_exec() -> Result<(), LockdownError> {
 
 #[cfg(target_os = "linux")]
 fn set_no_new_privs() -> Result<(), LockdownError> {
-    // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(LockdownError(format!(
-            "prctl(PR_SET_NO_NEW_PRIVS) failed: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    Ok(())
+    rustix::thread::set_no_new_privs(true)
+        .map_err(|e| LockdownError(format!("prctl(PR_SET_NO_NEW_PRIVS) failed: {e}")))
 }
 
 /// The capability report: platform, what the lockdown does here, and the
