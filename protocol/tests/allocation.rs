@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! W1 / X5: a peer that declares 5 MiB and sends 10 bytes costs the decoder
+//! SPEC §4.3 / BENCHMARKS.md X5: a peer that declares 5 MiB and sends 10 bytes costs the decoder
 //! at most 64 KiB, counted by a global allocator.
 
 use quirl_lua_protocol::limits::FRAME_BYTES_MAX;

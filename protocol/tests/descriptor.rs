@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! W12: the protocol descriptor states exactly the limits the crate enforces.
+//! SPEC §8.2: the protocol descriptor states exactly the limits the crate enforces.
 
 use quirl_lua_protocol::limits::*;
 

@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! The BRIEF's pitfalls list, one test per line of it (W1, W2, W5, W7).
+//! The classic decoder pitfalls, one test each: framing (SPEC §4), strict
+//! JSON (§5), versions and descriptor (§8), policy ranges (§10).
 
 mod common;
 

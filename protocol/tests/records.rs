@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! W7–W9: domain bounds of every record, checked on decode and on encode.
+//! SPEC §6.9, §6.10, §7.2: domain bounds of every record, checked on decode and on encode.
 
 mod common;
 

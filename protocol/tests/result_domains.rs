@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! W9 and P10: each operation's result domain, repeated at the parent
+//! SPEC §7.2: each operation's result domain, repeated at the parent
 //! boundary. A worker that passes the codec's shape checks must still not be
 //! able to hand the parent a result Quirl's own runtime could never have
 //! produced (SPEC.md §7.2).

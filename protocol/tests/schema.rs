@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! W11: the committed JSON Schemas match the types. `UPDATE_SCHEMA=1` regenerates them.
+//! SPEC §19: the committed JSON Schemas match the types. `UPDATE_SCHEMA=1` regenerates them.
 
 use quirl_lua_protocol::schema::{parent_to_worker_schema, worker_to_parent_schema};
 use std::path::PathBuf;

@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! W6 and W10: the session state machines of both roles.
+//! SPEC §9.2–§9.4: the session state machines of both roles.
 
 use quirl_lua_protocol::limits::HOST_OUTPUT_BYTES_MAX;
 use quirl_lua_protocol::*;

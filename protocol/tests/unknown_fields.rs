@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! W3: every record and every enum variant — unit variants, nested host-domain
+//! SPEC §5.9: every record and every enum variant — unit variants, nested host-domain
 //! records and result records included — rejects an unknown field.
 //!
 //! The test injects a field into every JSON object of every sample frame and

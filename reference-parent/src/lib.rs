@@ -43,7 +43,7 @@
 //! - `host` (private) and [`process_host`]: answering `quirl.process.run`;
 //! - [`callback_deadline`]: callbacks held to their declared deadlines;
 //! - [`command`]: which program is the worker; [`error`]: typed errors;
-//! - [`rlimits`]: the resource limits a worker gets before `exec` (S8).
+//! - [`rlimits`]: the resource limits a worker gets before `exec` (SPEC §18.1).
 //!
 //! - [`lifecycle`]: plugin generations, restart budget and quarantine, pools
 //!   and statistics, built from the outside on [`Worker`] values — a

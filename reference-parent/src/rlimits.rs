@@ -1,4 +1,4 @@
-//! Resource limits the parent puts on a worker before `exec` (S8, SPEC.md §18).
+//! Resource limits the parent puts on a worker before `exec` (SPEC §18.1).
 //!
 //! The worker's Lua memory is already capped by its allocator and its time by
 //! the parent's deadline; these limits bound what the *process* can do if

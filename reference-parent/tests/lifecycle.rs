@@ -1,4 +1,4 @@
-//! Plugin lifecycle (P5–P8): restart budget and quarantine, reloads,
+//! Plugin lifecycle (SPEC §17.7): restart budget and quarantine, reloads,
 //! pools and dispatch, stats.
 //!
 //! These run against the scripted test double, so that failures can be

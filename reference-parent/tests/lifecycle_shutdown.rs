@@ -1,5 +1,5 @@
 //! Shutdown of a plugin host with busy and idle members leaves no process
-//! and no thread (P9), with the scripted double and with the real worker.
+//! and no thread (SPEC §17.4, §17.7), with the scripted double and with the real worker.
 //! One test, alone in its test binary, so that it can count this process's
 //! children and threads.
 

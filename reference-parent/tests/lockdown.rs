@@ -1,4 +1,4 @@
-//! S8 lockdown through the parent: the real worker is locked down and
+//! Worker lockdown (SPEC §18) through the parent: the real worker is locked down and
 //! limited after `initialize`, a worker that makes a forbidden system call
 //! dies by SIGSYS and is reported as a crash with nothing left behind, and
 //! `--no-lockdown` turns it all off.

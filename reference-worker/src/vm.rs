@@ -9,7 +9,7 @@
 //! call it is [`Verdict::Violation`]. Only a request that never stopped can
 //! succeed.
 //!
-//! Globals, registrations and callbacks persist across requests (S5);
+//! Globals, registrations and callbacks persist across requests (SPEC §15);
 //! budgets are reset for every request, every test function and every
 //! callback (with the callback's own deadline, capped by the policy).
 

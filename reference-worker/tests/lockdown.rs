@@ -1,4 +1,4 @@
-//! S8 lockdown of the worker: the binary locks itself down after
+//! Lockdown of the worker (SPEC §18.3): the binary locks itself down after
 //! `initialize` (and not before, and not with `--no-lockdown`), reports its
 //! capability, and the installed filter kills exactly what it should — the
 //! last checked by the kernel itself in forked children.

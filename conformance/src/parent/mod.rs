@@ -551,7 +551,7 @@ fn leftovers(record: &Record, pid_file: &Path) -> Vec<String> {
                 }
                 Some(_) => {
                     problems.push(format!(
-                        "process {pid} ({role} of the fake worker's tree) survived the parent (§13.2, P9)"
+                        "process {pid} ({role} of the fake worker's tree) survived the parent (§13.2, §17.4)"
                     ));
                     break;
                 }
