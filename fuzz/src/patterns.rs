@@ -15,59 +15,11 @@ use std::time::Duration;
 
 const STEP_LIMIT: u64 = 5_000_000;
 
-/// The harness of `reference-worker/tests/pattern_differential.rs`: `kind` 1
+/// The harness shared with `reference-worker/tests/pattern_differential.rs`
+/// (`fixtures/lua/pattern_differential_harness.lua`): `kind` 1
 /// find, 2 match, 3 gmatch (up to 40 iterations), 4 gsub with `a` as the
 /// replacement, 5 gsub with the function, table or number `sel` chooses.
-const HARNESS: &str = r#"
-local pack, concat, type, tostring, pcall, error = table.pack, table.concat, type, tostring, pcall, error
-local setmetatable = setmetatable
-local format = string.format
-local find, match, gmatch, gsub = string.find, string.match, string.gmatch, string.gsub
-local function show(t)
-  local out = {}
-  for i = 1, t.n do
-    local v = t[i]
-    if type(v) == "string" then
-      out[#out + 1] = format("%q", v)
-    else
-      out[#out + 1] = type(v) .. ":" .. tostring(v)
-    end
-  end
-  return t.n .. "[" .. concat(out, ",") .. "]"
-end
-local function replacement(sel)
-  if sel == 0 then return function() return nil end
-  elseif sel == 1 then return function() return false end
-  elseif sel == 2 then return function(...) return show(pack(...)) end
-  elseif sel == 3 then return function() return {} end
-  elseif sel == 4 then return function() return 42.5 end
-  elseif sel == 5 then
-    return function(c) if c == "b" then error("boom") end return c end
-  elseif sel == 6 then
-    return {a = "A", b = false, ["1"] = "one", [1] = "pos1", [3] = 3, c = true}
-  elseif sel == 7 then
-    return setmetatable({}, {__index = function(_, k) return "<" .. tostring(k) .. ">" end})
-  elseif sel == 8 then return 7
-  else return "%0-%1" end
-end
-return function(kind, s, p, a, b, sel)
-  return pcall(function()
-    if kind == 1 then return show(pack(find(s, p, a, b)))
-    elseif kind == 2 then return show(pack(match(s, p, a)))
-    elseif kind == 3 then
-      local it = gmatch(s, p, a)
-      local out = {}
-      for _ = 1, 40 do
-        local t = pack(it())
-        out[#out + 1] = show(t)
-        if t[1] == nil then break end
-      end
-      return concat(out, ";")
-    elseif kind == 4 then return show(pack(gsub(s, p, a, b)))
-    else return show(pack(gsub(s, p, replacement(sel), b))) end
-  end)
-end
-"#;
+const HARNESS: &str = include_str!("../../fixtures/lua/pattern_differential_harness.lua");
 
 struct Engine {
     lua: Lua,
