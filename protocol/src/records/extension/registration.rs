@@ -71,7 +71,7 @@ string_enum!(ExtensionCapability "extension capability" {
 pub struct PromptRegistration {
     /// Name.
     pub name: String,
-    /// Per-render deadline (1..=[`PROMPT_DEADLINE_MS_MAX`] ms).
+    /// Per-render deadline (1..=[`PROMPT_DEADLINE_MS_MAX`](crate::limits::PROMPT_DEADLINE_MS_MAX) ms).
     pub deadline_ms: u64,
 }
 decode_record!(PromptRegistration "prompt registration" { name: req, deadline_ms: req });
@@ -136,7 +136,7 @@ pub struct EventSubscription {
     pub events: Vec<EventKind>,
     /// Declared capabilities (must include `events_observe`).
     pub capabilities: Vec<ExtensionCapability>,
-    /// Per-callback deadline (1..=[`EXTENSION_DEADLINE_MS_MAX`] ms).
+    /// Per-callback deadline (1..=[`EXTENSION_DEADLINE_MS_MAX`](crate::limits::EXTENSION_DEADLINE_MS_MAX) ms).
     pub deadline_ms: u64,
 }
 decode_record!(EventSubscription "event subscription" {
@@ -156,7 +156,7 @@ pub struct ContributionRegistration {
     pub kind: ContributionKind,
     /// Name.
     pub name: String,
-    /// Per-callback deadline (1..=[`EXTENSION_DEADLINE_MS_MAX`] ms).
+    /// Per-callback deadline (1..=[`EXTENSION_DEADLINE_MS_MAX`](crate::limits::EXTENSION_DEADLINE_MS_MAX) ms).
     pub deadline_ms: u64,
     /// Plain-text fallback (required for panels; `null` when absent).
     pub plain_fallback: Option<String>,
