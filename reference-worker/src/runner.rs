@@ -128,7 +128,7 @@ fn structured_at(value: &Json) -> Result<StructuredValue, OpError> {
         .and_then(Json::as_str)
         .ok_or_else(|| abi_error("a structured value needs a string `type`"))?;
     let content = object.get("value");
-    let need = |what: &str| abi_error(format!("a `{kind}` value needs {what}"));
+    let need = |what: &str| content_error(kind, what);
     let text = || {
         content
             .and_then(Json::as_str)
@@ -162,47 +162,63 @@ fn structured_at(value: &Json) -> Result<StructuredValue, OpError> {
         "path" => StructuredValue::Path(text()?),
         "date_time" => StructuredValue::DateTime(text()?),
         "pattern" => StructuredValue::Pattern(text()?),
-        "list" => {
-            let items: &[Json] = match content {
-                Some(Json::Array(items)) => items,
-                Some(Json::Object(map)) if map.is_empty() => &[],
-                _ => return Err(need("a list")),
-            };
-            StructuredValue::List(items.iter().map(structured_at).collect::<Result<_, _>>()?)
-        }
-        "record" => {
-            let map = content
-                .and_then(Json::as_object)
-                .ok_or_else(|| need("a record"))?;
-            StructuredValue::Record(
-                map.iter()
-                    .map(|(key, item)| Ok((key.clone(), structured_at(item)?)))
-                    .collect::<Result<_, OpError>>()?,
-            )
-        }
-        "duration" | "size" => {
-            let field = if kind == "duration" {
-                "nanoseconds"
-            } else {
-                "bytes"
-            };
-            let inner = content
-                .and_then(Json::as_object)
-                .filter(|m| m.len() == 1)
-                .and_then(|m| m.get(field))
-                .and_then(Json::as_u64)
-                .ok_or_else(|| need(&format!("`{{{field} = <unsigned integer>}}`")))?;
-            if kind == "duration" {
-                StructuredValue::Duration { nanoseconds: inner }
-            } else {
-                StructuredValue::Size { bytes: inner }
-            }
-        }
+        "list" => structured_list(content)?,
+        "record" => structured_record(content)?,
+        "duration" | "size" => structured_measure(kind, content)?,
         other => {
             return Err(abi_error(format!(
                 "unknown structured value type `{other}`"
             )));
         }
+    })
+}
+
+/// A structured value of type `kind` whose content is not `what` it needs.
+fn content_error(kind: &str, what: &str) -> OpError {
+    abi_error(format!("a `{kind}` value needs {what}"))
+}
+
+/// A `list` value's items (an empty table reads as an empty list).
+fn structured_list(content: Option<&Json>) -> Result<StructuredValue, OpError> {
+    let items: &[Json] = match content {
+        Some(Json::Array(items)) => items,
+        Some(Json::Object(map)) if map.is_empty() => &[],
+        _ => return Err(content_error("list", "a list")),
+    };
+    Ok(StructuredValue::List(
+        items.iter().map(structured_at).collect::<Result<_, _>>()?,
+    ))
+}
+
+/// A `record` value's members.
+fn structured_record(content: Option<&Json>) -> Result<StructuredValue, OpError> {
+    let map = content
+        .and_then(Json::as_object)
+        .ok_or_else(|| content_error("record", "a record"))?;
+    Ok(StructuredValue::Record(
+        map.iter()
+            .map(|(key, item)| Ok((key.clone(), structured_at(item)?)))
+            .collect::<Result<_, OpError>>()?,
+    ))
+}
+
+/// A `duration` (`{nanoseconds = n}`) or `size` (`{bytes = n}`) value.
+fn structured_measure(kind: &str, content: Option<&Json>) -> Result<StructuredValue, OpError> {
+    let field = if kind == "duration" {
+        "nanoseconds"
+    } else {
+        "bytes"
+    };
+    let inner = content
+        .and_then(Json::as_object)
+        .filter(|m| m.len() == 1)
+        .and_then(|m| m.get(field))
+        .and_then(Json::as_u64)
+        .ok_or_else(|| content_error(kind, &format!("`{{{field} = <unsigned integer>}}`")))?;
+    Ok(if kind == "duration" {
+        StructuredValue::Duration { nanoseconds: inner }
+    } else {
+        StructuredValue::Size { bytes: inner }
     })
 }
 
