@@ -1,7 +1,7 @@
 //! Judging the worker: the expect steps (a response, a host call, the end
 //! of the session after a violation, an exit) and the checks after the last
-//! step (no extra frame, nothing on stdout, no process of its own), each
-//! failure naming the SPEC section the worker broke.
+//! step (no extra frame, nothing on stdout, no process of its own); a
+//! failure names the SPEC section the worker broke where one applies.
 
 use super::interpret::{ANSWER_SLACK_MS, DEFAULT_EXIT_MS, Interpreter, StepResult};
 use super::model::{ExitStep, Expect, HostCallExpect, OneOrMany, ViolationStep};
