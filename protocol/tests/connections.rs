@@ -135,6 +135,7 @@ fn a_whole_session_with_a_host_call_ends_cleanly_on_both_sides() {
     assert_invalid_use(link.worker.feed(&[0]));
 }
 
+// SPEC §3.1-e
 #[test]
 fn frames_are_accepted_in_any_chunking() {
     let mut link = Link::ready(false);
@@ -323,6 +324,7 @@ fn the_host_call_budget_is_a_caller_limit() {
     assert_eq!(link.worker.state(), SessionState::Busy);
 }
 
+// SPEC §4.2-a: the refusal is local; the worker answers with an error instead.
 #[test]
 fn an_oversized_result_is_answered_with_a_resource_limit_error() {
     let mut link = Link::busy(false);
