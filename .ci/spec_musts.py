@@ -13,7 +13,7 @@ conformance case.
 The check fails on: a MUST without a label after it in its paragraph, list
 item or table cell; a label that covers no MUST; a label whose section is not
 the section it stands in; a label used twice; a requirement no test cites;
-and a citation, in test code, of a label that does not exist.
+and a citation of a label that does not exist (in any Rust file or case).
 
 Test code is: every `*/tests/*.rs` file (each one a test target), the
 `#[cfg(test)]` modules of `*/src/**/*.rs`, and the cases of
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ HEADING = re.compile(r"^#{2,3} (?:Appendix )?(?P<number>[0-9A-Z]+(?:\.[0-9]+)*)\
 LIST_ITEM = re.compile(r"^\s*(?:[-*]|[0-9]+\.) ")
 # §1.1 defines the keywords (and these labels); it names them without using them.
 EXEMPT_SECTIONS = {"1.1"}
+# String and character literals, removed before braces are counted.
+LITERAL = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])\'')
 SKIPPED_DIRS = {"target", ".git", "node_modules"}
 
 
@@ -160,10 +163,16 @@ def read_requirements(problems: list[Problem]) -> dict[str, Requirement]:
     return requirements
 
 
-def walk(directory: Path, pattern: str):
-    for path in sorted(directory.rglob(pattern)):
-        if not SKIPPED_DIRS.intersection(path.relative_to(ROOT).parts):
-            yield path
+def walk(directory: Path, suffix: str):
+    """Files under `directory` ending in `suffix`, build output and hidden
+    directories left out, in a stable order."""
+    found = []
+    for parent, directories, files in os.walk(directory):
+        directories[:] = sorted(
+            d for d in directories if d not in SKIPPED_DIRS and not d.startswith(".")
+        )
+        found.extend(Path(parent) / name for name in files if name.endswith(suffix))
+    return sorted(found)
 
 
 def rust_test_lines(path: Path, lines: list[str]) -> set[int]:
@@ -180,7 +189,7 @@ def rust_test_lines(path: Path, lines: list[str]) -> set[int]:
         depth = 0
         opened = False
         while index < len(lines):
-            code = lines[index].split("//", 1)[0]
+            code = LITERAL.sub('""', lines[index]).split("//", 1)[0]
             depth += code.count("{") - code.count("}")
             opened = opened or "{" in code
             found.add(index)
@@ -216,18 +225,20 @@ def test_name(lines: list[str], index: int) -> str:
 
 
 def citations():
-    """Yield (label, location, test) for every citation in test code."""
-    for path in walk(ROOT, "*.rs"):
+    """Yield (label, location, test, counts) for every citation of a label:
+    `counts` is whether it stands in test code. A citation outside test code
+    does not count, but a stale one fails all the same."""
+    for path in walk(ROOT, ".rs"):
         relative = path.relative_to(ROOT)
-        if "tests" not in relative.parts and "src" not in relative.parts:
-            continue
         lines = path.read_text(encoding="utf-8").splitlines()
         if "tests" in relative.parts and path.parent.name != "tests":
-            continue  # helpers under tests/common, tests/support: not tests themselves
-        for index in sorted(rust_test_lines(path, lines)):
-            for match in CITATION.finditer(lines[index]):
+            test_lines: set[int] = set()  # helpers under tests/common, tests/support
+        else:
+            test_lines = rust_test_lines(path, lines)
+        for index, line in enumerate(lines):
+            for match in CITATION.finditer(line):
                 label = f"§{match.group('section')}-{match.group('letter')}"
-                yield label, f"{relative}:{index + 1}", test_name(lines, index)
+                yield label, f"{relative}:{index + 1}", test_name(lines, index), index in test_lines
     for path in sorted((ROOT / "conformance" / "cases").glob("*.json")):
         relative = path.relative_to(ROOT)
         text = path.read_text(encoding="utf-8")
@@ -238,7 +249,7 @@ def citations():
             )
             for match in CITATION.finditer(json.dumps(case, ensure_ascii=False)):
                 label = f"§{match.group('section')}-{match.group('letter')}"
-                yield label, f"{relative}:{line}", name
+                yield label, f"{relative}:{line}", name, True
 
 
 def main() -> int:
@@ -248,9 +259,10 @@ def main() -> int:
 
     problems: list[Problem] = []
     requirements = read_requirements(problems)
-    for label, location, test in citations():
+    for label, location, test, counts in citations():
         if label in requirements:
-            requirements[label].citations.append((location, 0, test))
+            if counts:
+                requirements[label].citations.append((location, 0, test))
         else:
             problems.append(Problem(location, f"{test} cites {label}, which SPEC.md does not define"))
 

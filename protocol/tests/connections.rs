@@ -544,3 +544,56 @@ fn outgoing_bytes_survive_partial_writes() {
     link.worker.feed(&written).unwrap();
     assert!(link.worker.poll_event().unwrap().is_some());
 }
+
+/// The bytes of one frame: its length prefix (`length`, whatever the payload
+/// is) and `payload`.
+fn framed_as(length: u32, payload: &[u8]) -> Vec<u8> {
+    [&length.to_be_bytes()[..], payload].concat()
+}
+
+// SPEC §4.3-a, §4.3-e: a receiver applies its rules in order. The length is
+// judged before any payload byte is looked at; a stream that ends inside a
+// payload is a truncation, never a JSON error of the part that arrived; and a
+// frame is decoded and judged whole before the next one is read, so a valid
+// request behind a bad frame is never delivered.
+#[test]
+fn receiver_rules_apply_in_order() {
+    // Rule 1 before rule 4: the header decides, the payload is never decoded.
+    for (length, kind) in [
+        (0, ErrorKind::EmptyFrame),
+        (FRAME_BYTES_MAX as u32 + 1, ErrorKind::OversizedFrame),
+    ] {
+        let mut worker = WorkerConnection::new();
+        worker.feed(&framed_as(length, b"not json")).unwrap();
+        assert_eq!(worker.poll_event().unwrap_err().kind(), kind);
+    }
+    // Rule 3 before rule 4: nine bytes promised, eight broken ones sent.
+    let mut worker = WorkerConnection::new();
+    worker.feed(&framed_as(9, br#"{"kind":"#)).unwrap();
+    assert!(worker.poll_event().unwrap().is_none());
+    assert_eq!(
+        worker.end_of_stream().unwrap_err().kind(),
+        ErrorKind::TruncatedFrame
+    );
+    // Rule 4, whole frame by frame: a bad frame, then a valid initialize in
+    // the same read. The first is judged before the second is interpreted.
+    let initialize = encode_parent_frame(&ParentFrame::Request {
+        request: Request {
+            id: 1,
+            operation: Operation::initialize(policy(false), None, false),
+        },
+    })
+    .unwrap();
+    let mut worker = WorkerConnection::new();
+    worker
+        .feed(&[framed_as(1, b"x"), frame_payload(&initialize).unwrap()].concat())
+        .unwrap();
+    assert_eq!(
+        worker.poll_event().unwrap_err().kind(),
+        ErrorKind::MalformedJson
+    );
+    assert_eq!(
+        worker.poll_event().unwrap_err().kind(),
+        ErrorKind::SessionPoisoned
+    );
+}

@@ -40,7 +40,8 @@ fn length_zero_is_an_empty_frame() {
     );
 }
 
-// SPEC §4.1-a, §4.3-b: the length range, checked from the four header bytes before anything is reserved.
+// SPEC §4.1-a, §4.3-b: the length range, checked from the four header bytes before anything is
+// reserved.
 #[test]
 fn length_cap_minus_one_and_cap_are_accepted_cap_plus_one_is_oversized() {
     for length in [FRAME_BYTES_MAX - 1, FRAME_BYTES_MAX] {
@@ -132,7 +133,8 @@ fn truncation_at_every_byte_is_reported_precisely() {
     }
 }
 
-// SPEC §3.1-e, §4.3-f: any chunking; the last frame is delivered when its last byte arrives, nothing more is awaited.
+// SPEC §3.1-e, §4.3-f: any chunking; the last frame is delivered when its last byte arrives,
+// nothing more is awaited.
 #[test]
 fn two_frames_in_one_read_and_one_frame_split_across_many() {
     let framed = [frame_payload(EVAL).unwrap(), frame_payload(EVAL).unwrap()].concat();
@@ -588,7 +590,8 @@ fn nan_infinity_and_huge_numbers_in_free_form_values() {
     }
 }
 
-// SPEC §5.4-a, §5.4-b: 127 levels pass, 128 fail, and 100,000 levels fail without exhausting the stack.
+// SPEC §5.4-a, §5.4-b: 127 levels pass, 128 fail, and 100,000 levels fail without exhausting the
+// stack.
 #[test]
 fn nesting_at_and_past_the_limit() {
     // The response envelope takes two levels; the result fills the rest.

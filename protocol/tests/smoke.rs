@@ -8,7 +8,8 @@ const REQUEST: &[u8] = br#"{"kind":"request","request":{"version":1,"id":7,"oper
 const RESPONSE: &[u8] =
     br#"{"kind":"response","response":{"version":1,"id":7,"ok":true,"result":42}}"#;
 
-// SPEC §8.1-b, §12.1-a: typed records hold no version; the encoder writes `"version":1` and Quirl's bytes exactly.
+// SPEC §8.1-b, §12.1-a: typed records hold no version; the encoder writes `"version":1` and Quirl's
+// bytes exactly.
 #[test]
 fn quirl_fixtures_round_trip_byte_for_byte() {
     let request = decode_parent_frame(REQUEST).unwrap();
