@@ -207,6 +207,8 @@ fn two_frames_in_one_chunk_are_delivered_in_order_up_to_the_violation() {
     );
 }
 
+// SPEC §9.1-b, §9.2-f: a second request in flight, or an outcome beyond the call's
+// max_output_bytes, is refused before anything is written.
 #[test]
 fn parent_mistakes_write_nothing_and_do_not_poison() {
     let mut parent = ParentConnection::new();
