@@ -34,7 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "SPEC.md"
 
-KEYWORD = re.compile(r"\bMUST\b")
+# MUST (and MUST NOT); SHALL and REQUIRED mean the same (RFC 2119) and need a
+# label too, should they ever be used.
+KEYWORD = re.compile(r"\b(?:MUST|SHALL|REQUIRED)\b")
 LABEL = re.compile(r"\[§(?P<section>[0-9A-Z]+(?:\.[0-9]+)*)-(?P<letter>[a-z]{1,2})\]")
 CITATION = re.compile(r"§(?P<section>[0-9A-Z]+(?:\.[0-9]+)*)-(?P<letter>[a-z]{1,2})\b")
 HEADING = re.compile(r"^#{2,3} (?:Appendix )?(?P<number>[0-9A-Z]+(?:\.[0-9]+)*)\.? ")
