@@ -134,37 +134,7 @@ fn check_completion(value: &Json, command: &str) -> Result<(), OpError> {
     }
     let mut total = 0_usize;
     for (index, item) in items.iter().enumerate() {
-        let bytes = match item {
-            Json::String(value) => value.len(),
-            Json::Object(object)
-                if object.get("value").is_some_and(Json::is_string)
-                    && object.iter().all(|(key, value)| {
-                        matches!(key.as_str(), "value" | "display" | "summary" | "detail")
-                            && value.is_string()
-                    }) =>
-            {
-                object.values().filter_map(Json::as_str).map(str::len).sum()
-            }
-            _ => {
-                return Err(OpError::schema(
-                    command,
-                    format!(
-                        "completion item {index} must be a string or an object with a string `value` and optional string display fields"
-                    ),
-                ));
-            }
-        };
-        if bytes > COMPLETION_ITEM_BYTES_MAX {
-            return Err(OpError::new(
-                ErrorCode::ResourceLimit,
-                format!("completion item {index} from `{command}` is too large"),
-            )
-            .with_context(format!(
-                "bytes: {bytes}; limit: {COMPLETION_ITEM_BYTES_MAX}"
-            ))
-            .with_help("Shorten completion display, summary, and detail text"));
-        }
-        total += bytes;
+        total += item_bytes(index, item, command)?;
         if total > COMPLETION_RESULT_BYTES_MAX {
             return Err(crate::convert::shape_limit(
                 "Lua callback return",
@@ -175,4 +145,41 @@ fn check_completion(value: &Json, command: &str) -> Result<(), OpError> {
         }
     }
     Ok(())
+}
+
+/// The text bytes of completion item `index` (a string, or an object with a
+/// string `value` and optional string display fields), at most
+/// [`COMPLETION_ITEM_BYTES_MAX`].
+fn item_bytes(index: usize, item: &Json, command: &str) -> Result<usize, OpError> {
+    let bytes = match item {
+        Json::String(value) => value.len(),
+        Json::Object(object)
+            if object.get("value").is_some_and(Json::is_string)
+                && object.iter().all(|(key, value)| {
+                    matches!(key.as_str(), "value" | "display" | "summary" | "detail")
+                        && value.is_string()
+                }) =>
+        {
+            object.values().filter_map(Json::as_str).map(str::len).sum()
+        }
+        _ => {
+            return Err(OpError::schema(
+                command,
+                format!(
+                    "completion item {index} must be a string or an object with a string `value` and optional string display fields"
+                ),
+            ));
+        }
+    };
+    if bytes > COMPLETION_ITEM_BYTES_MAX {
+        return Err(OpError::new(
+            ErrorCode::ResourceLimit,
+            format!("completion item {index} from `{command}` is too large"),
+        )
+        .with_context(format!(
+            "bytes: {bytes}; limit: {COMPLETION_ITEM_BYTES_MAX}"
+        ))
+        .with_help("Shorten completion display, summary, and detail text"));
+    }
+    Ok(bytes)
 }
