@@ -658,7 +658,7 @@ fn wait_until_empty(dir: &Path, deadline: Instant) -> io::Result<bool> {
         if Instant::now() >= deadline {
             return Ok(false);
         }
-        let mut fds = [poll::interest(events.as_fd(), libc::POLLPRI)];
+        let mut fds = [poll::interest(events.as_fd(), poll::PollFlags::PRI)];
         poll::wait_until(&mut fds, deadline)?;
     }
 }

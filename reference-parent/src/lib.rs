@@ -32,17 +32,20 @@
 //! - `cgroup` (private; [`Containment`] is public): one cgroup v2 per
 //!   child when the kernel allows it, with `cgroup.kill` as the end of
 //!   every child (SPEC §17.2);
-//! - `containment` (private): spawning in a new session with a sanitized
-//!   environment and descriptors, and the process-group kill that cannot hit
-//!   a reused PGID (module docs explain why);
+//! - `worker_spawn` (private): spawning in a new session with a sanitized
+//!   environment and descriptors (SPEC §17.2);
+//! - `worker_kill` (private): the cgroup and process-group kill that cannot
+//!   hit a reused PGID, and the reap (SPEC §17.3, §17.4; module docs explain
+//!   why);
 //! - `transport` and `poll` (private): non-blocking pipes and one `ppoll`
 //!   per wait over output, pidfd, cancellation and deadline — no reader
-//!   thread, no polling tick;
+//!   thread, no polling tick; `poll` is the one waiting helper of the crate;
+//! - `signals` (private): signal names and the signal-disposition checks;
 //! - the wire side is the protocol crate's [`ParentConnection`]
 //!   (decoder, session, SPEC §9.5 end of stream) — no private copy;
-//! - `host` (private) and [`process_host`]: answering `quirl.process.run`;
+//! - [`process_host`]: answering `quirl.process.run` (SPEC §16);
 //! - [`callback_deadline`]: callbacks held to their declared deadlines;
-//! - [`command`]: which program is the worker; [`error`]: typed errors;
+//! - [`worker_command`]: which program is the worker; [`error`]: typed errors;
 //! - [`rlimits`]: the resource limits a worker gets before `exec` (SPEC §18.1).
 //!
 //! - [`lifecycle`]: plugin generations, restart budget and quarantine, pools
@@ -53,21 +56,22 @@
 
 pub mod callback_deadline;
 mod cgroup;
-pub mod command;
-mod containment;
 pub mod error;
-mod host;
 pub mod lifecycle;
 mod poll;
 pub mod process_host;
 pub mod rlimits;
+mod signals;
 mod transport;
 pub mod worker;
+pub mod worker_command;
+mod worker_kill;
+mod worker_spawn;
 
 pub use cgroup::{Containment, ContainmentReport, containment_report};
-pub use command::{WORKER_ARGUMENT, WORKER_COMMAND_ENV, WorkerCommand};
 pub use error::{Error, ErrorKind};
 pub use process_host::Cancel;
 pub use quirl_lua_protocol::{Policy, PolicySettings};
 pub use rlimits::WorkerLimits;
 pub use worker::{Worker, WorkerConfig};
+pub use worker_command::{WORKER_ARGUMENT, WORKER_COMMAND_ENV, WorkerCommand};

@@ -41,13 +41,15 @@ use serde_json::Value;
 
 use crate::callback_deadline::{COMPLETION_DEADLINE, CallbackDeadlines, callback_deadline};
 use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind, Containment};
-use crate::command::WorkerCommand;
-use crate::containment::{self, WorkerProcess, describe_status};
 use crate::error::{Error, ErrorKind};
-use crate::host;
-use crate::process_host::{Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig};
+use crate::process_host::{
+    Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig, run_host_call,
+};
 use crate::rlimits::WorkerLimits;
 use crate::transport::{Interrupt, Transport, Watch};
+use crate::worker_command::WorkerCommand;
+use crate::worker_kill::{WorkerProcess, describe_status};
+use crate::worker_spawn;
 
 /// How long spawn + `initialize` may take by default.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -306,7 +308,7 @@ impl Worker {
         let cgroup = config.worker_cgroup()?;
         let cgroup_contained = cgroup.is_some();
         let spawned =
-            containment::spawn(&config.command, &config.limits, cgroup).map_err(|error| {
+            worker_spawn::spawn(&config.command, &config.limits, cgroup).map_err(|error| {
                 Error::new(
                     ErrorKind::Spawn,
                     ErrorCode::ProcessSpawn,
@@ -596,7 +598,7 @@ impl Worker {
         ));
         live.transport.close_input();
         let exited = live.process.exit_fd().map(|fd| {
-            let mut fds = [crate::poll::interest(fd, libc::POLLIN)];
+            let mut fds = [crate::poll::interest(fd, crate::poll::PollFlags::IN)];
             crate::poll::wait_until(&mut fds, Instant::now() + SHUTDOWN_GRACE)
         });
         let (status, problems) = retire(live);
@@ -884,12 +886,9 @@ fn run_request(
                 return Ok(Err(Error::guest(record)));
             }
             ParentEvent::HostCall(call) => {
-                let answer = host::run_host_call(
-                    &call,
-                    waiting.process_host,
-                    flight.deadline,
-                    waiting.cancel,
-                );
+                let answer =
+                    run_host_call(waiting.process_host, &call, flight.deadline, waiting.cancel)
+                        .result;
                 // A cancellation or deadline that ended the command also ends the request.
                 if waiting.cancel.is_cancelled() {
                     return Err(interrupted(Interrupt::Cancelled, connection, flight));

@@ -32,11 +32,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
+use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
+
 use crate::cgroup::{self, ChildCgroup};
+use crate::poll::{self, PollFd, PollFlags};
 
 /// Rounds of scan-and-stop before giving up on a tree that keeps forking.
 const SWEEP_ROUNDS_MAX: usize = 16;
@@ -47,7 +50,7 @@ const SWEEP_EXIT_WAIT: Duration = Duration::from_secs(1);
 /// once, on every path including unwinding.
 pub(crate) struct OwnedTree {
     child: Child,
-    pid: libc::pid_t,
+    pid: Pid,
     pidfd: Option<OwnedFd>,
     /// The tree was killed after the leader had exited; nothing can have
     /// joined it since.
@@ -63,10 +66,9 @@ pub(crate) struct OwnedTree {
 
 impl OwnedTree {
     pub(crate) fn new(child: Child, cgroup: Option<ChildCgroup>) -> io::Result<Self> {
-        let pid = libc::pid_t::try_from(child.id())
-            .map_err(|_| io::Error::other("child PID does not fit pid_t"))?;
+        let pid = Pid::from_child(&child);
         Ok(Self {
-            pidfd: pidfd_open(pid).ok(),
+            pidfd: rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok(),
             child,
             pid,
             killed: false,
@@ -99,29 +101,15 @@ impl OwnedTree {
 
     /// A descriptor that becomes readable when the leader exits, when the
     /// kernel supports pidfds.
-    pub(crate) fn exit_fd(&self) -> Option<libc::c_int> {
-        self.pidfd.as_ref().map(AsRawFd::as_raw_fd)
+    pub(crate) fn exit_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.pidfd.as_ref().map(AsFd::as_fd)
     }
 
     /// Whether the leader has exited, without reaping it.
     pub(crate) fn leader_exited(&self) -> io::Result<bool> {
-        // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `info` is a valid siginfo_t; WNOWAIT leaves the child
-        // unreaped, so its PID stays reserved.
-        let result = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                self.pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        if result != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: waitid filled `info` (or left it zeroed when no child changed state).
-        Ok(unsafe { info.si_pid() } != 0)
+        // WNOWAIT leaves the child unreaped, so its PID stays reserved.
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+        Ok(rustix::process::waitid(WaitId::Pid(self.pid), options)?.is_some())
     }
 
     /// SIGKILL the whole tree; the leader stays unreaped.
@@ -145,7 +133,7 @@ impl OwnedTree {
     fn kill_tree(&mut self, leader_exited: bool) {
         debug_assert!(!self.reaped);
         if let Some(cgroup) = &self.cgroup {
-            let leader = self.pid.cast_unsigned();
+            let leader = self.pid.as_raw_pid().cast_unsigned();
             if let Ok(members) = cgroup.members() {
                 self.escaped = members
                     .into_iter()
@@ -154,9 +142,9 @@ impl OwnedTree {
             }
             match cgroup.kill() {
                 Ok(()) => {
-                    // SAFETY: killpg only sends a signal. The leader is
-                    // unreaped, so the group id still belongs to this tree.
-                    unsafe { libc::killpg(self.pid, libc::SIGKILL) };
+                    // The leader is unreaped, so the group id still belongs
+                    // to this tree.
+                    let _ = rustix::process::kill_process_group(self.pid, Signal::KILL);
                     self.killed = true;
                     return;
                 }
@@ -167,19 +155,18 @@ impl OwnedTree {
                 )),
             }
         }
-        // SAFETY: killpg only sends a signal. The leader is unreaped, so the
-        // group id still belongs to this tree.
-        unsafe { libc::killpg(self.pid, libc::SIGSTOP) };
-        let alone = leader_exited && last_allocated_pid() == Some(self.pid);
+        // The leader is unreaped, so the group id still belongs to this tree.
+        let _ = rustix::process::kill_process_group(self.pid, Signal::STOP);
+        let leader = self.pid.as_raw_pid();
+        let alone = leader_exited && last_allocated_pid() == Some(leader);
         let pinned = if alone {
             Vec::new()
         } else {
-            freeze_members(self.pid)
+            freeze_members(leader)
         };
-        // SAFETY: as above.
-        unsafe { libc::killpg(self.pid, libc::SIGKILL) };
+        let _ = rustix::process::kill_process_group(self.pid, Signal::KILL);
         for pidfd in &pinned {
-            send_signal(pidfd, libc::SIGKILL);
+            send_signal(pidfd, Signal::KILL);
         }
         wait_for_exit(&pinned);
         self.killed = true;
@@ -218,15 +205,9 @@ fn last_allocated_pid() -> Option<libc::pid_t> {
         .ok()
 }
 
-pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a PID and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let fd = libc::c_int::try_from(fd).map_err(|_| io::Error::other("pidfd out of range"))?;
-    // SAFETY: the kernel returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+/// A pidfd for the process `pid` of a `/proc` scan, if it still exists.
+fn open_pidfd(pid: libc::pid_t) -> Option<OwnedFd> {
+    rustix::process::pidfd_open(Pid::from_raw(pid)?, PidfdFlags::empty()).ok()
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -317,13 +298,13 @@ fn freeze_members(leader: libc::pid_t) -> Vec<OwnedFd> {
             break;
         }
         for (pid, start_time) in fresh {
-            let Ok(pidfd) = pidfd_open(pid) else {
+            let Some(pidfd) = open_pidfd(pid) else {
                 continue;
             };
             // The pidfd pins one process; make sure it is the scanned one.
             let same =
                 read_stat(pid).is_some_and(|stat| stat.start_time == start_time && stat.alive);
-            if same && send_signal(&pidfd, libc::SIGSTOP) {
+            if same && send_signal(&pidfd, Signal::STOP) {
                 seen.insert((pid, start_time));
                 pinned.push(pidfd);
             }
@@ -332,52 +313,28 @@ fn freeze_members(leader: libc::pid_t) -> Vec<OwnedFd> {
     pinned
 }
 
-fn send_signal(pidfd: &OwnedFd, signal: libc::c_int) -> bool {
-    // SAFETY: pidfd_send_signal with a valid pidfd, a signal number, no
-    // siginfo and no flags.
-    let sent = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            signal,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    sent == 0
+fn send_signal(pidfd: &OwnedFd, signal: Signal) -> bool {
+    rustix::process::pidfd_send_signal(pidfd, signal).is_ok()
 }
 
 /// Wait (bounded) until every pidfd reports that its process exited.
 fn wait_for_exit(pidfds: &[OwnedFd]) {
     let deadline = Instant::now() + SWEEP_EXIT_WAIT;
-    let mut pending: Vec<libc::pollfd> = pidfds
-        .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+    let mut pending: Vec<BorrowedFd<'_>> = pidfds.iter().map(AsFd::as_fd).collect();
     while !pending.is_empty() {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
+        let mut fds: Vec<PollFd<'_>> = pending
+            .iter()
+            .map(|fd| poll::interest(*fd, PollFlags::IN))
+            .collect();
+        if !matches!(poll::wait_until(&mut fds, deadline), Ok(true)) {
             return;
         }
-        let timeout = libc::c_int::try_from(remaining.as_millis().saturating_add(1))
-            .unwrap_or(libc::c_int::MAX);
-        // SAFETY: `pending` is a valid, exclusively borrowed pollfd array of the given length.
-        let ready =
-            unsafe { libc::poll(pending.as_mut_ptr(), pending.len() as libc::nfds_t, timeout) };
-        if ready < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return;
-        }
-        pending.retain(|fd| fd.revents == 0);
-        for fd in &mut pending {
-            fd.revents = 0;
-        }
+        pending = pending
+            .iter()
+            .zip(&fds)
+            .filter(|(_, slot)| slot.revents().is_empty())
+            .map(|(fd, _)| *fd)
+            .collect();
     }
 }
 
@@ -391,9 +348,12 @@ mod tests {
         let pid = libc::pid_t::try_from(std::process::id()).unwrap();
         let stat = read_stat(pid).unwrap();
         assert!(stat.alive);
-        // SAFETY: getppid and getsid have no preconditions.
-        assert_eq!(stat.ppid, unsafe { libc::getppid() });
-        assert_eq!(stat.session, unsafe { libc::getsid(0) });
+        let parent = rustix::process::getppid().map_or(0, Pid::as_raw_pid);
+        assert_eq!(stat.ppid, parent);
+        assert_eq!(
+            stat.session,
+            rustix::process::getsid(None).unwrap().as_raw_pid()
+        );
     }
 
     #[test]

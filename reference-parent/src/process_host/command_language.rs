@@ -9,7 +9,9 @@
 //! rather than passed through with a different meaning. The full rule list
 //! is in the module documentation of [`super`].
 
-use super::error::{HostError, HostErrorCode};
+use quirl_lua_protocol::ErrorCode;
+
+use super::host_error::HostError;
 
 /// Largest accepted command source, in bytes (the v1 host-call bound).
 pub const COMMAND_BYTES_MAX: usize = 1_048_576;
@@ -438,7 +440,7 @@ fn backquote_error(offset: usize) -> HostError {
 }
 
 fn invalid(message: impl Into<String>) -> HostError {
-    HostError::new(HostErrorCode::InvalidArgument, message)
+    HostError::new(ErrorCode::InvalidArgument, message)
 }
 
 fn at(offset: usize) -> String {
@@ -456,7 +458,7 @@ mod tests {
 
     fn rejected(source: &str) -> HostError {
         let error = parse_command(source).unwrap_err();
-        assert_eq!(error.code(), HostErrorCode::InvalidArgument, "{source:?}");
+        assert_eq!(error.code(), ErrorCode::InvalidArgument, "{source:?}");
         error
     }
 
