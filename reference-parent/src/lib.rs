@@ -4,7 +4,7 @@
 //!
 //! ```no_run
 //! use quirl_lua_reference_parent::{
-//!     ErrorKind, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
+//!     ErrorClass, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
 //! };
 //!
 //! // `quirl-lua --internal-lua-worker-v1` (or any worker speaking the protocol).
@@ -21,8 +21,8 @@
 //! // A native call no Lua hook can interrupt: the parent kills the worker's
 //! // whole process tree at the deadline, reaps it and poisons the handle.
 //! let error = worker.eval("table.move({}, 1, 90000000, 2)").unwrap_err();
-//! assert_eq!(error.kind(), ErrorKind::Deadline);
-//! assert_eq!(worker.eval("return 1").unwrap_err().kind(), ErrorKind::Unavailable);
+//! assert_eq!(error.class(), ErrorClass::Deadline);
+//! assert_eq!(worker.eval("return 1").unwrap_err().class(), ErrorClass::Unavailable);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -69,7 +69,7 @@ mod worker_kill;
 mod worker_spawn;
 
 pub use cgroup::{Containment, ContainmentReport, containment_report};
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorClass};
 pub use process_host::Cancel;
 pub use quirl_lua_protocol::{Policy, PolicySettings};
 pub use rlimits::WorkerLimits;

@@ -19,11 +19,11 @@
 //! group still holds it (bounded by [`PIPE_RELEASE_WAIT`]); marks itself
 //! poisoned; and returns a typed [`Error`] whose context says what happened,
 //! with any cleanup failure appended as context. Every later call fails at
-//! once with [`ErrorKind::Unavailable`]. Dropping the handle does the same
+//! once with [`ErrorClass::Unavailable`]. Dropping the handle does the same
 //! kill, reap and drain.
 //!
 //! A guest error (a well-formed error response) is not a failure of the
-//! worker: it is returned as [`ErrorKind::Guest`] and the worker stays usable.
+//! worker: it is returned as [`ErrorClass::Guest`] and the worker stays usable.
 //!
 //! What this module is not: a pool, a restart policy or a plugin lifecycle.
 //! Those (issue 6) wrap [`Worker`] values; a poisoned worker is never reused,
@@ -41,7 +41,7 @@ use serde_json::Value;
 
 use crate::callback_deadline::{COMPLETION_DEADLINE, CallbackDeadlines, callback_deadline};
 use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind, Containment};
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorClass};
 use crate::process_host::{
     Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig, run_host_call,
 };
@@ -141,7 +141,7 @@ impl WorkerConfig {
     fn worker_cgroup(&self) -> Result<Option<ChildCgroup>, Error> {
         let failed = |why: String| {
             Error::new(
-                ErrorKind::Spawn,
+                ErrorClass::Spawn,
                 ErrorCode::ProcessSpawn,
                 "could not contain the Lua worker in a cgroup",
             )
@@ -223,7 +223,7 @@ impl WorkerConfig {
         }
         let invalid = |error: crate::process_host::HostError| {
             let mut wrapped = Error::new(
-                ErrorKind::InvalidInput,
+                ErrorClass::InvalidInput,
                 ErrorCode::InvalidArgument,
                 "invalid process-host configuration (grants or working directory)",
             )
@@ -258,7 +258,7 @@ impl WorkerConfig {
 /// A supervised worker process.
 pub struct Worker {
     live: Option<Live>,
-    poisoned_by: Option<(ErrorKind, String)>,
+    poisoned_by: Option<(ErrorClass, String)>,
     cancel: Cancel,
     /// The worker's registration with `cancel`: readable once it fires.
     cancel_wake: Box<dyn AsFd + Send + Sync>,
@@ -298,7 +298,7 @@ impl Worker {
         let cancel = config.cancel.clone().unwrap_or_default();
         let registration = cancel.register().map_err(|error| {
             Error::new(
-                ErrorKind::Spawn,
+                ErrorClass::Spawn,
                 ErrorCode::ProcessSpawn,
                 "could not create a cancellation wake pipe",
             )
@@ -310,7 +310,7 @@ impl Worker {
         let spawned =
             worker_spawn::spawn(&config.command, &config.limits, cgroup).map_err(|error| {
                 Error::new(
-                    ErrorKind::Spawn,
+                    ErrorClass::Spawn,
                     ErrorCode::ProcessSpawn,
                     "could not start the Lua worker",
                 )
@@ -339,9 +339,9 @@ impl Worker {
         let started = Instant::now();
         match worker.exchange(initialize, started, started + config.startup_timeout) {
             Ok(_) => Ok(worker),
-            Err(error) if error.kind() == ErrorKind::Guest => {
+            Err(error) if error.class() == ErrorClass::Guest => {
                 let error = error
-                    .with_kind(ErrorKind::Spawn)
+                    .with_class(ErrorClass::Spawn)
                     .with_context("the worker refused initialize");
                 Err(worker.fail(error))
             }
@@ -543,7 +543,7 @@ impl Worker {
     /// operation in flight. Kept as a typed error rather than a panic.
     fn mis_shaped(&mut self, result: &OperationResult) -> Error {
         let error = Error::new(
-            ErrorKind::ProtocolViolation,
+            ErrorClass::ProtocolViolation,
             ErrorCode::Validation,
             "the Lua worker's result does not fit the operation",
         )
@@ -593,7 +593,7 @@ impl Worker {
             return Err(self.unavailable());
         };
         self.poisoned_by = Some((
-            ErrorKind::Unavailable,
+            ErrorClass::Unavailable,
             "the worker was shut down".to_owned(),
         ));
         live.transport.close_input();
@@ -607,7 +607,7 @@ impl Worker {
             return Ok(());
         }
         let mut error = Error::new(
-            ErrorKind::WorkerCrashed,
+            ErrorClass::WorkerCrashed,
             ErrorCode::Lua,
             "the Lua worker did not exit cleanly",
         );
@@ -622,7 +622,7 @@ impl Worker {
 
     fn unavailable(&self) -> Error {
         let mut error = Error::new(
-            ErrorKind::Unavailable,
+            ErrorClass::Unavailable,
             ErrorCode::Lua,
             "the Lua worker is unavailable",
         )
@@ -665,7 +665,7 @@ impl Worker {
             }
             Err(error) => {
                 return Err(Error::new(
-                    ErrorKind::InvalidInput,
+                    ErrorClass::InvalidInput,
                     ErrorCode::Validation,
                     "the request was rejected before it was sent",
                 )
@@ -705,12 +705,12 @@ impl Worker {
             let (status, problems) = retire(live);
             // A worker that answered with an error and then exited 0 retired
             // its VM on purpose: not a crash, but it cannot serve any more.
-            if error.kind() == ErrorKind::WorkerCrashed
+            if error.class() == ErrorClass::WorkerCrashed
                 && after_guest_error
                 && status.is_some_and(|status| status.success())
             {
                 error = Error::new(
-                    ErrorKind::Unavailable,
+                    ErrorClass::Unavailable,
                     ErrorCode::Lua,
                     "the Lua worker retired after the previous request's error",
                 )
@@ -737,7 +737,7 @@ impl Worker {
             }
         }
         if self.poisoned_by.is_none() {
-            self.poisoned_by = Some((error.kind(), error.message().to_owned()));
+            self.poisoned_by = Some((error.class(), error.message().to_owned()));
         }
         error
     }
@@ -951,7 +951,7 @@ fn violation(error: &ProtocolError, flight: Flight) -> Error {
         ErrorCode::Validation
     };
     Error::new(
-        ErrorKind::ProtocolViolation,
+        ErrorClass::ProtocolViolation,
         code,
         "the Lua worker violated the protocol",
     )
@@ -968,7 +968,7 @@ fn interrupted(interrupt: Interrupt, connection: &mut ParentConnection, flight: 
         .as_millis();
     match interrupt {
         Interrupt::Deadline => Error::new(
-            ErrorKind::Deadline,
+            ErrorClass::Deadline,
             ErrorCode::ResourceLimit,
             "the Lua request exceeded its deadline",
         )
@@ -978,7 +978,7 @@ fn interrupted(interrupt: Interrupt, connection: &mut ParentConnection, flight: 
         ))
         .with_help("reduce the work or raise --wall-time-ms; the worker was killed"),
         Interrupt::Cancelled => Error::new(
-            ErrorKind::Cancelled,
+            ErrorClass::Cancelled,
             ErrorCode::ResourceLimit,
             "the Lua request was cancelled",
         )
@@ -998,7 +998,7 @@ fn interrupted(interrupt: Interrupt, connection: &mut ParentConnection, flight: 
                 _ => "the worker closed its input",
             };
             Error::new(
-                ErrorKind::WorkerCrashed,
+                ErrorClass::WorkerCrashed,
                 ErrorCode::Lua,
                 "the Lua worker ended without answering",
             )
@@ -1006,7 +1006,7 @@ fn interrupted(interrupt: Interrupt, connection: &mut ParentConnection, flight: 
             .with_help("the worker crashed or exited; start a new one")
         }
         Interrupt::Io(error) => Error::new(
-            ErrorKind::WorkerCrashed,
+            ErrorClass::WorkerCrashed,
             ErrorCode::Lua,
             "the Lua worker's pipes failed",
         )

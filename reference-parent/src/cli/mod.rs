@@ -19,7 +19,7 @@ use quirl_lua_protocol::{
     StructuredValue, decode_parent_frame,
 };
 use quirl_lua_reference_parent::{
-    Cancel, Error, ErrorKind, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig,
+    Cancel, Error, ErrorClass, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig,
     WorkerLimits, containment_report,
 };
 use serde_json::Value;
@@ -41,13 +41,13 @@ pub(crate) const EXIT_UNAVAILABLE: u8 = 5;
 
 /// The exit status for an error.
 pub(crate) fn exit_code(error: &Error) -> u8 {
-    match error.kind() {
-        ErrorKind::Guest if error.code() == ErrorCode::ResourceLimit => EXIT_LIMIT,
-        ErrorKind::Guest => EXIT_GUEST,
-        ErrorKind::Deadline | ErrorKind::Cancelled => EXIT_LIMIT,
-        ErrorKind::InvalidInput => EXIT_USAGE,
-        ErrorKind::Unavailable | ErrorKind::Quarantined => EXIT_UNAVAILABLE,
-        ErrorKind::Overloaded => EXIT_LIMIT,
+    match error.class() {
+        ErrorClass::Guest if error.code() == ErrorCode::ResourceLimit => EXIT_LIMIT,
+        ErrorClass::Guest => EXIT_GUEST,
+        ErrorClass::Deadline | ErrorClass::Cancelled => EXIT_LIMIT,
+        ErrorClass::InvalidInput => EXIT_USAGE,
+        ErrorClass::Unavailable | ErrorClass::Quarantined => EXIT_UNAVAILABLE,
+        ErrorClass::Overloaded => EXIT_LIMIT,
         _ => EXIT_WORKER,
     }
 }

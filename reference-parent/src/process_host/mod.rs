@@ -164,7 +164,7 @@
 //!   descendants that left the group, and its one documented gap.
 
 mod cancel;
-mod command_language;
+pub(crate) mod command_language;
 mod exec;
 mod grants;
 mod host_call;
