@@ -48,7 +48,7 @@ pub(crate) fn wait_until(fds: &mut [PollFd<'_>], deadline: Instant) -> io::Resul
         let remaining = deadline.saturating_duration_since(Instant::now());
         let timeout = Timespec {
             tv_sec: Secs::try_from(remaining.as_secs()).unwrap_or(Secs::MAX),
-            tv_nsec: Nsecs::try_from(remaining.subsec_nanos()).unwrap_or(999_999_999),
+            tv_nsec: Nsecs::from(remaining.subsec_nanos()),
         };
         match rustix::event::poll(fds, Some(&timeout)) {
             Ok(0) => {

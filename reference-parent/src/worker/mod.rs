@@ -29,231 +29,36 @@
 //! Those (issue 6) wrap [`Worker`] values; a poisoned worker is never reused,
 //! a new one is spawned.
 
+//!
+//! Submodules, one job each: `config` ([`WorkerConfig`] and the supervision
+//! constants) and `request` (one request's exchange and the mapping of its
+//! failures to errors).
+
+mod config;
+mod request;
+
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use quirl_lua_protocol::{
-    ContributionKind, ErrorCode, ErrorKind as ProtocolErrorKind, EventHandlerReport,
-    ExecutionContext, ExecutionOutcome, ExtensionEvent, Operation, OperationResult,
-    ParentConnection, ParentEvent, PluginRegistrations, Policy, ProtocolError, QuirlConfig,
+    ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext, ExecutionOutcome,
+    ExtensionEvent, Operation, OperationResult, ParentConnection, PluginRegistrations, Policy,
+    QuirlConfig,
 };
 use serde_json::Value;
 
 use crate::callback_deadline::{COMPLETION_DEADLINE, CallbackDeadlines, callback_deadline};
-use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind, Containment};
 use crate::error::{Error, ErrorClass};
-use crate::process_host::{
-    Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig, run_host_call,
-};
-use crate::rlimits::WorkerLimits;
-use crate::transport::{Interrupt, Transport, Watch};
-use crate::worker_command::WorkerCommand;
+use crate::process_host::{Cancel, ProcessHostConfig};
+use crate::transport::Transport;
 use crate::worker_kill::{WorkerProcess, describe_status};
 use crate::worker_spawn;
 
-/// How long spawn + `initialize` may take by default.
-pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long, after the kill, the parent waits for every holder of the
-/// response pipe to be gone before reporting an escaped holder.
-pub const PIPE_RELEASE_WAIT: Duration = Duration::from_millis(500);
-
-/// How long [`Worker::shutdown`] lets a worker exit on its own after its
-/// input is closed, before it is killed.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
-
-/// `pids.max` of a worker's cgroup (SPEC §17.2): the reference worker is
-/// one single-threaded process; a worker command given by the operator may
-/// start a few helpers, and a fork bomb stops here.
-pub const WORKER_PIDS_MAX: u64 = 64;
-
-/// `memory.max` of a worker's cgroup for `policy` (SPEC §17.2): the same
-/// derivation as the address-space limit, `2 × memory_limit_bytes +
-/// 256 MiB` (see [`crate::rlimits`]). The VM's allocator stops the Lua heap
-/// at `memory_limit_bytes` first; this is the second fence behind it. It
-/// never binds a single process before `RLIMIT_AS` would (resident memory
-/// is at most the address space), but it binds the *sum* over every process
-/// of the worker's cgroup, and the kernel memory and page cache charged to
-/// it, which no per-process limit does.
-pub fn worker_memory_max(policy: &Policy) -> u64 {
-    policy
-        .memory_limit_bytes()
-        .saturating_mul(2)
-        .saturating_add(crate::rlimits::ADDRESS_SPACE_MARGIN_BYTES)
-}
-
-/// Everything needed to start and initialize a worker.
-#[derive(Clone, Debug)]
-pub struct WorkerConfig {
-    command: WorkerCommand,
-    policy: Policy,
-    grants: Option<Vec<String>>,
-    process_enabled: bool,
-    startup_timeout: Duration,
-    cancel: Option<Cancel>,
-    process_host: Option<ProcessHostConfig>,
-    limits: WorkerLimits,
-    containment: Containment,
-    command_pids_max: Option<u64>,
-}
-
-impl WorkerConfig {
-    /// Run `command` under `policy`; process access follows
-    /// `policy.allow_process()` and no grants are sent.
-    pub fn new(command: WorkerCommand, policy: Policy) -> Self {
-        Self {
-            command,
-            process_enabled: policy.allow_process(),
-            policy,
-            grants: None,
-            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
-            cancel: None,
-            process_host: None,
-            limits: WorkerLimits::for_policy(&policy),
-            containment: Containment::Auto,
-            command_pids_max: Some(crate::process_host::DEFAULT_COMMAND_PIDS_MAX),
-        }
-    }
-
-    /// `pids.max` of each host command's cgroup in the default process-host
-    /// configuration (see [`ProcessHostConfig::command_pids_max`]).
-    #[must_use]
-    pub fn command_pids_max(mut self, count: Option<u64>) -> Self {
-        self.command_pids_max = count;
-        self
-    }
-
-    /// How the worker and its host commands are contained (default
-    /// [`Containment::Auto`]: a cgroup each when cgroup v2 is writable,
-    /// process groups otherwise; SPEC §17.2–17.3).
-    #[must_use]
-    pub fn containment(mut self, containment: Containment) -> Self {
-        self.containment = containment;
-        self
-    }
-
-    /// The containment this config asks for.
-    pub fn configured_containment(&self) -> Containment {
-        self.containment
-    }
-
-    /// The worker's own cgroup, in cgroup mode.
-    fn worker_cgroup(&self) -> Result<Option<ChildCgroup>, Error> {
-        let failed = |why: String| {
-            Error::new(
-                ErrorClass::Spawn,
-                ErrorCode::ProcessSpawn,
-                "could not contain the Lua worker in a cgroup",
-            )
-            .with_context(why)
-            .with_help("use --containment process-group (or auto) where cgroup v2 is not writable")
-        };
-        let Some(hierarchy) = cgroup::resolve(self.containment).map_err(failed)? else {
-            return Ok(None);
-        };
-        let limits = CgroupLimits {
-            memory_max: Some(worker_memory_max(&self.policy)),
-            pids_max: Some(WORKER_PIDS_MAX),
-        };
-        ChildCgroup::create(hierarchy, ChildKind::Worker, limits)
-            .map(Some)
-            .map_err(|error| failed(format!("creating the worker's cgroup failed: {error}")))
-    }
-
-    /// Resource limits of the worker process (default:
-    /// [`WorkerLimits::for_policy`] of this config's policy).
-    #[must_use]
-    pub fn limits(mut self, limits: WorkerLimits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Capability grants sent with `initialize` (e.g. `process.spawn:echo`).
-    #[must_use]
-    pub fn grants(mut self, grants: Vec<String>) -> Self {
-        self.grants = Some(grants);
-        self
-    }
-
-    /// Whether the parent offers a process host to this worker.
-    ///
-    /// Host calls are accepted only when this is true *and* the policy
-    /// allows processes; any other host call is a protocol violation.
-    #[must_use]
-    pub fn process_enabled(mut self, enabled: bool) -> Self {
-        self.process_enabled = enabled;
-        self
-    }
-
-    /// Deadline for spawning and initializing the worker.
-    #[must_use]
-    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
-        self.startup_timeout = timeout;
-        self
-    }
-
-    /// Observe this token (e.g. one shared by several workers) instead of a
-    /// fresh one.
-    #[must_use]
-    pub fn cancel_token(mut self, token: Cancel) -> Self {
-        self.cancel = Some(token);
-        self
-    }
-
-    /// The token set with [`cancel_token`](Self::cancel_token), if any
-    /// (pools adopt it as their own).
-    pub fn configured_cancel_token(&self) -> Option<&Cancel> {
-        self.cancel.as_ref()
-    }
-
-    /// Run host calls with this process-host configuration.
-    ///
-    /// Default: access from the policy and `process_enabled`, the program
-    /// grants among [`grants`](Self::grants) (`process.spawn:NAME`), `PATH`
-    /// and `HOME` from this process, and this process's working directory.
-    #[must_use]
-    pub fn process_host(mut self, config: ProcessHostConfig) -> Self {
-        self.process_host = Some(config);
-        self
-    }
-
-    fn process_host_config(&self) -> Result<ProcessHostConfig, Error> {
-        if let Some(config) = &self.process_host {
-            return Ok(config.clone());
-        }
-        let invalid = |error: crate::process_host::HostError| {
-            let mut wrapped = Error::new(
-                ErrorClass::InvalidInput,
-                ErrorCode::InvalidArgument,
-                "invalid process-host configuration (grants or working directory)",
-            )
-            .with_context(error.to_string());
-            for context in error.context() {
-                wrapped = wrapped.with_context(context.clone());
-            }
-            for help in error.help() {
-                wrapped = wrapped.with_help(help.clone());
-            }
-            wrapped.with_help("grant programs as process.spawn:NAME")
-        };
-        let grants = Grants::parse(self.grants.iter().flatten()).map_err(invalid)?;
-        let access = ProcessAccess {
-            allow_process: self.policy.allow_process(),
-            process_enabled: self.process_enabled,
-        };
-        if !(access.allow_process && access.process_enabled) {
-            return Ok(ProcessHostConfig::disabled());
-        }
-        let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
-        ProcessHostConfig::new(access, grants, Environment::from_parent(), cwd)
-            .map(|config| {
-                config
-                    .containment(self.containment)
-                    .command_pids_max(self.command_pids_max)
-            })
-            .map_err(invalid)
-    }
-}
+pub use config::{
+    DEFAULT_STARTUP_TIMEOUT, PIPE_RELEASE_WAIT, SHUTDOWN_GRACE, WORKER_PIDS_MAX, WorkerConfig,
+    worker_memory_max,
+};
+use request::{Waiting, check_idle, run_request, violation};
 
 /// A supervised worker process.
 pub struct Worker {
@@ -271,22 +76,22 @@ pub struct Worker {
 }
 
 /// The parts that exist only while the worker runs.
-struct Live {
-    process: WorkerProcess,
-    transport: Transport,
-    connection: ParentConnection,
+pub(super) struct Live {
+    pub(super) process: WorkerProcess,
+    pub(super) transport: Transport,
+    pub(super) connection: ParentConnection,
     /// The last response was a guest error: a worker may retire its VM
     /// after one (the reference worker does after a tripped budget) and exit.
-    after_guest_error: bool,
+    pub(super) after_guest_error: bool,
 }
 
 /// What the request in flight is, for error context.
 #[derive(Clone, Copy)]
-struct Flight {
-    id: u64,
-    operation: &'static str,
-    started: Instant,
-    deadline: Instant,
+pub(super) struct Flight {
+    pub(super) id: u64,
+    pub(super) operation: &'static str,
+    pub(super) started: Instant,
+    pub(super) deadline: Instant,
 }
 
 impl Worker {
@@ -775,242 +580,4 @@ fn retire(mut live: Live) -> (Option<std::process::ExitStatus>, Vec<String>) {
         Err(error) => problems.push(format!("draining the response pipe failed: {error}")),
     }
     (termination.status, problems)
-}
-
-/// The request loop. `Ok(Ok)` = result, `Ok(Err)` = guest error (worker
-/// healthy), `Err` = failure that must kill and poison.
-/// Before a request is sent the worker must have said nothing since its last
-/// response: a frame (or part of one) that arrived while no request was in
-/// flight is an `unexpected_frame` violation, and a closed stream is a crash
-/// noticed before any work is sent. One non-blocking `read` (usually
-/// `EAGAIN`).
-fn check_idle(live: &mut Live, flight: Flight) -> Result<(), Error> {
-    let Live {
-        transport,
-        connection,
-        ..
-    } = live;
-    check_quiet(
-        transport,
-        connection,
-        flight,
-        "while no request was in flight",
-    )
-}
-
-/// Fail with `unexpected_frame` if the worker sent anything (bytes that
-/// arrived now, or bytes left over from an earlier read) at a moment when
-/// it must be silent: between requests, or while its host call is pending
-/// (§9.2, §9.3).
-fn check_quiet(
-    transport: &mut Transport,
-    connection: &mut ParentConnection,
-    flight: Flight,
-    when: &str,
-) -> Result<(), Error> {
-    let arrived = match transport.read_available() {
-        Ok(None) => 0,
-        Ok(Some(bytes)) => {
-            connection
-                .feed(bytes)
-                .map_err(|error| violation(&error, flight))?;
-            bytes.len()
-        }
-        Err(interrupt) => return Err(interrupted(interrupt, connection, flight)),
-    };
-    // Bytes may also be left over from the read that carried the last
-    // frame.
-    if arrived == 0 && connection.is_quiet() {
-        return Ok(());
-    }
-    let error = match connection.poll_event() {
-        Err(error) => error,
-        Ok(_) => ProtocolError::new(
-            ProtocolErrorKind::UnexpectedFrame,
-            format!("the worker sent bytes {when}"),
-        ),
-    };
-    Err(violation(&error, flight))
-}
-
-/// What a request waits on besides the worker, borrowed from the handle.
-#[derive(Clone, Copy)]
-struct Waiting<'a> {
-    cancel: &'a Cancel,
-    cancel_wake: std::os::fd::BorrowedFd<'a>,
-    process_host: &'a ProcessHostConfig,
-}
-
-fn run_request(
-    live: &mut Live,
-    waiting: Waiting<'_>,
-    flight: Flight,
-) -> Result<Result<OperationResult, Error>, Error> {
-    let Live {
-        process,
-        transport,
-        connection,
-        ..
-    } = live;
-    let watch = Watch {
-        deadline: flight.deadline,
-        cancel: waiting.cancel,
-        cancel_wake: waiting.cancel_wake,
-        exit: process.exit_fd(),
-    };
-    transport
-        .write_all(&connection.take_outgoing(), watch)
-        .map_err(|interrupt| interrupted(interrupt, connection, flight))?;
-    loop {
-        let event = loop {
-            match connection.poll_event() {
-                Ok(Some(event)) => break event,
-                Ok(None) => {}
-                Err(error) => return Err(violation(&error, flight)),
-            }
-            let chunk = transport
-                .read_chunk(watch)
-                .map_err(|interrupt| interrupted(interrupt, connection, flight))?;
-            connection
-                .feed(chunk)
-                .map_err(|error| violation(&error, flight))?;
-        };
-        match event {
-            ParentEvent::Response {
-                result: Ok(value), ..
-            } => return Ok(Ok(value)),
-            ParentEvent::Response {
-                result: Err(record),
-                ..
-            } => {
-                return Ok(Err(Error::guest(record)));
-            }
-            ParentEvent::HostCall(call) => {
-                let answer =
-                    run_host_call(waiting.process_host, &call, flight.deadline, waiting.cancel)
-                        .result;
-                // A cancellation or deadline that ended the command also ends the request.
-                if waiting.cancel.is_cancelled() {
-                    return Err(interrupted(Interrupt::Cancelled, connection, flight));
-                }
-                if Instant::now() >= flight.deadline {
-                    return Err(interrupted(Interrupt::Deadline, connection, flight));
-                }
-                // While its host call is pending the worker must send nothing.
-                check_quiet(
-                    transport,
-                    connection,
-                    flight,
-                    "while its host call was pending",
-                )?;
-                connection
-                    .host_response(answer)
-                    .map_err(|error| violation(&error, flight))?;
-                transport
-                    .write_all(&connection.take_outgoing(), watch)
-                    .map_err(|interrupt| interrupted(interrupt, connection, flight))?;
-            }
-            other => {
-                let error = ProtocolError::new(
-                    ProtocolErrorKind::UnexpectedFrame,
-                    format!("an event this parent does not handle: {other:?}"),
-                );
-                return Err(violation(&error, flight));
-            }
-        }
-    }
-}
-
-/// The violation in how the worker's stream ended, if any (SPEC §9.5): a
-/// stream cut inside a frame. An end at a frame boundary is no violation
-/// here: mid-request (`unexpected_end`) it is the crash the caller reports.
-fn stream_end_violation(connection: &mut ParentConnection) -> Option<ProtocolError> {
-    loop {
-        match connection.poll_event() {
-            // Every complete frame was handled before the read that ended
-            // the stream; one arriving with the end changes nothing.
-            Ok(Some(_)) => {}
-            Ok(None) => break,
-            Err(error) => return Some(error),
-        }
-    }
-    match connection.end_of_stream() {
-        Err(error) if error.kind() != ProtocolErrorKind::UnexpectedEnd => Some(error),
-        _ => None,
-    }
-}
-
-fn describe_flight(flight: Flight) -> String {
-    format!("request {} ({})", flight.id, flight.operation)
-}
-
-fn violation(error: &ProtocolError, flight: Flight) -> Error {
-    let code = if error.kind() == ProtocolErrorKind::OversizedFrame {
-        ErrorCode::ResourceLimit
-    } else {
-        ErrorCode::Validation
-    };
-    Error::new(
-        ErrorClass::ProtocolViolation,
-        code,
-        "the Lua worker violated the protocol",
-    )
-    .with_protocol_kind(error.kind())
-    .with_context(format!("protocol error: {error}"))
-    .with_context(format!("during {}", describe_flight(flight)))
-    .with_help("the worker was killed; report this if it is the reference worker")
-}
-
-fn interrupted(interrupt: Interrupt, connection: &mut ParentConnection, flight: Flight) -> Error {
-    let budget = flight
-        .deadline
-        .saturating_duration_since(flight.started)
-        .as_millis();
-    match interrupt {
-        Interrupt::Deadline => Error::new(
-            ErrorClass::Deadline,
-            ErrorCode::ResourceLimit,
-            "the Lua request exceeded its deadline",
-        )
-        .with_context(format!(
-            "deadline {budget} ms after {} started",
-            describe_flight(flight)
-        ))
-        .with_help("reduce the work or raise --wall-time-ms; the worker was killed"),
-        Interrupt::Cancelled => Error::new(
-            ErrorClass::Cancelled,
-            ErrorCode::ResourceLimit,
-            "the Lua request was cancelled",
-        )
-        .with_context(format!(
-            "cancelled {} ms into {}",
-            flight.started.elapsed().as_millis(),
-            describe_flight(flight)
-        ))
-        .with_help("the worker was killed; start a new one"),
-        Interrupt::WorkerExited | Interrupt::OutputClosed | Interrupt::InputClosed => {
-            if let Some(error) = stream_end_violation(connection) {
-                return violation(&error, flight);
-            }
-            let how = match interrupt {
-                Interrupt::WorkerExited => "the worker process exited",
-                Interrupt::OutputClosed => "the worker closed its response stream",
-                _ => "the worker closed its input",
-            };
-            Error::new(
-                ErrorClass::WorkerCrashed,
-                ErrorCode::Lua,
-                "the Lua worker ended without answering",
-            )
-            .with_context(format!("{how} during {}", describe_flight(flight)))
-            .with_help("the worker crashed or exited; start a new one")
-        }
-        Interrupt::Io(error) => Error::new(
-            ErrorClass::WorkerCrashed,
-            ErrorCode::Lua,
-            "the Lua worker's pipes failed",
-        )
-        .with_context(format!("{error} during {}", describe_flight(flight)))
-        .with_help("the worker was killed; start a new one"),
-    }
 }
