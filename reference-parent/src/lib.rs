@@ -59,6 +59,7 @@ mod cgroup;
 pub mod error;
 pub mod lifecycle;
 mod poll;
+mod proc_stat;
 pub mod process_host;
 pub mod rlimits;
 mod signals;

@@ -38,8 +38,9 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
 
-use crate::cgroup::{self, ChildCgroup};
+use crate::cgroup::ChildCgroup;
 use crate::poll::{self, PollFd, PollFlags};
+use crate::proc_stat::{ProcStat, read_stat};
 
 /// Rounds of scan-and-stop before giving up on a tree that keeps forking.
 const SWEEP_ROUNDS_MAX: usize = 16;
@@ -137,7 +138,7 @@ impl OwnedTree {
             if let Ok(members) = cgroup.members() {
                 self.escaped = members
                     .into_iter()
-                    .filter(|&pid| pid != leader && cgroup::process_session(pid) != Some(leader))
+                    .filter(|&pid| pid != leader && process_session(pid) != Some(leader))
                     .collect();
             }
             match cgroup.kill() {
@@ -205,33 +206,15 @@ fn last_allocated_pid() -> Option<libc::pid_t> {
         .ok()
 }
 
+/// The session id of cgroup member `pid`, if it still exists.
+fn process_session(pid: u32) -> Option<u32> {
+    let stat = read_stat(libc::pid_t::try_from(pid).ok()?)?;
+    u32::try_from(stat.session).ok()
+}
+
 /// A pidfd for the process `pid` of a `/proc` scan, if it still exists.
 fn open_pidfd(pid: libc::pid_t) -> Option<OwnedFd> {
     rustix::process::pidfd_open(Pid::from_raw(pid)?, PidfdFlags::empty()).ok()
-}
-
-#[derive(Debug, Clone, Copy)]
-struct ProcStat {
-    ppid: libc::pid_t,
-    session: libc::pid_t,
-    start_time: u64,
-    alive: bool,
-}
-
-fn read_stat(pid: libc::pid_t) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is parenthesised and may contain anything, so the
-    // fields are counted from the last `)`.
-    let rest = text.get(text.rfind(')')? + 1..)?;
-    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
-    // fields[0] = state (3), [1] = ppid (4), [3] = session (6), [19] = starttime (22)
-    let state = fields.first()?;
-    Some(ProcStat {
-        ppid: fields.get(1)?.parse().ok()?,
-        session: fields.get(3)?.parse().ok()?,
-        start_time: fields.get(19)?.parse().ok()?,
-        alive: !matches!(*state, "Z" | "X" | "x"),
-    })
 }
 
 fn scan() -> HashMap<libc::pid_t, ProcStat> {
@@ -342,19 +325,6 @@ fn wait_for_exit(pidfds: &[OwnedFd]) {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_its_own_stat_line() {
-        let pid = libc::pid_t::try_from(std::process::id()).unwrap();
-        let stat = read_stat(pid).unwrap();
-        assert!(stat.alive);
-        let parent = rustix::process::getppid().map_or(0, Pid::as_raw_pid);
-        assert_eq!(stat.ppid, parent);
-        assert_eq!(
-            stat.session,
-            rustix::process::getsid(None).unwrap().as_raw_pid()
-        );
-    }
 
     #[test]
     fn membership_follows_session_and_parent_chain() {
