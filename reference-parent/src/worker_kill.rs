@@ -10,7 +10,7 @@
 //! alive or zombie — keeps its pid allocated, and a new process group can
 //! only be created with the pid of its creator, so while the worker is
 //! unreaped no other process group can carry that number: the worker is its
-//! own unreaped anchor, in the sense of Quirl's ADR 0020, without a second
+//! own unreaped anchor (SPEC §17.3), without a second
 //! helper process. After the reap this module never signals the group again
 //! (the state is `Released` and every signalling path checks it). The
 //! argument needs the kernel not to reap the worker behind our back, so

@@ -155,7 +155,9 @@ impl Drop for ChildCgroup {
 pub(crate) fn enter_in_child(procs: RawFd) -> io::Result<()> {
     // SAFETY: `procs` is the `cgroup.procs` descriptor of a `ChildCgroup`
     // the parent keeps open across the whole spawn; the fork duplicated it
-    // into this child, where nothing closes it before exec.
+    // into this child, where nothing closes it before exec. A raw number
+    // crosses the fork because the `pre_exec` closure must be `'static`,
+    // which a `BorrowedFd` of the parent's `File` cannot be.
     let procs = unsafe { BorrowedFd::borrow_raw(procs) };
     rustix::io::write(procs, b"0")?;
     Ok(())

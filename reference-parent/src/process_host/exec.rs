@@ -498,10 +498,13 @@ impl ExecImage {
         let mut envp_ptrs: Vec<*const libc::c_char> =
             envp.iter().map(|entry| entry.as_ptr()).collect();
         envp_ptrs.push(std::ptr::null());
-        // SAFETY: zeroed sigset_t is valid storage for sigemptyset to initialise.
-        let mut empty_mask: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `empty_mask` is valid sigset_t storage.
-        unsafe { libc::sigemptyset(&mut empty_mask) };
+        // SAFETY: zeroed sigset_t is valid storage, which sigemptyset
+        // initialises. (rustix has no safe signal-set type; std has none.)
+        let empty_mask = unsafe {
+            let mut mask: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&raw mut mask);
+            mask
+        };
         Ok(Self {
             path,
             _argv: argv,

@@ -6,9 +6,9 @@
 //! no unrelated process can create a group or session with that id: a
 //! `killpg(pid)` or a session match can only reach processes of this tree.
 //! Every path therefore kills first and reaps the leader last, and nothing is
-//! signalled by group or session id after the reap. This is the same
-//! guarantee Quirl's ADR 0020 gets from a separate anchor process; here the
-//! leader itself is the anchor.
+//! signalled by group or session id after the reap. This is the anchor
+//! argument of SPEC §17.3 (which Quirl gets from a separate anchor
+//! process); here the leader itself is the anchor.
 //!
 //! Descendants that left the group (`setpgid`) stay in the session; those
 //! that also left the session (`setsid`) are still found through their

@@ -26,8 +26,8 @@
 //! worker: it is returned as [`ErrorClass::Guest`] and the worker stays usable.
 //!
 //! What this module is not: a pool, a restart policy or a plugin lifecycle.
-//! Those (issue 6) wrap [`Worker`] values; a poisoned worker is never reused,
-//! a new one is spawned.
+//! Those (the [`crate::lifecycle`] module, SPEC §17.7) wrap [`Worker`]
+//! values; a poisoned worker is never reused, a new one is spawned.
 
 //!
 //! Submodules, one job each: `config` ([`WorkerConfig`] and the supervision

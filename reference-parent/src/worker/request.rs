@@ -36,7 +36,7 @@ pub(super) fn check_idle(live: &mut Live, flight: Flight) -> Result<(), Error> {
 /// Fail with `unexpected_frame` if the worker sent anything (bytes that
 /// arrived now, or bytes left over from an earlier read) at a moment when
 /// it must be silent: between requests, or while its host call is pending
-/// (§9.2, §9.3).
+/// (SPEC §9.2, §9.3).
 fn check_quiet(
     transport: &mut Transport,
     connection: &mut ParentConnection,
