@@ -166,6 +166,7 @@
 mod cancel;
 pub(crate) mod command_language;
 mod exec;
+mod exec_image;
 mod grants;
 mod host_call;
 mod host_error;
