@@ -40,7 +40,10 @@
 //! - `transport` and `poll` (private): non-blocking pipes and one `ppoll`
 //!   per wait over output, pidfd, cancellation and deadline — no reader
 //!   thread, no polling tick; `poll` is the one waiting helper of the crate;
+//! - `child_setup` (private): what every spawned child (worker or host
+//!   command) does between fork and exec;
 //! - `signals` (private): signal names and the signal-disposition checks;
+//! - `proc_stat` (private): the one `/proc/PID/stat` reader;
 //! - the wire side is the protocol crate's [`ParentConnection`]
 //!   (decoder, session, SPEC §9.5 end of stream) — no private copy;
 //! - [`process_host`]: answering `quirl.process.run` (SPEC §16);
@@ -56,6 +59,7 @@
 
 pub mod callback_deadline;
 mod cgroup;
+mod child_setup;
 pub mod error;
 pub mod lifecycle;
 mod poll;

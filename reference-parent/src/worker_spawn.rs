@@ -5,7 +5,8 @@
 //!
 //! - stdin and stderr are pipes to the parent (the protocol channel), stdout
 //!   is `/dev/null`;
-//! - `setsid()` before `exec`: a new session and process group whose id is
+//! - `setsid()` before `exec` (the `child_setup` module, shared with host
+//!   commands): a new session and process group whose id is
 //!   the worker's pid, and no controlling terminal (opening `/dev/tty` fails
 //!   with `ENXIO`);
 //! - `PR_SET_NO_NEW_PRIVS`, so nothing it executes gains privileges through
@@ -32,6 +33,7 @@ use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags};
 
 use crate::cgroup::{self, ChildCgroup};
+use crate::child_setup;
 use crate::poll::set_nonblocking;
 use crate::rlimits::WorkerLimits;
 use crate::signals::children_are_auto_reaped;
@@ -85,7 +87,7 @@ pub(crate) fn spawn(
             if let Some(procs) = cgroup_procs {
                 cgroup::enter_in_child(procs)?;
             }
-            prepare_child()?;
+            child_setup::enter_new_session_locked_down()?;
             limits.apply_in_child()
         });
     }
@@ -127,50 +129,6 @@ fn take_pipes(child: &mut Child) -> io::Result<(OwnedFd, OwnedFd)> {
         .take()
         .ok_or_else(|| io::Error::other("worker stderr pipe is missing"))?;
     Ok((OwnedFd::from(input), OwnedFd::from(output)))
-}
-
-/// Runs in the child between `fork` and `exec`: raw system calls only.
-fn prepare_child() -> io::Result<()> {
-    // The forked child is not a group leader, so this succeeds unless the
-    // kernel refuses.
-    rustix::process::setsid()?;
-    rustix::thread::set_no_new_privs(true)?;
-    mark_inherited_descriptors_cloexec()
-}
-
-/// Mark every descriptor from 3 up close-on-exec (runs in the child).
-fn mark_inherited_descriptors_cloexec() -> io::Result<()> {
-    // SAFETY: close_range with integer arguments; CLOSE_RANGE_CLOEXEC only
-    // sets flags, so std's exec-error pipe keeps working until exec.
-    // rustix 1.x has no `close_range`, hence the raw syscall.
-    let done = unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            3_u32,
-            u32::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        )
-    };
-    if done == 0 {
-        return Ok(());
-    }
-    // Kernel before 5.11: sweep up to the descriptor limit.
-    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-        .current
-        .unwrap_or(u64::MAX);
-    let end = libc::c_int::try_from(limit.min(1 << 20)).unwrap_or(1 << 20);
-    for fd in 3..end {
-        // SAFETY: fcntl on a possibly closed descriptor just fails with
-        // EBADF. The sweep addresses descriptor numbers this code does not
-        // own, which no safe API (std or rustix) allows.
-        unsafe {
-            let flags = libc::fcntl(fd, libc::F_GETFD);
-            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
-                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-            }
-        }
-    }
-    Ok(())
 }
 
 /// `pidfd_open` for our own unreaped child; `None` on kernels without it.

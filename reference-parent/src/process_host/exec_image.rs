@@ -1,9 +1,10 @@
 //! What runs in the forked child of a host command, between `fork` and
 //! `execve` (SPEC §16.6): the exact `execve` arguments are built before the
 //! fork, so the child allocates nothing; it joins the command's cgroup,
-//! starts a new session, sets `no_new_privs`, resets signal dispositions and
-//! the mask, marks inherited descriptors close-on-exec and executes the
-//! resolved path (no `PATH` search, no `/bin/sh` fallback).
+//! takes the steps of every spawned child (`child_setup`: new session,
+//! `no_new_privs`, inherited descriptors close-on-exec), resets signal
+//! dispositions and the mask, and executes the resolved path (no `PATH`
+//! search, no `/bin/sh` fallback).
 
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -15,6 +16,7 @@ use quirl_lua_protocol::ErrorCode;
 use super::grants::ProcessHostConfig;
 use super::host_error::HostError;
 use crate::cgroup;
+use crate::child_setup;
 
 /// The exact `execve` arguments, built before the fork so the child
 /// allocates nothing.
@@ -93,17 +95,15 @@ impl ExecImage {
         if let Some(procs) = self.cgroup_procs {
             cgroup::enter_in_child(procs)?;
         }
-        // New session and group, no controlling terminal (rustix's raw
-        // syscalls: no allocation, no locks).
-        rustix::process::setsid()?;
-        // Set-user-ID bits and file capabilities are not honoured, so every
-        // process of the tree stays killable by the parent.
-        rustix::thread::set_no_new_privs(true)?;
+        // New session and group (no controlling terminal), no privilege
+        // gains, and descriptors the parent leaked without close-on-exec do
+        // not reach the program.
+        child_setup::enter_new_session_locked_down()?;
         // SAFETY: every call below is an async-signal-safe system call on
         // arguments prepared before the fork; none allocates. They stay raw
         // `libc` calls because rustix 1.x has no safe signal-disposition,
-        // signal-mask, `close_range` or `execve` API (only `unsafe` ones in
-        // its `runtime` module), and std has none.
+        // signal-mask or `execve` API (only `unsafe` ones in its `runtime`
+        // module), and std has none.
         unsafe {
             // Ignored signals survive exec; start from the defaults.
             for signal in 1..=64 {
@@ -112,14 +112,6 @@ impl ExecImage {
                 }
             }
             libc::pthread_sigmask(libc::SIG_SETMASK, &self.empty_mask, std::ptr::null_mut());
-            // Descriptors the parent leaked without close-on-exec do not
-            // reach the program. Best effort: kernels before 5.11 lack it.
-            libc::syscall(
-                libc::SYS_close_range,
-                3_u32,
-                u32::MAX,
-                libc::CLOSE_RANGE_CLOEXEC,
-            );
             // execve, not execvp: no PATH search and no /bin/sh fallback
             // for files without a recognised format.
             libc::execve(
