@@ -2,7 +2,7 @@
 //!
 //! A [`WorkerCommand`] is plain data: program, arguments, the declared
 //! environment entries (everything else is cleared) and an optional working
-//! directory. Spawning it is the (private) `containment` module's job.
+//! directory. Spawning it is the (private) `worker_spawn` module's job.
 //!
 //! The default is the current executable with [`WORKER_ARGUMENT`], so the
 //! `quirl-lua` binary carries its own worker. Any other command that speaks

@@ -1,14 +1,15 @@
 //! The worker handle: one supervised worker process, one request at a time.
 //!
-//! [`Worker::spawn`] starts the worker command contained (see
-//! the private `containment` module) and initializes it with a validated policy. Each
-//! request then runs under an absolute deadline — the policy's wall time
-//! unless the caller gives one — that also covers the host calls the worker
-//! makes while it runs. The calling thread does all the waiting itself, in
-//! one `ppoll` over the worker's output, its pidfd, the cancellation token and
-//! the deadline (see the private `transport` module); no thread is started.
+//! [`Worker::spawn`] starts the worker command contained (see the private
+//! `worker_spawn` and `worker_kill` modules) and initializes it with a
+//! validated policy (SPEC §17.2). Each request then runs under an absolute
+//! deadline — the policy's wall time unless the caller gives one — that
+//! also covers the host calls the worker makes while it runs (SPEC §17.6).
+//! The calling thread does all the waiting itself, in one `ppoll` over the
+//! worker's output, its pidfd, the cancellation token and the deadline (see
+//! the private `transport` module, SPEC §17.3); no thread is started.
 //!
-//! # Failure handling
+//! # Failure handling (SPEC §17.4)
 //!
 //! On a deadline, a cancellation, a crash or exit, a malformed, oversized or
 //! truncated frame, a wrong version, an identity mismatch or any other
