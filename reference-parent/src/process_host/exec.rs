@@ -128,8 +128,7 @@ pub fn run_command(
     let child = command
         .spawn()
         .map_err(|error| spawn_error(program, &error))?;
-    let mut tree = OwnedTree::new(child, cgroup)
-        .map_err(|error| HostError::io("could not take ownership of the child", &error))?;
+    let mut tree = OwnedTree::new(child, cgroup);
     let mut stdout = Capture::new(
         tree.child_mut()
             .stdout

@@ -66,9 +66,11 @@ pub(crate) struct OwnedTree {
 }
 
 impl OwnedTree {
-    pub(crate) fn new(child: Child, cgroup: Option<ChildCgroup>) -> io::Result<Self> {
+    /// Own `child` (and its cgroup); without pidfd support the leader's
+    /// exit is polled instead (see `exit_fd`).
+    pub(crate) fn new(child: Child, cgroup: Option<ChildCgroup>) -> Self {
         let pid = Pid::from_child(&child);
-        Ok(Self {
+        Self {
             pidfd: rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok(),
             child,
             pid,
@@ -77,7 +79,7 @@ impl OwnedTree {
             cgroup,
             escaped: Vec::new(),
             problems: Vec::new(),
-        })
+        }
     }
 
     /// Processes of the command's cgroup that had left the leader's
