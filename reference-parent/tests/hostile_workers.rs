@@ -430,7 +430,7 @@ fn worker_retiring_after_a_limit_error_is_unavailable_not_a_crash() {
 fn a_worker_that_ended_by_itself_is_group_killed_before_it_is_reaped() {
     for (scenario, status) in [("exit0", "exited with status 0"), ("crash", "signal 6")] {
         let error = hostile(&[scenario], false);
-        assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+        assert_eq!(error.class(), ErrorClass::WorkerCrashed, "{error}");
         let context = &error.record().context;
         assert!(
             context
