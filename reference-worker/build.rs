@@ -13,7 +13,7 @@
 //!    these with its own trusted loader before any guest code exists, which
 //!    saves parsing ~950 lines of Lua at every cold start (BENCHMARKS.md,
 //!    "Cold start breakdown"); guests still cannot load bytecode (SPEC
-//!    §15.2). The compiler is the same vendored Lua the worker links (the
+//!    §15.1, §15.3). The compiler is the same vendored Lua the worker links (the
 //!    build dependency resolves to the same `mlua`/`lua-src` versions in
 //!    Cargo.lock), and Lua's own header check refuses a chunk built for
 //!    another Lua version or number format when the worker loads it.

@@ -55,7 +55,7 @@ pub const GLOBALS: &[&str] = &[
 /// The trusted prelude `sandbox.lua`, compiled to Lua bytecode by
 /// `build.rs` (with its debug information: positions read `sandbox:N:`).
 /// Only [`build`] loads binary chunks, before any guest code exists; every
-/// guest chunk is loaded as text only (SPEC §15.2).
+/// guest chunk is loaded as text only (SPEC §15.1, §15.3).
 const PRELUDE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sandbox.luac"));
 
 /// Native loops of more than this many steps are charged.

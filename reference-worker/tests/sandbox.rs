@@ -114,7 +114,7 @@ fn bytecode_is_never_loaded() {
     assert_eq!(error.code, ErrorCode::Lua);
 }
 
-/// SPEC §15.2: the worker loads its own prelude as precompiled bytecode, but
+/// SPEC §15.1, §15.3: the worker loads its own prelude as precompiled bytecode, but
 /// every guest source is loaded in text mode only: a source that starts
 /// like a binary chunk is refused by the loader's mode check, whatever the
 /// operation.
