@@ -1,7 +1,8 @@
 //! The restricted Lua 5.4 environment.
 //!
 //! [`build`] creates a VM with only `base`, `string`, `table`, `math`,
-//! `utf8` and `coroutine`, runs the trusted prelude (`sandbox.lua`), prunes
+//! `utf8` and `coroutine`, runs the trusted prelude (`sandbox.lua`,
+//! compiled to bytecode by `build.rs`; SPEC §15.3), prunes
 //! the globals to [`GLOBALS`], protects the shared string metatable and
 //! installs the count hook for every thread. It does not set the memory
 //! limit or the allocator gate (the VM owner does that once the SDK is
