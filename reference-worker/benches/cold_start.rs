@@ -394,10 +394,16 @@ fn wall_clock() -> Duration {
     EPOCH.get_or_init(Instant::now).elapsed()
 }
 
+#[cfg(target_os = "linux")]
 fn pin(cpu: usize) {
     let mut set = rustix::thread::CpuSet::new();
     set.set(cpu);
     rustix::thread::sched_setaffinity(None, &set).expect("sched_setaffinity");
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin(cpu: usize) {
+    eprintln!("cold_start: --pin {cpu} ignored: pinning is implemented for Linux only");
 }
 
 fn main() {
