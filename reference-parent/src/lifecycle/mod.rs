@@ -143,8 +143,8 @@ use std::time::Duration;
 
 pub use manifest::{
     DEFAULT_MAX_RESTARTS, DEFAULT_QUEUE_CAPACITY, DEFAULT_QUEUE_TIMEOUT, DEFAULT_RESTART_WINDOW,
-    MAX_RESTARTS_MAX, PLUGIN_NAME_BYTES_MAX, POOL_SIZE_MAX, PluginManifest, PoolOptions,
-    QUEUE_CAPACITY_MAX,
+    DEFAULT_SPARES, MAX_RESTARTS_MAX, PLUGIN_NAME_BYTES_MAX, POOL_SIZE_MAX, PluginManifest,
+    PoolOptions, QUEUE_CAPACITY_MAX, SPARES_MAX,
 };
 pub use plugin::{PluginHost, Reload};
 pub use pool::ShutdownReport;
