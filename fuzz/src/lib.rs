@@ -5,7 +5,7 @@
 //! files with `#[path]` and replays every committed corpus and crash file.
 
 pub mod generate;
-pub mod lua_programs;
+pub use quirl_lua_testkit::lua_programs;
 pub mod patterns;
 pub mod sessions;
 pub mod targets;

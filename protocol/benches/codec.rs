@@ -1,6 +1,6 @@
 //! X1: strict decode+validate and checked encode of representative frames,
 //! against bare `serde_json` into Quirl-shaped serde types
-//! (`support/mirror.rs`).
+//! (`quirl_lua_testkit::mirror`).
 //!
 //! ```sh
 //! cargo bench -p quirl-lua-protocol --bench codec
@@ -11,17 +11,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 
-#[path = "support/mirror.rs"]
-mod mirror;
-
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use mirror::{MirrorParentFrame, MirrorWorkerFrame};
 use quirl_lua_protocol::{
     HostCall, Operation, ParentFrame, Request, Response, WorkerFrame, decode_parent_frame,
     decode_worker_frame, encode_parent_frame, encode_worker_frame,
 };
+use quirl_lua_testkit::mirror::{MirrorParentFrame, MirrorWorkerFrame};
 use serde_json::Value;
 
 fn lua_source(bytes: usize) -> String {

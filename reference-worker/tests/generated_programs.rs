@@ -4,17 +4,13 @@
 //! worker's own limits (completion, a Lua error, an `instructions` or
 //! `memory` trip; never the wall clock) within the CPU bound per budget
 //! unit. The generator and the check are the fuzz target's own
-//! (`fuzz/src/lua_programs.rs`); proptest drives them from a fixed seed, and
+//! (`quirl_lua_testkit::lua_programs`); proptest drives them from a fixed seed, and
 //! every committed seed of the fuzz corpus is replayed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[allow(dead_code)]
-#[path = "../../fuzz/src/lua_programs.rs"]
-mod lua_programs;
-
-use lua_programs::{Ending, check, program, run_source};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use quirl_lua_testkit::lua_programs::{Ending, check, program, run_source};
 
 #[test]
 fn generated_programs_end_by_the_budget() {

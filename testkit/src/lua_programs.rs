@@ -10,8 +10,9 @@
 //! thread CPU time it used at most [`CPU_NS_PER_UNIT_MAX`] nanoseconds per
 //! budget unit (plus a fixed allowance for the VM's setup).
 //!
-//! Depends only on `quirl_lua_protocol`, `quirl_lua_reference_worker` and `libc`, so the worker's
-//! stable test suite includes it with `#[path]` (proptest replay).
+//! Used by the `lua_programs` fuzz target (`fuzz/`), the worker's stable
+//! replay test (`reference-worker/tests/generated_programs.rs`, proptest)
+//! and the B1 rows of `quirl-lua-bench`.
 
 use quirl_lua_protocol::{Operation, Policy, PolicySettings};
 use quirl_lua_reference_worker::{Verdict, Vm, VmConfig};
@@ -337,18 +338,11 @@ pub struct Outcome {
 }
 
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64)
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    u64::try_from(ts.tv_sec)
+        .unwrap_or(0)
         .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
+        .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
 }
 
 /// Run `source` in a fresh VM with the generated-run budget.

@@ -4,7 +4,8 @@
 //! for the pinned variant and the side-by-side table.
 //!
 //! ```sh
-//! cargo bench -p quirl-lua-reference-parent --bench round_trip
+//! cargo build --release -p quirl-lua-reference-parent --bins
+//! cargo bench -p quirl-lua-bench --bench round_trip
 //! ```
 //!
 //! Under `cargo test --all-targets` criterion runs each benchmark once.
@@ -29,7 +30,11 @@ fn round_trip(c: &mut Criterion) {
         wall_time_ms: 10_000,
     })
     .unwrap();
-    let command = WorkerCommand::new(env!("CARGO_BIN_EXE_quirl-lua")).arg(WORKER_ARGUMENT);
+    let command = WorkerCommand::new(quirl_lua_testkit::bin_path(
+        "quirl-lua-reference-parent",
+        "quirl-lua",
+    ))
+    .arg(WORKER_ARGUMENT);
     let mut worker = Worker::spawn(WorkerConfig::new(command, policy)).unwrap();
     group.bench_function("parent_eval_return_1", |b| {
         b.iter(|| worker.eval("return 1").unwrap())

@@ -6,8 +6,7 @@
 //! that the measured frames never carry (execution contexts, events) are
 //! kept as `Value`.
 //!
-//! Shared by `protocol/benches/codec.rs` and the `quirl-lua-bench` binary
-//! (included there by path).
+//! Shared by `protocol/benches/codec.rs` and the `quirl-lua-bench` binary.
 
 #![allow(dead_code)]
 

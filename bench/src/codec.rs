@@ -14,8 +14,8 @@ use quirl_lua_protocol::{
 };
 use serde_json::Value;
 
-use crate::mirror::{MirrorParentFrame, MirrorWorkerFrame};
 use crate::report::{Row, Summary, Unit, Value as Cell};
+use quirl_lua_testkit::mirror::{MirrorParentFrame, MirrorWorkerFrame};
 
 /// A frame under test, in both type systems.
 enum Sample {

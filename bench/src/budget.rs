@@ -2,7 +2,7 @@
 //! callbacks end at their own deadline (SPEC §17.6).
 //!
 //! B1 runs generated Lua programs (the `lua_programs` fuzz target's
-//! grammar, `fuzz/src/lua_programs.rs`) in-process with its budget and
+//! grammar, `quirl_lua_testkit::lua_programs`) in-process with its budget and
 //! reports the thread CPU time per budget unit; the baseline is a plain
 //! `while true do end`, one VM instruction per unit.
 //!
@@ -21,9 +21,7 @@ use quirl_lua_reference_parent::{Policy, Worker, WorkerCommand, WorkerConfig};
 use crate::inproc::BoxError;
 use crate::report::{Row, Summary, Unit, Value};
 
-#[allow(dead_code)]
-#[path = "../../../../fuzz/src/lua_programs.rs"]
-mod lua_programs;
+use quirl_lua_testkit::lua_programs;
 
 /// Deterministic bytes for program `index` (xorshift, no dependency).
 fn program_bytes(index: u64) -> Vec<u8> {

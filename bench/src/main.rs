@@ -2,7 +2,7 @@
 //! printed side by side with its baseline and the ratio.
 //!
 //! ```sh
-//! cargo build --release -p quirl-lua-reference-parent --bins
+//! cargo build --release -p quirl-lua-reference-parent -p quirl-lua-bench --bins
 //! target/release/quirl-lua-bench            # full run (about a minute)
 //! target/release/quirl-lua-bench --quick    # fewer samples, a smoke test
 //! ```
@@ -26,8 +26,6 @@ mod alloc;
 mod budget;
 mod codec;
 mod inproc;
-#[path = "../../../../protocol/benches/support/mirror.rs"]
-mod mirror;
 mod pingpong;
 mod report;
 mod supervise;

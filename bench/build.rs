@@ -1,0 +1,12 @@
+//! Link the bench binary and benches with the link-time wrappers of the
+//! worker crate (`reference-worker/src/vm_costs.rs`), which charge the Lua
+//! VM's own long-string comparisons and string-to-number conversions
+//! (SPEC §15.6). The bench runs the worker's VM in-process; the link fails
+//! without the flags.
+
+fn main() {
+    for symbol in ["strcoll", "luaS_eqlngstr", "luaO_str2num"] {
+        println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
+    }
+    println!("cargo::rerun-if-changed=build.rs");
+}
