@@ -83,6 +83,11 @@ impl ShutdownReport {
 /// to exit (a retirement, SPEC §15.8) before deciding it kept serving.
 const RETIREMENT_CHECK: Duration = Duration::from_millis(200);
 
+/// How long after a spare was taken the keeper waits before starting the
+/// next one, so that the start (a fork, an exec and a VM build) does not
+/// compete for the CPU with the request the spare was taken for.
+const SPARE_RESTART_DELAY: Duration = Duration::from_millis(20);
+
 /// A pool: the shared core plus its keeper thread, if it keeps spares.
 pub(crate) struct Core {
     shared: Arc<Shared>,
@@ -135,6 +140,8 @@ struct State {
     /// for the keeper to check whether they retired.
     suspects: Vec<Suspect>,
     spare_counters: SpareCounters,
+    /// No spare start before this instant (see [`SPARE_RESTART_DELAY`]).
+    spares_not_before: Option<Instant>,
 }
 
 struct Spare {
@@ -292,6 +299,7 @@ impl Shared {
                 spares_paused: false,
                 suspects: Vec::new(),
                 spare_counters: SpareCounters::default(),
+                spares_not_before: None,
             }),
             changed: Condvar::new(),
             keeper_wake: Condvar::new(),
@@ -958,6 +966,7 @@ impl State {
             .iter()
             .position(|spare| spare.generation == number)?;
         self.spare_counters.used += 1;
+        self.spares_not_before = Some(Instant::now() + SPARE_RESTART_DELAY);
         Some(self.spares.swap_remove(position).worker)
     }
 
@@ -1067,8 +1076,22 @@ impl Shared {
                         break Some(Chore::Check(suspect));
                     }
                     if state.wants_spare(target) {
-                        state.spare_starting = true;
-                        break Some(Chore::Start(Arc::clone(&state.generation)));
+                        let now = Instant::now();
+                        match state.spares_not_before {
+                            Some(at) if at > now => {
+                                state = self
+                                    .keeper_wake
+                                    .wait_timeout(state, at - now)
+                                    .unwrap_or_else(PoisonError::into_inner)
+                                    .0;
+                                continue;
+                            }
+                            _ => {
+                                state.spares_not_before = None;
+                                state.spare_starting = true;
+                                break Some(Chore::Start(Arc::clone(&state.generation)));
+                            }
+                        }
                     }
                     state = self
                         .keeper_wake
@@ -1088,7 +1111,13 @@ impl Shared {
     /// cancellation) counts against the restart budget like a failed
     /// restart and pauses spares (SPEC §17.7).
     fn start_spare(&self, generation: &Generation) {
-        let started = start_worker(&self.config, &self.shutdown_token, generation);
+        // One `eval "return nil"` warms the spare (its first request pays
+        // for page faults and a compile); it changes no global.
+        let started =
+            start_worker(&self.config, &self.shutdown_token, generation).and_then(|mut worker| {
+                worker.eval("return nil")?;
+                Ok(worker)
+            });
         let now = Instant::now();
         let mut retire = Vec::new();
         let mut state = self.lock();
