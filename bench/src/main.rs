@@ -731,14 +731,8 @@ fn trip_latency(
     let trials = options.n(100);
     let mut with = pools::TripPool::start(worker, 1)?;
     let mut without = pools::TripPool::start(worker, 0)?;
-    let mut spare = pools::TripLatency {
-        first: Vec::new(),
-        warm: Vec::new(),
-    };
-    let mut cold = pools::TripLatency {
-        first: Vec::new(),
-        warm: Vec::new(),
-    };
+    let mut spare = pools::TripLatency::default();
+    let mut cold = pools::TripLatency::default();
     for _ in 0..trials {
         with.trial(&mut spare)?;
         without.trial(&mut cold)?;
@@ -746,34 +740,51 @@ fn trip_latency(
     with.finish()?;
     without.finish()?;
     notes.push(format!(
-        "T: {trials} trials per pool (size 1, instruction limit 100,000; `while true do end` trips it), alternating; each trial waits until the pool is at rest (spare ready, the swapped-out worker checked), warms the member, trips it, then times `eval \"return 1\"`"
+        "T: {trials} trials per pool (size 1, instruction limit 100,000; `while true do end` trips it), alternating; each trial waits until the pool is at rest (spare ready, the swapped-out worker checked), warms the member (20 calls), times one warm call back to back and one after {} ms idle, trips it, then times the next `eval \"return 1\"`", pools::IDLE.as_millis()
     ));
-    let mut rows = vec![
+    let idle_ms = pools::IDLE.as_millis();
+    let rows = vec![
         time_row(
             "T",
             "first request after a limit trip, 1 warm spare",
             &spare.first,
-            "warm round trip before the trip",
-            Some(&spare.warm),
+            &format!("warm round trip after {idle_ms} ms idle"),
+            Some(&spare.idle),
             Some(2.0),
+        )?,
+        time_row(
+            "T",
+            "first request after a limit trip, 1 warm spare",
+            &spare.first,
+            "warm round trip, back to back",
+            Some(&spare.warm),
+            None,
         )?,
         time_row(
             "T",
             "first request after a limit trip, no spare",
             &cold.first,
-            "warm round trip before the trip",
+            "warm round trip, back to back",
             Some(&cold.warm),
             None,
         )?,
+        time_row(
+            "T",
+            format!("warm round trip after {idle_ms} ms idle (pool without spare)"),
+            &cold.idle,
+            "warm round trip, back to back",
+            Some(&cold.warm),
+            None,
+        )?,
+        time_row(
+            "T",
+            "first request after a limit trip: spare / no spare",
+            &spare.first,
+            "no spare",
+            Some(&cold.first),
+            None,
+        )?,
     ];
-    rows.push(time_row(
-        "T",
-        "first request after a limit trip: spare / no spare",
-        &spare.first,
-        "no spare",
-        Some(&cold.first),
-        None,
-    )?);
     Ok(rows)
 }
 

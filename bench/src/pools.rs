@@ -103,12 +103,20 @@ pub fn independent_rate(
 
 /// First requests after a limit trip, and warm round trips on the same
 /// pool, with `spares` warm spares.
+#[derive(Default)]
 pub struct TripLatency {
     /// `eval "return 1"` issued as soon as the tripped call returned.
     pub first: Vec<Duration>,
-    /// `eval "return 1"` on the same member, warm, just before the trip.
+    /// `eval "return 1"` on the same member, warm, right after 20 others.
     pub warm: Vec<Duration>,
+    /// `eval "return 1"` on the same warm member after it idled for [`IDLE`].
+    pub idle: Vec<Duration>,
 }
+
+/// How long the member idles before the `idle` sample: a request to a
+/// process that has slept for milliseconds pays for waking it, which a
+/// spare (idle since it started) pays too.
+pub const IDLE: Duration = Duration::from_millis(10);
 
 /// The policy of the trip measurement: a small instruction budget, so that
 /// `while true do end` trips in well under a millisecond.
@@ -145,8 +153,8 @@ impl TripPool {
     }
 
     /// One trial: wait until the pool is at rest (spares ready, the last
-    /// swapped-out worker checked), warm the member, time a warm request,
-    /// trip the budget, then time the next request.
+    /// swapped-out worker checked), warm the member, time a warm request
+    /// and one after [`IDLE`], trip the budget, then time the next request.
     pub fn trial(&mut self, into: &mut TripLatency) -> Result<(), BoxError> {
         let until = Instant::now() + Duration::from_secs(10);
         loop {
@@ -161,12 +169,17 @@ impl TripPool {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        for _ in 0..3 {
+        for _ in 0..20 {
             self.pool.eval("return 1")?;
         }
         let started = Instant::now();
         self.pool.eval("return 1")?;
         into.warm.push(started.elapsed());
+        // The spare has been idle since it started; so is this member now.
+        std::thread::sleep(IDLE);
+        let started = Instant::now();
+        self.pool.eval("return 1")?;
+        into.idle.push(started.elapsed());
         match self.pool.eval("while true do end") {
             Err(error) if error.code() == ErrorCode::ResourceLimit => {}
             other => return Err(format!("expected a tripped budget, got {other:?}").into()),
