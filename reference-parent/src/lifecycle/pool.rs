@@ -83,9 +83,10 @@ impl ShutdownReport {
 /// to exit (a retirement, SPEC §15.8) before deciding it kept serving.
 const RETIREMENT_CHECK: Duration = Duration::from_millis(200);
 
-/// How long after a spare was taken the keeper waits before starting the
-/// next one, so that the start (a fork, an exec and a VM build) does not
-/// compete for the CPU with the request the spare was taken for.
+/// How long after a spare was taken the keeper waits before checking the
+/// worker it replaced and starting the next spare, so that neither (a
+/// reap; a fork, an exec and a VM build) competes for the CPU with the
+/// call the spare was taken for.
 const SPARE_RESTART_DELAY: Duration = Duration::from_millis(20);
 
 /// A pool: the shared core plus its keeper thread, if it keeps spares.
@@ -1055,7 +1056,7 @@ fn tripped_limit(outcome: &Result<(), &Error>) -> bool {
 
 /// What the keeper does next.
 enum Chore {
-    Check(Suspect),
+    Check(Box<Suspect>),
     Start(Arc<Generation>),
 }
 
@@ -1072,26 +1073,25 @@ impl Shared {
                     if state.closing {
                         break None;
                     }
-                    if let Some(suspect) = state.suspects.pop() {
-                        break Some(Chore::Check(suspect));
+                    let work = !state.suspects.is_empty() || state.wants_spare(target);
+                    let now = Instant::now();
+                    if work && let Some(at) = state.spares_not_before.filter(|at| *at > now) {
+                        // A spare was just taken: leave the CPU to the call
+                        // it was taken for.
+                        state = self
+                            .keeper_wake
+                            .wait_timeout(state, at - now)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0;
+                        continue;
                     }
-                    if state.wants_spare(target) {
-                        let now = Instant::now();
-                        match state.spares_not_before {
-                            Some(at) if at > now => {
-                                state = self
-                                    .keeper_wake
-                                    .wait_timeout(state, at - now)
-                                    .unwrap_or_else(PoisonError::into_inner)
-                                    .0;
-                                continue;
-                            }
-                            _ => {
-                                state.spares_not_before = None;
-                                state.spare_starting = true;
-                                break Some(Chore::Start(Arc::clone(&state.generation)));
-                            }
-                        }
+                    if let Some(suspect) = state.suspects.pop() {
+                        break Some(Chore::Check(Box::new(suspect)));
+                    }
+                    if work {
+                        state.spares_not_before = None;
+                        state.spare_starting = true;
+                        break Some(Chore::Start(Arc::clone(&state.generation)));
                     }
                     state = self
                         .keeper_wake
@@ -1101,7 +1101,7 @@ impl Shared {
             };
             match chore {
                 None => return,
-                Some(Chore::Check(suspect)) => self.check_retirement(suspect),
+                Some(Chore::Check(suspect)) => self.check_retirement(*suspect),
                 Some(Chore::Start(generation)) => self.start_spare(&generation),
             }
         }
