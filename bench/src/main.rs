@@ -8,9 +8,13 @@
 //! ```
 //!
 //! Options: `--quick`; `--only X1,X2,…` (sections X1–X6, `L`, the Lua
-//! compute rows, `C`, and `B1`/`B2`, the budget and callback-deadline
-//! rows); `--worker "CMD …"` (the worker command; default: the
-//! `quirl-lua` binary next to this one with `--internal-lua-worker-v1`);
+//! compute rows, `C`, `B1`/`B2`, the budget and callback-deadline rows,
+//! `T`, the first request after a limit trip with and without a warm
+//! spare, and `S`, the throughput/latency curve of pools); `--worker "CMD
+//! …"` (the worker command; default: the `quirl-lua` binary next to this
+//! one with `--internal-lua-worker-v1`; given several times, every section
+//! uses the first, and X2, X3, X4 and L are also measured for each command,
+//! interleaved round by round, in a side-by-side table: `sidebyside`);
 //! `--compare-arg ARG` (repeat the pinned X2 row with ARG appended to the
 //! worker command, e.g. `--no-lockdown`); `--kill-source LUA` (what the
 //! stuck worker of X4 evaluates); `--containment auto|cgroup|process-group`
