@@ -18,7 +18,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use quirl_lua_reference_parent::{
-    Error, ErrorKind, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
+    Error, ErrorClass, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
 };
 
 /// Generous only where the bound is the behaviour: "returned within deadline + 200 ms".
@@ -77,7 +77,11 @@ fn assert_cleaned_up(pid: i32, worker: &mut Worker, args: &[&str]) {
     assert!(worker.is_poisoned(), "{args:?}: handle not poisoned");
     let again = Instant::now();
     let second = worker.eval("return 1").unwrap_err();
-    assert_eq!(second.kind(), ErrorKind::Unavailable, "{args:?}: {second}");
+    assert_eq!(
+        second.class(),
+        ErrorClass::Unavailable,
+        "{args:?}: {second}"
+    );
     assert!(
         again.elapsed() < Duration::from_millis(50),
         "{args:?}: unavailable was not immediate"
@@ -98,7 +102,7 @@ fn assert_cleaned_up(pid: i32, worker: &mut Worker, args: &[&str]) {
 }
 
 fn assert_violation(error: &Error, protocol_kind: &str) {
-    assert_eq!(error.kind(), ErrorKind::ProtocolViolation, "{error}");
+    assert_eq!(error.class(), ErrorClass::ProtocolViolation, "{error}");
     assert_eq!(
         error.protocol_kind().map(|k| k.as_str()),
         Some(protocol_kind),
@@ -106,6 +110,7 @@ fn assert_violation(error: &Error, protocol_kind: &str) {
     );
 }
 
+// SPEC §4.3-b
 #[test]
 fn oversized_header_is_a_resource_limit_violation() {
     let error = hostile(&["oversized-header"], false);
@@ -113,6 +118,7 @@ fn oversized_header_is_a_resource_limit_violation() {
     assert_eq!(error.code().as_str(), "resource_limit");
 }
 
+// SPEC §4.3-b
 #[test]
 fn header_one_past_the_maximum_is_rejected_at_once() {
     let (error, elapsed) = hostile_timed(&["header", "5242881"], false);
@@ -126,7 +132,7 @@ fn header_one_past_the_maximum_is_rejected_at_once() {
 #[test]
 fn maximum_header_then_stall_is_cut_off_at_the_deadline() {
     let error = hostile(&["header", "5242880"], false);
-    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
 }
 
 #[test]
@@ -142,6 +148,7 @@ fn truncated_frame_then_exit_is_a_violation() {
     assert_violation(&error, "truncated_frame");
 }
 
+// SPEC §9.1-c
 #[test]
 fn wrong_response_id_is_an_identity_mismatch() {
     let error = hostile(&["wrong-response-id"], false);
@@ -160,6 +167,7 @@ fn response_with_both_ok_and_error_is_inconsistent() {
     assert_violation(&error, "inconsistent_response");
 }
 
+// SPEC §9.2-a
 #[test]
 fn host_call_with_wrong_request_id_is_an_identity_mismatch() {
     let error = hostile(&["host-call-wrong-request-id"], true);
@@ -187,12 +195,14 @@ fn sixteen_host_calls_are_answered_and_the_request_completes() {
     assert!(!worker.is_poisoned());
 }
 
+// SPEC §7.1-b
 #[test]
 fn host_call_while_process_access_is_disabled_is_a_violation() {
     let error = hostile(&["host-calls", "1"], false);
     assert_violation(&error, "unexpected_frame");
 }
 
+// SPEC §7.1-b
 #[test]
 fn host_call_refused_by_policy_is_a_violation_even_if_process_is_enabled() {
     let _guard = serial();
@@ -204,10 +214,12 @@ fn host_call_refused_by_policy_is_a_violation_even_if_process_is_enabled() {
     assert_cleaned_up(pid, &mut worker, &["host-calls", "1"]);
 }
 
+// SPEC §13.2-a, §13.2-c: at the deadline the tree is killed, the worker reaped, the reading
+// finished and the handle poisoned before the error returns (`hostile` checks each).
 #[test]
 fn never_answering_worker_is_killed_at_the_deadline() {
     let (error, elapsed) = hostile_timed(&["never-answer"], false);
-    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
     assert_eq!(error.code().as_str(), "resource_limit");
     assert!(elapsed >= Duration::from_millis(WALL_MS));
 }
@@ -216,13 +228,14 @@ fn never_answering_worker_is_killed_at_the_deadline() {
 fn answer_after_the_deadline_is_not_accepted() {
     let late = (WALL_MS + 150).to_string();
     let error = hostile(&["answer-after", &late], false);
-    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
 }
 
+// SPEC §13.2-a
 #[test]
 fn crashing_worker_is_reported_as_a_lua_failure() {
     let error = hostile(&["crash"], false);
-    assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+    assert_eq!(error.class(), ErrorClass::WorkerCrashed, "{error}");
     assert_eq!(error.code().as_str(), "lua");
     assert!(error.to_string().contains("signal 6"), "{error}");
 }
@@ -230,33 +243,37 @@ fn crashing_worker_is_reported_as_a_lua_failure() {
 #[test]
 fn worker_exiting_zero_mid_request_is_a_crash() {
     let error = hostile(&["exit0"], false);
-    assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+    assert_eq!(error.class(), ErrorClass::WorkerCrashed, "{error}");
     assert!(
         error.to_string().contains("exited with status 0"),
         "{error}"
     );
 }
 
+// SPEC §13.2-a, §18-a: the fake worker is not locked down and forks; the parent kills the whole
+// tree anyway.
 #[test]
 fn silent_worker_with_a_pipe_holding_grandchild_is_killed_with_its_tree() {
     let error = hostile(&["grandchild-silent"], false);
-    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
 }
 
+// SPEC §13.2-a, §18-a
 #[test]
 fn worker_exit_is_noticed_while_a_grandchild_holds_the_pipe() {
     let (error, elapsed) = hostile_timed(&["grandchild-exit"], false);
-    assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+    assert_eq!(error.class(), ErrorClass::WorkerCrashed, "{error}");
     assert!(
         elapsed < Duration::from_millis(WALL_MS),
         "waited for the deadline: {error}"
     );
 }
 
+// SPEC §13.2-a
 #[test]
 fn slow_loris_frame_is_cut_off_at_the_deadline() {
     let error = hostile(&["slow-loris"], false);
-    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
 }
 
 #[test]
@@ -281,7 +298,7 @@ fn cancellation_from_another_thread_kills_the_worker_promptly() {
     let error = worker.eval("return 1").unwrap_err();
     let returned = Instant::now();
     let cancelled_at = canceller.join().unwrap();
-    assert_eq!(error.kind(), ErrorKind::Cancelled, "{error}");
+    assert_eq!(error.class(), ErrorClass::Cancelled, "{error}");
     assert_eq!(error.code().as_str(), "resource_limit");
     assert!(
         returned.duration_since(cancelled_at) < LATE_MAX,
@@ -295,7 +312,7 @@ fn cancellation_from_another_thread_kills_the_worker_promptly() {
 fn worker_failing_during_initialize_fails_the_spawn_and_leaves_nothing() {
     let _guard = serial();
     let error = Worker::spawn(config(&["init-crash"], false)).unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+    assert_eq!(error.class(), ErrorClass::WorkerCrashed, "{error}");
     assert!(error.to_string().contains("initializ"), "{error}");
     assert!(procfs::own_zombies().is_empty());
 }
@@ -320,6 +337,7 @@ fn healthy_worker_serves_many_requests_and_shuts_down_cleanly() {
     assert!(procfs::own_zombies().is_empty());
 }
 
+// SPEC §18-a: a worker that forks (no lockdown stops it) leaves nothing when its handle is dropped.
 #[test]
 fn dropping_the_handle_ends_the_worker_and_its_descendants() {
     let _guard = serial();
@@ -351,14 +369,14 @@ fn spawning_a_missing_program_is_a_spawn_error() {
         policy,
     ))
     .unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Spawn);
+    assert_eq!(error.class(), ErrorClass::Spawn);
     assert_eq!(error.code().as_str(), "process_spawn");
 }
 
 #[test]
 fn unsolicited_frame_while_idle_is_caught_by_the_next_request() {
     let error = hostile(&["unsolicited"], false);
-    assert_eq!(error.kind(), ErrorKind::ProtocolViolation, "{error}");
+    assert_eq!(error.class(), ErrorClass::ProtocolViolation, "{error}");
 }
 
 #[test]
@@ -367,7 +385,7 @@ fn oversized_request_is_refused_before_sending_and_the_worker_stays_usable() {
     let mut worker = Worker::spawn(config(&["echo"], false)).unwrap();
     let source = "x".repeat(5 * 1024 * 1024);
     let error = worker.eval(&source).unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+    assert_eq!(error.class(), ErrorClass::InvalidInput, "{error}");
     assert!(!worker.is_poisoned());
     assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
 }
@@ -387,16 +405,42 @@ fn the_worker_handle_can_move_between_threads() {
     assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
 }
 
+// SPEC §13.1-b: a worker that exited 0 after an error is gone: the next call fails at once as
+// unavailable.
 #[test]
 fn worker_retiring_after_a_limit_error_is_unavailable_not_a_crash() {
     let _guard = serial();
     let mut worker = Worker::spawn(config(&["retire-after-limit"], false)).unwrap();
     let pid = i32::try_from(worker.pid()).unwrap();
     let first = worker.eval("while true do end").unwrap_err();
-    assert_eq!(first.kind(), ErrorKind::Guest, "{first}");
+    assert_eq!(first.class(), ErrorClass::Guest, "{first}");
     assert_eq!(first.code().as_str(), "resource_limit");
     let second = worker.eval("return 1").unwrap_err();
-    assert_eq!(second.kind(), ErrorKind::Unavailable, "{second}");
+    assert_eq!(second.class(), ErrorClass::Unavailable, "{second}");
     assert!(second.message().contains("retired"), "{second}");
     assert_cleaned_up(pid, &mut worker, &["retire-after-limit"]);
+}
+
+// SPEC §13.2-b, §13.2-c: a worker that ended by itself mid-request is still
+// killed as a group before it is reaped. Its unreaped pid pins the group, so
+// the group SIGKILL succeeds; sent after the reap it would fail with ESRCH,
+// which the handle reports as a `cleanup:` context line. The reap is done
+// before the error returns (its status is in the context).
+#[test]
+fn a_worker_that_ended_by_itself_is_group_killed_before_it_is_reaped() {
+    for (scenario, status) in [("exit0", "exited with status 0"), ("crash", "signal 6")] {
+        let error = hostile(&[scenario], false);
+        assert_eq!(error.class(), ErrorClass::WorkerCrashed, "{error}");
+        let context = &error.record().context;
+        assert!(
+            context
+                .iter()
+                .any(|line| line.starts_with("worker ") && line.contains(status)),
+            "{scenario}: not reaped before the error returned: {context:?}"
+        );
+        assert!(
+            !context.iter().any(|line| line.starts_with("cleanup:")),
+            "{scenario}: {context:?}"
+        );
+    }
 }
