@@ -239,8 +239,8 @@ fn a_tripped_budget_hands_the_slot_to_the_spare_and_still_counts() {
     pool.eval("while true do end").unwrap_err();
     assert!(eventually(patience, || pool.is_quarantined()));
     assert_eq!(
-        pool.eval("return 1").unwrap_err().kind(),
-        ErrorKind::Quarantined
+        pool.eval("return 1").unwrap_err().class(),
+        ErrorClass::Quarantined
     );
     assert_eq!(pool.stats().spares, 0, "quarantine closes the spare");
 }

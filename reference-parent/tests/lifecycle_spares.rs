@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use quirl_lua_protocol::ErrorCode;
 use quirl_lua_reference_parent::lifecycle::{PluginHost, PluginManifest, PoolOptions, WorkerPool};
-use quirl_lua_reference_parent::{ErrorKind, WorkerCommand, WorkerConfig};
+use quirl_lua_reference_parent::{ErrorClass, WorkerCommand, WorkerConfig};
 use serde_json::json;
 
 use support::{
@@ -51,8 +51,8 @@ fn a_retired_member_is_replaced_by_the_spare_started_before_the_trip() {
 
     let error = pool.eval("retire()").unwrap_err();
     assert_eq!(
-        (error.kind(), error.code()),
-        (ErrorKind::Guest, ErrorCode::ResourceLimit)
+        (error.class(), error.code()),
+        (ErrorClass::Guest, ErrorCode::ResourceLimit)
     );
     // The slot took the spare when the tripped answer came back.
     let stats = pool.stats();
@@ -101,7 +101,7 @@ fn a_crashed_member_restarts_on_the_spare() {
     let spare = ready_spares(&pool, 1)[0];
     let members = member_pids(&pool.stats());
     let crashed = pool.eval("crash()").unwrap_err();
-    assert_eq!(crashed.kind(), ErrorKind::WorkerCrashed);
+    assert_eq!(crashed.class(), ErrorClass::WorkerCrashed);
     // Both members serve again; the crashed one's slot holds the spare.
     for value in [1, 2] {
         assert_eq!(pool.eval(&format!("return {value}")).unwrap(), json!(value));
@@ -154,7 +154,7 @@ fn spares_count_in_the_stats_and_serialize() {
 fn spares_are_refused_above_the_maximum() {
     let config = WorkerConfig::new(scripted_worker(), policy(1_000));
     let error = WorkerPool::start("too-many", config, PoolOptions::new().spares(9)).unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+    assert_eq!(error.class(), ErrorClass::InvalidInput, "{error}");
     assert!(error.to_string().contains("spares 9"), "{error}");
 }
 
@@ -205,8 +205,8 @@ fn a_plugin_spare_has_the_plugin_loaded_and_follows_reloads() {
     assert!(leftovers(old_spare).is_empty());
     let spare = host.stats().spare_pids[0];
     assert_eq!(
-        host.eval("crash()").unwrap_err().kind(),
-        ErrorKind::WorkerCrashed
+        host.eval("crash()").unwrap_err().class(),
+        ErrorClass::WorkerCrashed
     );
     assert_eq!(
         host.render_prompt("version", json!({})).unwrap(),
@@ -230,8 +230,8 @@ fn a_failed_spare_start_counts_against_the_budget_and_pauses_spares() {
     ready_spares(&pool, 1);
     std::fs::remove_file(&marker).unwrap();
     assert_eq!(
-        pool.eval("crash()").unwrap_err().kind(),
-        ErrorKind::WorkerCrashed
+        pool.eval("crash()").unwrap_err().class(),
+        ErrorClass::WorkerCrashed
     );
     // The replacement takes the spare; the keeper's next start fails.
     assert_eq!(pool.eval("return 1").unwrap(), json!(1));
@@ -246,8 +246,8 @@ fn a_failed_spare_start_counts_against_the_budget_and_pauses_spares() {
     // A restart on the caller's path that works resumes spares.
     scratch.write("marker", "");
     assert_eq!(
-        pool.eval("crash()").unwrap_err().kind(),
-        ErrorKind::WorkerCrashed
+        pool.eval("crash()").unwrap_err().class(),
+        ErrorClass::WorkerCrashed
     );
     assert_eq!(pool.eval("return 2").unwrap(), json!(2));
     ready_spares(&pool, 1);
@@ -273,8 +273,8 @@ fn a_spare_start_failure_can_spend_the_budget_and_quarantine() {
     assert_eq!(stats.spare_failures, 1);
     assert_eq!(stats.spares, 0);
     assert_eq!(
-        pool.eval("return 1").unwrap_err().kind(),
-        ErrorKind::Quarantined
+        pool.eval("return 1").unwrap_err().class(),
+        ErrorClass::Quarantined
     );
 }
 
@@ -283,8 +283,8 @@ fn with_no_spares_configured_none_is_started() {
     let pool = pool(scripted_worker(), PoolOptions::new().spares(0));
     let first = member_pids(&pool.stats())[0];
     assert_eq!(
-        pool.eval("crash()").unwrap_err().kind(),
-        ErrorKind::WorkerCrashed
+        pool.eval("crash()").unwrap_err().class(),
+        ErrorClass::WorkerCrashed
     );
     assert_eq!(pool.eval("return 4").unwrap(), json!(4));
     std::thread::sleep(Duration::from_millis(50));

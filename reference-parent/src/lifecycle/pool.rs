@@ -1050,7 +1050,7 @@ impl State {
 /// its VM: a limit tripped inside the request (SPEC §15.8).
 fn tripped_limit(outcome: &Result<(), &Error>) -> bool {
     outcome.as_ref().err().is_some_and(|error| {
-        error.kind() == ErrorKind::Guest && error.code() == ErrorCode::ResourceLimit
+        error.class() == ErrorClass::Guest && error.code() == ErrorCode::ResourceLimit
     })
 }
 
@@ -1138,7 +1138,7 @@ impl Shared {
                 }
             }
             Err(error) => {
-                let cancelled = error.kind() == ErrorKind::Cancelled
+                let cancelled = error.class() == ErrorClass::Cancelled
                     || state.closing
                     || self.shutdown_token.is_cancelled();
                 if !cancelled && state.quarantine.is_none() {
@@ -1146,7 +1146,7 @@ impl Shared {
                         error.with_context(format!("{}: could not start a warm spare", self.name));
                     state.spare_counters.failures += 1;
                     state.spares_paused = true;
-                    state.last_error = Some((error.code(), error.kind().as_str()));
+                    state.last_error = Some((error.code(), error.class().as_str()));
                     if state.budget.record_failure(now) == Verdict::Quarantine {
                         let failures = state.budget.failures_in_window(now);
                         state.enter_quarantine(now, failures, error.to_string(), &mut retire);

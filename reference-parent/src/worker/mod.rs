@@ -393,7 +393,7 @@ impl Worker {
             return true;
         };
         live.process.exit_fd().is_some_and(|fd| {
-            let mut fds = [crate::poll::interest(fd, libc::POLLIN)];
+            let mut fds = [crate::poll::interest(fd, crate::poll::PollFlags::IN)];
             matches!(crate::poll::wait_until(&mut fds, until), Ok(true))
         })
     }
