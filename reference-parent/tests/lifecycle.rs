@@ -543,6 +543,11 @@ fn the_callers_cancellation_token_cancels_the_whole_pool() {
     assert!(!stats.quarantined, "cancellations are not failures");
     assert_eq!(stats.failures_in_window, 0);
     assert_eq!(stats.totals.cancellations, 1);
+    // The spare keeper stops too: no start loop against a fired token.
+    std::thread::sleep(Duration::from_millis(50));
+    let stats = pool.stats();
+    assert!(stats.spares_started <= 1, "{stats:?}");
+    assert_eq!(stats.spare_failures, 0);
 }
 
 #[test]

@@ -1073,6 +1073,22 @@ impl Shared {
                     if state.closing {
                         break None;
                     }
+                    if self.shutdown_token.is_cancelled() {
+                        // Every call fails now; close what the keeper
+                        // holds and stop (shutdown still joins it).
+                        let spares: Vec<Worker> = std::mem::take(&mut state.spares)
+                            .into_iter()
+                            .map(|spare| spare.worker)
+                            .chain(
+                                std::mem::take(&mut state.suspects)
+                                    .into_iter()
+                                    .map(|suspect| suspect.worker),
+                            )
+                            .collect();
+                        drop(state);
+                        drop(spares);
+                        return;
+                    }
                     let work = !state.suspects.is_empty() || state.wants_spare(target);
                     let now = Instant::now();
                     if work && let Some(at) = state.spares_not_before.filter(|at| *at > now) {
