@@ -182,7 +182,7 @@ fn pool_size_and_restart_budget_are_range_checked() {
 #[test]
 fn a_finished_batch_leaves_no_worker_behind() {
     let (lines, status, stderr) = batch(
-        &["batch", "--pool", "3", "--stats"],
+        &["batch", "--pool", "3", "--spares", "1", "--stats"],
         &eval_line("local s = 0 for i = 1, 3000000 do s = s + i end return s"),
     );
     assert_eq!(status, Some(0), "{stderr}");
