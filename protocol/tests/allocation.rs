@@ -56,6 +56,7 @@ fn peak_during(f: impl FnOnce()) -> usize {
 
 const LIMIT: usize = 64 * 1024;
 
+// SPEC §4.3-d: 5 MiB declared, 10 bytes sent, at most 64 KiB spent.
 #[test]
 fn push_decoder_hostile_header_plus_ten_bytes_costs_at_most_64_kib() {
     let mut error = None;
@@ -71,6 +72,7 @@ fn push_decoder_hostile_header_plus_ten_bytes_costs_at_most_64_kib() {
     assert!(peak <= LIMIT, "peak {peak} bytes");
 }
 
+// SPEC §4.3-d: the same bound for the blocking reader.
 #[test]
 fn blocking_reader_hostile_header_plus_ten_bytes_costs_at_most_64_kib() {
     let stream: Vec<u8> = [&(FRAME_BYTES_MAX as u32).to_be_bytes()[..], b"0123456789"].concat();
@@ -83,6 +85,7 @@ fn blocking_reader_hostile_header_plus_ten_bytes_costs_at_most_64_kib() {
     assert!(peak <= LIMIT, "peak {peak} bytes");
 }
 
+// SPEC §4.3-c: the buffer grows with the bytes received, not the declared length.
 #[test]
 fn buffer_grows_only_with_received_bytes() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

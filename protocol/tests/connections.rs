@@ -135,6 +135,7 @@ fn a_whole_session_with_a_host_call_ends_cleanly_on_both_sides() {
     assert_invalid_use(link.worker.feed(&[0]));
 }
 
+// SPEC §3.1-e
 #[test]
 fn frames_are_accepted_in_any_chunking() {
     let mut link = Link::ready(false);
@@ -206,6 +207,8 @@ fn two_frames_in_one_chunk_are_delivered_in_order_up_to_the_violation() {
     );
 }
 
+// SPEC §9.1-b, §9.2-f: a second request in flight, or an outcome beyond the call's
+// max_output_bytes, is refused before anything is written.
 #[test]
 fn parent_mistakes_write_nothing_and_do_not_poison() {
     let mut parent = ParentConnection::new();
@@ -323,6 +326,7 @@ fn the_host_call_budget_is_a_caller_limit() {
     assert_eq!(link.worker.state(), SessionState::Busy);
 }
 
+// SPEC §4.2-a: the refusal is local; the worker answers with an error instead.
 #[test]
 fn an_oversized_result_is_answered_with_a_resource_limit_error() {
     let mut link = Link::busy(false);
@@ -541,4 +545,57 @@ fn outgoing_bytes_survive_partial_writes() {
     assert_eq!(written, total);
     link.worker.feed(&written).unwrap();
     assert!(link.worker.poll_event().unwrap().is_some());
+}
+
+/// The bytes of one frame: its length prefix (`length`, whatever the payload
+/// is) and `payload`.
+fn framed_as(length: u32, payload: &[u8]) -> Vec<u8> {
+    [&length.to_be_bytes()[..], payload].concat()
+}
+
+// SPEC §4.3-a, §4.3-e: a receiver applies its rules in order. The length is
+// judged before any payload byte is looked at; a stream that ends inside a
+// payload is a truncation, never a JSON error of the part that arrived; and a
+// frame is decoded and judged whole before the next one is read, so a valid
+// request behind a bad frame is never delivered.
+#[test]
+fn receiver_rules_apply_in_order() {
+    // Rule 1 before rule 4: the header decides, the payload is never decoded.
+    for (length, kind) in [
+        (0, ErrorKind::EmptyFrame),
+        (FRAME_BYTES_MAX as u32 + 1, ErrorKind::OversizedFrame),
+    ] {
+        let mut worker = WorkerConnection::new();
+        worker.feed(&framed_as(length, b"not json")).unwrap();
+        assert_eq!(worker.poll_event().unwrap_err().kind(), kind);
+    }
+    // Rule 3 before rule 4: nine bytes promised, eight broken ones sent.
+    let mut worker = WorkerConnection::new();
+    worker.feed(&framed_as(9, br#"{"kind":"#)).unwrap();
+    assert!(worker.poll_event().unwrap().is_none());
+    assert_eq!(
+        worker.end_of_stream().unwrap_err().kind(),
+        ErrorKind::TruncatedFrame
+    );
+    // Rule 4, whole frame by frame: a bad frame, then a valid initialize in
+    // the same read. The first is judged before the second is interpreted.
+    let initialize = encode_parent_frame(&ParentFrame::Request {
+        request: Request {
+            id: 1,
+            operation: Operation::initialize(policy(false), None, false),
+        },
+    })
+    .unwrap();
+    let mut worker = WorkerConnection::new();
+    worker
+        .feed(&[framed_as(1, b"x"), frame_payload(&initialize).unwrap()].concat())
+        .unwrap();
+    assert_eq!(
+        worker.poll_event().unwrap_err().kind(),
+        ErrorKind::MalformedJson
+    );
+    assert_eq!(
+        worker.poll_event().unwrap_err().kind(),
+        ErrorKind::SessionPoisoned
+    );
 }

@@ -30,6 +30,7 @@ fn header(length: u32) -> [u8; 4] {
 
 // ----- framing ----------------------------------------------------------------
 
+// SPEC §4.1-a, §4.3-b: a length of 0 is refused from the header alone.
 #[test]
 fn length_zero_is_an_empty_frame() {
     let mut decoder = FrameDecoder::new();
@@ -39,6 +40,8 @@ fn length_zero_is_an_empty_frame() {
     );
 }
 
+// SPEC §4.1-a, §4.3-b: the length range, checked from the four header bytes before anything is
+// reserved.
 #[test]
 fn length_cap_minus_one_and_cap_are_accepted_cap_plus_one_is_oversized() {
     for length in [FRAME_BYTES_MAX - 1, FRAME_BYTES_MAX] {
@@ -65,6 +68,7 @@ fn length_cap_minus_one_and_cap_are_accepted_cap_plus_one_is_oversized() {
     );
 }
 
+// SPEC §4.1-a, §4.2-a: the largest frame decodes; the encoder refuses one byte more.
 #[test]
 fn a_frame_of_exactly_the_cap_decodes_and_one_byte_more_cannot_be_encoded() {
     let frame = |name_len: usize| ParentFrame::Request {
@@ -90,6 +94,7 @@ fn a_frame_of_exactly_the_cap_decodes_and_one_byte_more_cannot_be_encoded() {
     assert_eq!(error.kind(), ErrorKind::OversizedFrame);
 }
 
+// SPEC §4.3-c, §4.3-d: a declared 5 MiB with 10 bytes received reserves at most 64 KiB.
 #[test]
 fn huge_header_then_stall_reserves_only_received_bytes_and_reports_truncation() {
     let mut decoder = FrameDecoder::new();
@@ -128,6 +133,8 @@ fn truncation_at_every_byte_is_reported_precisely() {
     }
 }
 
+// SPEC §3.1-e, §4.3-f: any chunking; the last frame is delivered when its last byte arrives,
+// nothing more is awaited.
 #[test]
 fn two_frames_in_one_read_and_one_frame_split_across_many() {
     let framed = [frame_payload(EVAL).unwrap(), frame_payload(EVAL).unwrap()].concat();
@@ -185,6 +192,7 @@ fn blocking_reader_reads_frames_then_clean_eof_and_reports_truncation() {
     );
 }
 
+// SPEC §4.2-b, §12.1-a: the length prefix and the canonical payload, back to back, nothing else.
 #[test]
 fn blocking_writer_writes_exactly_the_framed_canonical_bytes() {
     let frame = decode_parent_frame(EVAL).unwrap();
@@ -195,6 +203,7 @@ fn blocking_writer_writes_exactly_the_framed_canonical_bytes() {
 
 // ----- strict JSON --------------------------------------------------------------
 
+// SPEC §5.2-a: nothing after the value.
 #[test]
 fn trailing_whitespace_or_bytes_are_rejected() {
     for tail in [&b" "[..], b"\n", b"\t", b"\r", b"x", b"{}", b"\0"] {
@@ -203,6 +212,7 @@ fn trailing_whitespace_or_bytes_are_rejected() {
     }
 }
 
+// SPEC §5.2-a: nothing before the value.
 #[test]
 fn leading_whitespace_is_rejected() {
     for head in [&b" "[..], b"\n", b"\t", b"\r"] {
@@ -213,6 +223,7 @@ fn leading_whitespace_is_rejected() {
     }
 }
 
+// SPEC §5.1-b
 #[test]
 fn byte_order_mark_is_rejected() {
     assert_eq!(
@@ -221,6 +232,7 @@ fn byte_order_mark_is_rejected() {
     );
 }
 
+// SPEC §5.1-d
 #[test]
 fn nul_and_raw_control_characters_are_rejected() {
     assert_eq!(parent_kind(b"\0"), ErrorKind::MalformedJson);
@@ -240,6 +252,7 @@ fn nul_and_raw_control_characters_are_rejected() {
     assert!(decode_parent_frame(escaped).is_ok());
 }
 
+// SPEC §5.1-a, §5.1-c
 #[test]
 fn invalid_utf8_and_lone_surrogates_are_rejected() {
     let mut bad = EVAL.to_vec();
@@ -278,6 +291,7 @@ fn invalid_utf8_and_lone_surrogates_are_rejected() {
     );
 }
 
+// SPEC §5-a: a repeated key (§5.3) is refused with its sub-kind.
 #[test]
 fn duplicate_keys_are_rejected_in_records_tags_and_free_form_values() {
     let cases: &[&[u8]] = &[
@@ -317,6 +331,7 @@ fn duplicate_keys_are_rejected_in_records_tags_and_free_form_values() {
     assert_eq!(worker_kind(many.as_bytes()), ErrorKind::DuplicateKey);
 }
 
+// SPEC §5.5-a
 #[test]
 fn records_sent_as_arrays_are_not_objects() {
     let cases: &[&[u8]] = &[
@@ -340,6 +355,7 @@ fn records_sent_as_arrays_are_not_objects() {
     assert_eq!(parent_kind(&bytes(&frame)), ErrorKind::NotAnObject);
 }
 
+// SPEC §5.8-a, §14.1-a: a tag may come last; a tag that is not a string is wrong_type.
 #[test]
 fn tag_missing_duplicated_or_out_of_order() {
     assert_eq!(parent_kind(br#"{"request":{}}"#), ErrorKind::MissingTag);
@@ -377,6 +393,7 @@ fn tag_missing_duplicated_or_out_of_order() {
     }
 }
 
+// SPEC §5.6-a, §5.6-b: integer literals within their width, exact beyond 2^53.
 #[test]
 fn integers_only_in_their_declared_width() {
     let cases = [
@@ -459,6 +476,7 @@ fn u32_overflow_in_call_ids() {
     );
 }
 
+// SPEC §10-a, §10-b: Policy::new refuses out-of-range values; the decoder refuses them again.
 #[test]
 fn policy_zero_and_max_plus_one_per_field() {
     let fields = [
@@ -506,6 +524,7 @@ fn policy_zero_and_max_plus_one_per_field() {
     );
 }
 
+// SPEC §8.1-a
 #[test]
 fn versions_other_than_one_fail_closed() {
     for version in ["0", "2", "4294967295"] {
@@ -533,6 +552,7 @@ fn versions_other_than_one_fail_closed() {
     assert_eq!(parent_kind(future), ErrorKind::BadVersion);
 }
 
+// SPEC §8.2-a: any byte of difference is descriptor_mismatch.
 #[test]
 fn descriptor_mismatch_fails_closed() {
     for descriptor in [
@@ -570,6 +590,8 @@ fn nan_infinity_and_huge_numbers_in_free_form_values() {
     }
 }
 
+// SPEC §5.4-a, §5.4-b: 127 levels pass, 128 fail, and 100,000 levels fail without exhausting the
+// stack.
 #[test]
 fn nesting_at_and_past_the_limit() {
     // The response envelope takes two levels; the result fills the rest.
@@ -601,6 +623,7 @@ fn nesting_at_and_past_the_limit() {
     );
 }
 
+// SPEC §5.9-c, §5.9-d
 #[test]
 fn null_versus_missing_optional_fields() {
     // Omitted-when-absent fields: missing is None, null is rejected.
@@ -657,6 +680,7 @@ fn null_versus_missing_optional_fields() {
     }
 }
 
+// SPEC §12.1-a
 #[test]
 fn canonical_encoding_is_byte_exact_for_every_sample() {
     for (name, frame) in worker_frames() {

@@ -122,6 +122,7 @@ fn response_fields_must_agree() {
     );
 }
 
+// SPEC §6.7-a, §9.2-e
 #[test]
 fn host_response_carries_exactly_one_of_outcome_and_error() {
     let mut both = host_response_outcome();

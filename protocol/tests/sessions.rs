@@ -218,6 +218,7 @@ fn rejects_request_after_failed_initialize() {
     assert_violation(result, ErrorKind::UnexpectedFrame, &mut pair);
 }
 
+// SPEC §9.1-a
 #[test]
 fn rejects_request_ids_that_do_not_increase() {
     for id in [1, 0] {
@@ -232,6 +233,7 @@ fn rejects_request_ids_that_do_not_increase() {
     assert_violation(result, ErrorKind::IdentityMismatch, &mut pair);
 }
 
+// SPEC §9.1-b: the parent session refuses to send a second request in flight.
 #[test]
 fn rejects_second_request_in_flight() {
     let mut pair = Pair::ready();
@@ -256,6 +258,7 @@ fn rejects_response_while_nothing_in_flight() {
     assert_violation(result, ErrorKind::UnexpectedFrame, &mut pair);
 }
 
+// SPEC §9.1-c
 #[test]
 fn rejects_response_with_another_id() {
     let mut pair = Pair::ready();
@@ -264,6 +267,7 @@ fn rejects_response_with_another_id() {
     assert_violation(result, ErrorKind::IdentityMismatch, &mut pair);
 }
 
+// SPEC §9.2-c
 #[test]
 fn rejects_response_while_host_call_pending() {
     let mut pair = Pair::ready();
@@ -273,6 +277,7 @@ fn rejects_response_while_host_call_pending() {
     assert_violation(result, ErrorKind::UnexpectedFrame, &mut pair);
 }
 
+// SPEC §9.2-a
 #[test]
 fn rejects_host_call_for_another_request() {
     let mut pair = Pair::ready();
@@ -326,6 +331,7 @@ fn rejects_seventeenth_host_call() {
     assert_violation(result, ErrorKind::HostCallLimit, &mut pair);
 }
 
+// SPEC §7.1-a, §7.1-b: the worker session refuses to send it, the parent session to receive it.
 #[test]
 fn rejects_host_call_when_process_access_is_disabled() {
     let mut pair = Pair::new();
@@ -336,6 +342,7 @@ fn rejects_host_call_when_process_access_is_disabled() {
     assert_violation(result, ErrorKind::UnexpectedFrame, &mut pair);
 }
 
+// SPEC §9.2-b
 #[test]
 fn rejects_host_call_during_initialize() {
     let mut pair = Pair::new();
@@ -352,6 +359,7 @@ fn rejects_host_response_without_pending_call() {
     assert_violation(result, ErrorKind::UnexpectedFrame, &mut pair);
 }
 
+// SPEC §9.2-d
 #[test]
 fn rejects_host_response_with_wrong_ids() {
     for (request_id, call_id) in [(1, 1), (2, 2), (3, 1)] {
@@ -536,6 +544,7 @@ fn init_with(id: u64, policy: Policy, process_enabled: bool) -> ParentFrame {
     request(id, Operation::initialize(policy, None, process_enabled))
 }
 
+// SPEC §7.1-a, §7.1-b
 #[test]
 fn rejects_host_call_when_the_policy_disallows_processes() {
     // `process_enabled` alone is not enough: the policy must allow processes
@@ -597,6 +606,7 @@ fn outcome_response(call_id: u32, stdout: &str, stderr: Option<&str>) -> ParentF
     }
 }
 
+// SPEC §9.2-f: U+FFFD counted as one captured byte.
 #[test]
 fn host_response_output_is_bounded_by_the_call() {
     // `call` asks for at most 10 bytes per stream.

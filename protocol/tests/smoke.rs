@@ -8,6 +8,8 @@ const REQUEST: &[u8] = br#"{"kind":"request","request":{"version":1,"id":7,"oper
 const RESPONSE: &[u8] =
     br#"{"kind":"response","response":{"version":1,"id":7,"ok":true,"result":42}}"#;
 
+// SPEC §8.1-b, §12.1-a: typed records hold no version; the encoder writes `"version":1` and Quirl's
+// bytes exactly.
 #[test]
 fn quirl_fixtures_round_trip_byte_for_byte() {
     let request = decode_parent_frame(REQUEST).unwrap();
@@ -134,6 +136,7 @@ fn rejects_with_precise_kinds() {
     }
 }
 
+// SPEC §5.8-a
 #[test]
 fn tag_may_come_last() {
     let bytes = br#"{"request":{"operation":{"source":"return 42","operation":"eval"},"id":7,"version":1},"kind":"request"}"#;
@@ -141,6 +144,7 @@ fn tag_may_come_last() {
     assert_eq!(encode_parent_frame(&frame).unwrap(), REQUEST);
 }
 
+// SPEC §3.1-e
 #[test]
 fn decoder_handles_any_chunking() {
     let framed = [

@@ -200,6 +200,7 @@ const EXPECTED: &[&str] = &[
     "completion configuration",
 ];
 
+// SPEC §5.9-a
 #[test]
 fn rejects_unknown_field_on_every_record_and_variant() {
     let mut rejected = BTreeSet::new();
@@ -236,6 +237,7 @@ fn rejects_unknown_field_on_every_record_and_variant() {
     assert!(extra.is_empty(), "records not in the list: {extra:?}");
 }
 
+// SPEC §5.9-b: a unit variant carries no payload member, not even null.
 #[test]
 fn rejects_unknown_field_in_unit_variant() {
     for frame in [

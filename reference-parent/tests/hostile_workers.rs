@@ -105,6 +105,7 @@ fn assert_violation(error: &Error, protocol_kind: &str) {
     );
 }
 
+// SPEC §4.3-b
 #[test]
 fn oversized_header_is_a_resource_limit_violation() {
     let error = hostile(&["oversized-header"], false);
@@ -112,6 +113,7 @@ fn oversized_header_is_a_resource_limit_violation() {
     assert_eq!(error.code().as_str(), "resource_limit");
 }
 
+// SPEC §4.3-b
 #[test]
 fn header_one_past_the_maximum_is_rejected_at_once() {
     let (error, elapsed) = hostile_timed(&["header", "5242881"], false);
@@ -141,6 +143,7 @@ fn truncated_frame_then_exit_is_a_violation() {
     assert_violation(&error, "truncated_frame");
 }
 
+// SPEC §9.1-c
 #[test]
 fn wrong_response_id_is_an_identity_mismatch() {
     let error = hostile(&["wrong-response-id"], false);
@@ -159,6 +162,7 @@ fn response_with_both_ok_and_error_is_inconsistent() {
     assert_violation(&error, "inconsistent_response");
 }
 
+// SPEC §9.2-a
 #[test]
 fn host_call_with_wrong_request_id_is_an_identity_mismatch() {
     let error = hostile(&["host-call-wrong-request-id"], true);
@@ -186,12 +190,14 @@ fn sixteen_host_calls_are_answered_and_the_request_completes() {
     assert!(!worker.is_poisoned());
 }
 
+// SPEC §7.1-b
 #[test]
 fn host_call_while_process_access_is_disabled_is_a_violation() {
     let error = hostile(&["host-calls", "1"], false);
     assert_violation(&error, "unexpected_frame");
 }
 
+// SPEC §7.1-b
 #[test]
 fn host_call_refused_by_policy_is_a_violation_even_if_process_is_enabled() {
     let _guard = serial();
@@ -203,6 +209,8 @@ fn host_call_refused_by_policy_is_a_violation_even_if_process_is_enabled() {
     assert_cleaned_up(pid, &mut worker, &["host-calls", "1"]);
 }
 
+// SPEC §13.2-a, §13.2-c: at the deadline the tree is killed, the worker reaped, the reading
+// finished and the handle poisoned before the error returns (`hostile` checks each).
 #[test]
 fn never_answering_worker_is_killed_at_the_deadline() {
     let (error, elapsed) = hostile_timed(&["never-answer"], false);
@@ -218,6 +226,7 @@ fn answer_after_the_deadline_is_not_accepted() {
     assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
 }
 
+// SPEC §13.2-a
 #[test]
 fn crashing_worker_is_reported_as_a_lua_failure() {
     let error = hostile(&["crash"], false);
@@ -236,12 +245,15 @@ fn worker_exiting_zero_mid_request_is_a_crash() {
     );
 }
 
+// SPEC §13.2-a, §18-a: the fake worker is not locked down and forks; the parent kills the whole
+// tree anyway.
 #[test]
 fn silent_worker_with_a_pipe_holding_grandchild_is_killed_with_its_tree() {
     let error = hostile(&["grandchild-silent"], false);
     assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
 }
 
+// SPEC §13.2-a, §18-a
 #[test]
 fn worker_exit_is_noticed_while_a_grandchild_holds_the_pipe() {
     let (error, elapsed) = hostile_timed(&["grandchild-exit"], false);
@@ -252,6 +264,7 @@ fn worker_exit_is_noticed_while_a_grandchild_holds_the_pipe() {
     );
 }
 
+// SPEC §13.2-a
 #[test]
 fn slow_loris_frame_is_cut_off_at_the_deadline() {
     let error = hostile(&["slow-loris"], false);
@@ -319,6 +332,7 @@ fn healthy_worker_serves_many_requests_and_shuts_down_cleanly() {
     assert!(procfs::own_zombies().is_empty());
 }
 
+// SPEC §18-a: a worker that forks (no lockdown stops it) leaves nothing when its handle is dropped.
 #[test]
 fn dropping_the_handle_ends_the_worker_and_its_descendants() {
     let _guard = serial();
@@ -386,6 +400,8 @@ fn the_worker_handle_can_move_between_threads() {
     assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
 }
 
+// SPEC §13.1-b: a worker that exited 0 after an error is gone: the next call fails at once as
+// unavailable.
 #[test]
 fn worker_retiring_after_a_limit_error_is_unavailable_not_a_crash() {
     let _guard = serial();
@@ -398,4 +414,28 @@ fn worker_retiring_after_a_limit_error_is_unavailable_not_a_crash() {
     assert_eq!(second.kind(), ErrorKind::Unavailable, "{second}");
     assert!(second.message().contains("retired"), "{second}");
     assert_cleaned_up(pid, &mut worker, &["retire-after-limit"]);
+}
+
+// SPEC §13.2-b, §13.2-c: a worker that ended by itself mid-request is still
+// killed as a group before it is reaped. Its unreaped pid pins the group, so
+// the group SIGKILL succeeds; sent after the reap it would fail with ESRCH,
+// which the handle reports as a `cleanup:` context line. The reap is done
+// before the error returns (its status is in the context).
+#[test]
+fn a_worker_that_ended_by_itself_is_group_killed_before_it_is_reaped() {
+    for (scenario, status) in [("exit0", "exited with status 0"), ("crash", "signal 6")] {
+        let error = hostile(&[scenario], false);
+        assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+        let context = &error.record().context;
+        assert!(
+            context
+                .iter()
+                .any(|line| line.starts_with("worker ") && line.contains(status)),
+            "{scenario}: not reaped before the error returned: {context:?}"
+        );
+        assert!(
+            !context.iter().any(|line| line.starts_with("cleanup:")),
+            "{scenario}: {context:?}"
+        );
+    }
 }

@@ -118,6 +118,7 @@ fn quoted_arguments_reach_the_program_unchanged() {
     assert_eq!(outcome.stdout, r#"[a b][c"d][e f][][&;|][$HOME]"#);
 }
 
+// SPEC §16.1-e
 #[test]
 fn stdin_is_empty_so_cat_sees_eof_at_once() {
     let started = Instant::now();
@@ -127,6 +128,7 @@ fn stdin_is_empty_so_cat_sees_eof_at_once() {
     assert!(started.elapsed() < PROMPTLY);
 }
 
+// SPEC §16.1-h: own session and process group, no controlling terminal.
 #[test]
 fn the_child_has_no_terminal() {
     let outcome = run(&config(&["process.spawn:tty"]), "tty").unwrap();
@@ -148,6 +150,7 @@ fn the_child_runs_with_no_new_privs() {
     assert!(outcome.stdout.lines().any(|line| line == "NoNewPrivs:\t1"));
 }
 
+// SPEC §16.1-f
 #[test]
 fn stdout_and_stderr_are_captured_separately() {
     let outcome = run(
@@ -176,6 +179,7 @@ fn invalid_utf8_is_replaced_and_flagged() {
     assert!(!outcome.stderr_lossy);
 }
 
+// SPEC §16.1-f, §16.1-g
 #[test]
 fn output_up_to_the_cap_is_kept_and_one_byte_more_is_a_resource_limit() {
     let config = config(&["process.spawn:head"]);
@@ -198,6 +202,8 @@ fn output_up_to_the_cap_is_kept_and_one_byte_more_is_a_resource_limit() {
     assert_eq!(error.exit_status(), Some(0));
 }
 
+// SPEC §16.1-g: the excess is read and discarded, the child ends and is reaped, the call fails with
+// resource_limit.
 #[test]
 fn output_over_the_cap_is_drained_and_the_child_reaped() {
     let pid_file = temp_file("over-cap-pid");
@@ -241,6 +247,7 @@ fn the_host_maximum_caps_max_output_bytes() {
     );
 }
 
+// SPEC §16.1-j
 #[test]
 fn sleep_is_killed_at_the_deadline_and_nothing_remains() {
     let pid_file = temp_file("sleep-pid");
@@ -289,6 +296,7 @@ fn plain_sleep_is_killed_at_the_deadline() {
     assert_eq!(leftovers(&mark), Vec::<u32>::new());
 }
 
+// SPEC §16.1-j
 #[test]
 fn a_background_grandchild_is_killed_at_the_deadline() {
     let (first, second) = (marker(), marker());
@@ -344,6 +352,7 @@ fn descendants_that_leave_the_group_or_session_are_killed() {
     assert_eq!(leftovers(&session), Vec::<u32>::new());
 }
 
+// SPEC §16.1-j
 #[test]
 fn cancellation_ends_a_running_command_promptly() {
     let mark = marker();
@@ -393,6 +402,7 @@ fn a_cancelled_token_or_past_deadline_starts_nothing() {
     assert!(processes_with_arg(&mark).is_empty());
 }
 
+// SPEC §16.1-d
 #[test]
 fn every_rejected_form_is_an_invalid_argument() {
     let config = config(&["process.spawn"]);
@@ -445,6 +455,7 @@ fn every_rejected_form_is_an_invalid_argument() {
     );
 }
 
+// SPEC §16.1-c: no shell reads the command: quoted operators reach the program as words.
 #[test]
 fn quoted_operators_are_arguments() {
     let outcome = run(
@@ -455,6 +466,7 @@ fn quoted_operators_are_arguments() {
     assert_eq!(outcome.stdout, "& | ; 2>&1\n");
 }
 
+// SPEC §16.1-a, §16.1-b: the host decides with its own grants and answers a denial with an error.
 #[test]
 fn an_ungranted_program_is_denied() {
     let config = config(&["process.spawn:echo"]);
@@ -501,6 +513,7 @@ fn process_access_must_be_enabled_at_both_ends() {
     );
 }
 
+// SPEC §16.1-h
 #[test]
 fn the_environment_is_exactly_the_granted_one() {
     let environment = Environment::empty()
@@ -533,6 +546,7 @@ fn the_environment_is_exactly_the_granted_one() {
     );
 }
 
+// SPEC §16.1-h
 #[test]
 fn the_working_directory_comes_from_the_grants() {
     let config = ProcessHostConfig::new(
@@ -557,6 +571,7 @@ fn a_missing_program_is_a_spawn_error() {
     assert_eq!(error.code(), HostErrorCode::ProcessSpawn);
 }
 
+// SPEC §16.1-c: no /bin/sh fallback for a file execve refuses.
 #[test]
 fn a_file_without_a_known_format_is_not_run_by_a_shell() {
     let script = temp_file("no-shebang");

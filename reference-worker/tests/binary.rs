@@ -111,6 +111,7 @@ fn an_empty_input_is_a_clean_end() {
     assert!(run.output.is_empty());
 }
 
+// SPEC §3.3-a, §9.6-a: a repeated request id ends the worker nonzero, with no further frame.
 #[test]
 fn a_violation_exits_nonzero_without_another_frame() {
     let mut input = initialize();
@@ -120,6 +121,8 @@ fn a_violation_exits_nonzero_without_another_frame() {
     assert_eq!(frames(&run.output).len(), 1);
 }
 
+// SPEC §13.1-a, §15.1-g: pcall cannot swallow the limit; the worker answers resource_limit, then
+// retires (exit 0, nothing more served).
 #[test]
 fn a_tripped_limit_is_answered_then_the_worker_exits() {
     let mut input = initialize();
@@ -139,6 +142,7 @@ fn a_tripped_limit_is_answered_then_the_worker_exits() {
     assert_eq!(frames[1]["response"]["error"]["code"], "resource_limit");
 }
 
+// SPEC §13.1-a, §15.1-b
 #[test]
 fn a_memory_bomb_is_answered_then_the_worker_exits() {
     let mut input = initialize();
@@ -159,6 +163,7 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
 }
 
+// SPEC §5-a, §3.3-a, §9.6-a: every reject fixture ends the worker nonzero without another frame.
 #[test]
 fn every_reject_fixture_ends_the_worker_without_a_success() {
     let manifest: Vec<Value> =
@@ -200,6 +205,7 @@ fn host_response(request_id: u64, call_id: u32) -> Vec<u8> {
     )
 }
 
+// SPEC §3.3-a, §9.6-a, §15.1-h: no answer to the violation, and the guarded pcall never returns.
 #[test]
 fn hostile_parent_sequences_end_the_worker_without_a_success() {
     let guarded = "local ok = pcall(quirl.process.run, 'ls') return 'survived'";
@@ -258,6 +264,7 @@ fn hostile_parent_sequences_end_the_worker_without_a_success() {
     }
 }
 
+// SPEC §15.1-f: quirl.process.run becomes a host call.
 #[test]
 fn a_host_call_round_trip_through_the_binary() {
     let input = [
@@ -271,4 +278,127 @@ fn a_host_call_round_trip_through_the_binary() {
     let frames = frames(&run.output);
     assert_eq!(frames[1]["kind"], "host_call");
     assert_eq!(frames[2]["response"]["result"], true);
+}
+
+/// Spawn the worker as a parent must start it (SPEC §3.1): a session of its
+/// own, no terminal descriptor; both output streams piped so that a test can
+/// see every byte of each.
+fn spawn_in_own_session(args: &[&str]) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(WORKER);
+    command
+        .arg("--internal-lua-worker-v1")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // setsid(2), which is async-signal-safe and touches no shared state.
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
+    }
+    command.spawn().unwrap()
+}
+
+/// Write `input`, close the input, and collect both output streams to their
+/// end and the exit status.
+fn run_in_own_session(args: &[&str], input: Vec<u8>) -> (std::process::Output, usize) {
+    let mut child = spawn_in_own_session(args);
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        // The worker may stop reading early (a violation, a probe).
+        let _ = stdin.write_all(&input);
+    });
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let written = frames(&output.stderr).len();
+    (output, written)
+}
+
+// SPEC §3.1-a, §3.1-b: with standard output piped instead of the null
+// device, a session of guest errors, a syntax error, results and a violation
+// writes nothing there, and standard error holds complete frames only.
+#[test]
+fn only_complete_frames_reach_the_streams_in_a_session() {
+    let input = [
+        initialize(),
+        eval(2, "error('boom')"),
+        eval(3, "return +"),
+        eval(4, "return ('x'):rep(10)"),
+        eval(5, "return 1"),
+        eval(5, "return 1"),
+    ]
+    .concat();
+    let (output, written) = run_in_own_session(&[], input);
+    assert!(output.stdout.is_empty(), "{:?}", output.stdout);
+    // initialize, two guest errors, two results; the repeated id 5 is a
+    // violation that gets no answer.
+    assert_eq!(written, 5);
+    assert_eq!(output.status.code(), Some(1));
+}
+
+// SPEC §3.1-a, §3.1-b: a panic, an abort and a stack overflow inside a
+// request (the debug build's test probes, SPEC §18.5) leave no message on
+// either stream: standard error holds exactly the frames answered before.
+#[test]
+fn a_crashing_worker_writes_no_diagnostics_to_its_streams() {
+    for probe in ["panic", "abort", "stack-overflow"] {
+        let argument = format!("--lockdown-test-probe={probe}");
+        let input = [initialize(), eval(2, "return 1")].concat();
+        let (output, written) = run_in_own_session(&[&argument], input);
+        assert!(output.stdout.is_empty(), "{probe}: {:?}", output.stdout);
+        assert_eq!(written, 1, "{probe}: only the initialize answer");
+        assert!(!output.status.success(), "{probe}: {:?}", output.status);
+    }
+}
+
+/// Field `tty_nr` of `/proc/PID/stat`, and every terminal among the
+/// descriptors of `pid`.
+fn terminal_of(pid: u32) -> (i64, Vec<String>) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command name: state ppid pgrp session tty_nr …
+    let (_, fields) = stat.rsplit_once(')').unwrap();
+    let tty_nr = fields.split_whitespace().nth(4).unwrap().parse().unwrap();
+    let terminals = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|entry| std::fs::read_link(entry.unwrap().path()).ok())
+        .map(|target| target.to_string_lossy().into_owned())
+        .filter(|target| {
+            ["/dev/pts/", "/dev/tty", "/dev/console", "/dev/ptmx"]
+                .iter()
+                .any(|prefix| target.starts_with(prefix))
+        })
+        .collect();
+    (tty_nr, terminals)
+}
+
+// SPEC §3.1-c: started without a terminal, the worker neither opens one nor
+// gains a controlling terminal, before or after initialize and a request.
+#[test]
+fn the_worker_opens_no_terminal() {
+    let mut child = spawn_in_own_session(&[]);
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let mut read_frame = move || {
+        let mut header = [0u8; 4];
+        stderr.read_exact(&mut header).unwrap();
+        let mut payload = vec![0u8; u32::from_be_bytes(header) as usize];
+        stderr.read_exact(&mut payload).unwrap();
+        serde_json::from_slice::<Value>(&payload).unwrap()
+    };
+    stdin.write_all(&initialize()).unwrap();
+    assert_eq!(read_frame()["response"]["ok"], true);
+    assert_eq!(terminal_of(pid), (0, Vec::new()));
+    stdin
+        .write_all(&eval(2, "return tostring(io) .. tostring(os)"))
+        .unwrap();
+    assert_eq!(read_frame()["response"]["result"], "nilnil");
+    assert_eq!(terminal_of(pid), (0, Vec::new()));
+    drop(stdin);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
 }

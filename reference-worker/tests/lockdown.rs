@@ -78,6 +78,8 @@ fn finish(mut child: Child) -> Option<i32> {
     child.wait().unwrap().code()
 }
 
+// SPEC §4.3-f: each request is answered while the input stays open: the worker reads no byte
+// beyond the declared length before it acts.
 #[test]
 fn worker_locks_down_after_initialize_and_still_serves() {
     let mut child = spawn(&[]);

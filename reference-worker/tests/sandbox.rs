@@ -44,6 +44,7 @@ fn reachable_globals_are_exactly_the_documented_list() {
     assert_eq!(value, json!(expected));
 }
 
+// SPEC §15.1-e
 #[test]
 fn every_removed_global_is_absent() {
     let mut vm = vm();
@@ -99,6 +100,7 @@ fn library_tables_hold_only_the_documented_functions() {
     );
 }
 
+// SPEC §14.2-a, §15.1-e
 #[test]
 fn bytecode_is_never_loaded() {
     let mut vm = vm();
@@ -285,6 +287,7 @@ fn globals_and_callbacks_persist_across_requests() {
     assert_eq!(success(eval(&mut vm, "return bump()")), json!(43));
 }
 
+// SPEC §15.1-c
 #[test]
 fn budgets_reset_for_every_request() {
     let mut vm = vm();
@@ -363,6 +366,7 @@ fn a_tiny_instruction_limit_is_respected() {
     );
 }
 
+// SPEC §15.1-g
 #[test]
 fn protected_calls_cannot_swallow_a_limit() {
     for source in [
@@ -438,6 +442,7 @@ fn close_handlers_cannot_rescue_a_stopped_request() {
     }
 }
 
+// SPEC §15.1-d
 #[test]
 fn coroutines_cannot_hide_instructions_from_the_budget() {
     // Each coroutine runs fewer instructions than one hook interval; without
@@ -459,6 +464,7 @@ fn coroutines_cannot_hide_instructions_from_the_budget() {
     assert_eq!(tripped(verdict), "instructions");
 }
 
+// SPEC §15.1-b
 #[test]
 fn memory_bombs_trip_the_memory_limit() {
     for source in [
@@ -556,6 +562,7 @@ fn deep_recursion_is_an_error_not_a_crash() {
     assert!(error.message.contains("stack overflow"), "{error:?}");
 }
 
+// SPEC §15.1-c
 #[test]
 fn the_wall_deadline_stops_a_request() {
     let mut vm = vm_with(Budgets {

@@ -170,6 +170,7 @@ fn end_of_input_inside_a_frame_is_a_violation() {
     );
 }
 
+// SPEC §15.1-a
 #[test]
 fn a_request_before_initialize_is_a_violation() {
     let session = run(vec![request(
@@ -205,6 +206,8 @@ fn a_host_response_without_a_host_call_is_a_violation() {
     assert_eq!(violation(&session), ErrorKind::UnexpectedFrame);
 }
 
+// SPEC §15.1-a, §8.2-a, §10-b: a bad descriptor or policy is a violation, no VM is built, nothing
+// is answered.
 #[test]
 fn an_invalid_initialize_builds_no_vm() {
     let bad_descriptor = request(
@@ -223,6 +226,7 @@ fn an_invalid_initialize_builds_no_vm() {
     assert!(session.frames.is_empty());
 }
 
+// SPEC §9.1-a
 #[test]
 fn request_ids_must_increase() {
     let session = run(vec![
@@ -250,6 +254,7 @@ fn a_memory_limit_below_the_sandbox_fails_initialize_and_retires() {
     );
 }
 
+// SPEC §13.1-a
 #[test]
 fn a_tripped_limit_is_answered_then_the_worker_retires() {
     let session = run(vec![
@@ -273,6 +278,7 @@ fn a_tripped_limit_is_answered_then_the_worker_retires() {
     );
 }
 
+// SPEC §15.1-c
 #[test]
 fn state_persists_and_budgets_reset_across_requests() {
     let loop_half = "local n = 0 for i = 1, 200000 do n = n + 1 end return n";
@@ -601,6 +607,7 @@ fn process_run_session(grants: Value, process_enabled: bool, rest: Vec<Vec<u8>>)
 
 const RUN_LS: &str = "local r = quirl.process.run('ls -l') return { ok = r.ok, status = r.status, value = r.value, stderr = r.stderr }";
 
+// SPEC §15.1-f
 #[test]
 fn process_run_sends_a_host_call_and_returns_the_outcome() {
     let session = process_run_session(
@@ -737,6 +744,7 @@ fn a_seventeenth_host_call_trips_a_sticky_limit_that_pcall_cannot_swallow() {
     );
 }
 
+// SPEC §9.2-f
 #[test]
 fn host_output_is_bounded_by_the_call_with_lossy_bytes_counted_once() {
     // The worker asks for at most 1 MiB per stream. Invalid UTF-8 decoded
@@ -784,6 +792,8 @@ fn host_output_is_bounded_by_the_call_with_lossy_bytes_counted_once() {
     no_success_after_initialize(&session);
 }
 
+// SPEC §9.2-d, §9.2-e, §15.1-h, §9.6-a: wrong ids, neither or both of outcome and error: the worker
+// ends, guest pcall never returns, no error response.
 #[test]
 fn a_bad_host_response_is_a_violation_the_guest_never_sees() {
     let guarded = "local ok = pcall(quirl.process.run, 'ls') return 'survived'";
@@ -857,6 +867,7 @@ fn a_host_resource_limit_stops_the_request() {
     );
 }
 
+// SPEC §4.2-a
 #[test]
 fn a_result_too_large_for_one_frame_is_answered_with_an_error() {
     let plugin = r#"
