@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use quirl_lua_reference_parent::process_host::{
     Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest, run_command,
 };
-use quirl_lua_reference_parent::{Containment, ErrorKind, Worker, WorkerCommand, WorkerConfig};
+use quirl_lua_reference_parent::{Containment, ErrorClass, Worker, WorkerCommand, WorkerConfig};
 
 use crate::inproc::BoxError;
 
@@ -209,7 +209,7 @@ pub fn kill_latency_in(
             Err(error) => error,
         };
         let returned = Instant::now();
-        if error.kind() != ErrorKind::Deadline {
+        if error.class() != ErrorClass::Deadline {
             return Err(format!("expected a deadline error, got {error}").into());
         }
         samples.push(returned.saturating_duration_since(deadline));

@@ -21,7 +21,7 @@
 use std::time::{Duration, Instant};
 
 use quirl_lua_reference_parent::{
-    ErrorKind, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
+    ErrorClass, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -98,7 +98,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Err(error) => error,
             };
             let returned = Instant::now();
-            if error.kind() != ErrorKind::Deadline {
+            if error.class() != ErrorClass::Deadline {
                 return Err(format!("expected a deadline error, got {error}").into());
             }
             samples.push(returned.saturating_duration_since(deadline));

@@ -1,21 +1,21 @@
 //! The parent's error type: a class the caller can act on, and an error record.
 //!
-//! Every failure is an [`Error`] with an [`ErrorKind`] (what happened, and
-//! so what the caller can do next) and a v1 error record
-//! ([`ShellError`]: code, message, context, help) for people and for JSON
-//! output. Codes follow SPEC.md §11.3:
+//! Every failure is an [`Error`] with an [`ErrorClass`] (what happened, and
+//! so what the caller can do next; SPEC §17.5 "error classes") and a v1
+//! error record ([`ShellError`]: code, message, context, help) for people
+//! and for JSON output. Codes follow SPEC §11.3:
 //!
-//! | kind | code | worker afterwards |
+//! | class | code | worker afterwards |
 //! |---|---|---|
-//! | [`Guest`](ErrorKind::Guest) | the code in the worker's error response | healthy, reusable |
-//! | [`Deadline`](ErrorKind::Deadline), [`Cancelled`](ErrorKind::Cancelled) | `resource_limit` | killed, handle poisoned |
-//! | [`ProtocolViolation`](ErrorKind::ProtocolViolation) | `validation` (`resource_limit` for an oversized frame) | killed, handle poisoned |
-//! | [`WorkerCrashed`](ErrorKind::WorkerCrashed) | `lua` | reaped, handle poisoned |
-//! | [`Unavailable`](ErrorKind::Unavailable) | `lua` | (already gone) |
-//! | [`Spawn`](ErrorKind::Spawn) | `process_spawn` (or the worker's code if it refused `initialize`) | killed and reaped |
-//! | [`InvalidInput`](ErrorKind::InvalidInput) | `validation` / `invalid_argument` | untouched: nothing was sent |
-//! | [`Quarantined`](ErrorKind::Quarantined) | `lua` | none was used (restart budget spent) |
-//! | [`Overloaded`](ErrorKind::Overloaded) | `resource_limit` | none was used (pool queue full) |
+//! | [`Guest`](ErrorClass::Guest) | the code in the worker's error response | healthy, reusable |
+//! | [`Deadline`](ErrorClass::Deadline), [`Cancelled`](ErrorClass::Cancelled) | `resource_limit` | killed, handle poisoned |
+//! | [`ProtocolViolation`](ErrorClass::ProtocolViolation) | `validation` (`resource_limit` for an oversized frame) | killed, handle poisoned |
+//! | [`WorkerCrashed`](ErrorClass::WorkerCrashed) | `lua` | reaped, handle poisoned |
+//! | [`Unavailable`](ErrorClass::Unavailable) | `lua` | (already gone) |
+//! | [`Spawn`](ErrorClass::Spawn) | `process_spawn` (or the worker's code if it refused `initialize`) | killed and reaped |
+//! | [`InvalidInput`](ErrorClass::InvalidInput) | `validation` / `invalid_argument` | untouched: nothing was sent |
+//! | [`Quarantined`](ErrorClass::Quarantined) | `lua` | none was used (restart budget spent) |
+//! | [`Overloaded`](ErrorClass::Overloaded) | `resource_limit` | none was used (pool queue full) |
 //!
 //! Context entries are bounded so the record always stays within the v1
 //! error-record bounds, however much cleanup has to report.
@@ -30,10 +30,13 @@ use quirl_lua_protocol::limits::{
 /// Longest single context entry the parent adds.
 const CONTEXT_ENTRY_BYTES_MAX: usize = 4 * 1024;
 
-/// What went wrong, as far as the caller's next step is concerned.
+/// What went wrong, as far as the caller's next step is concerned: the
+/// error classes of SPEC §17.5. (Not the protocol's `ErrorKind`, which names
+/// the sub-kind of a protocol error, SPEC §11.2; see
+/// [`Error::protocol_kind`].)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum ErrorKind {
+pub enum ErrorClass {
     /// The guest's code failed (a well-formed error response): Lua error,
     /// instruction or memory limit, … The worker stays usable.
     Guest,
@@ -59,8 +62,8 @@ pub enum ErrorKind {
     Overloaded,
 }
 
-impl ErrorKind {
-    /// The stable snake_case name of this kind.
+impl ErrorClass {
+    /// The stable snake_case name of this class.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Guest => "guest",
@@ -76,7 +79,7 @@ impl ErrorKind {
         }
     }
 
-    /// Whether an error of this kind ended the worker and poisoned the handle.
+    /// Whether an error of this class ended the worker and poisoned the handle.
     pub const fn poisons(self) -> bool {
         matches!(
             self,
@@ -90,7 +93,7 @@ impl ErrorKind {
     }
 }
 
-impl fmt::Display for ErrorKind {
+impl fmt::Display for ErrorClass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -99,15 +102,15 @@ impl fmt::Display for ErrorKind {
 /// A failed worker operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
-    kind: ErrorKind,
+    class: ErrorClass,
     protocol_kind: Option<ProtocolErrorKind>,
     record: Box<ShellError>,
 }
 
 impl Error {
-    pub(crate) fn new(kind: ErrorKind, code: ErrorCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(class: ErrorClass, code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            kind,
+            class,
             protocol_kind: None,
             record: Box::new(ShellError::new(code, message)),
         }
@@ -116,15 +119,15 @@ impl Error {
     /// A guest error carried by a well-formed error response.
     pub(crate) fn guest(record: ShellError) -> Self {
         Self {
-            kind: ErrorKind::Guest,
+            class: ErrorClass::Guest,
             protocol_kind: None,
             record: Box::new(record),
         }
     }
 
-    /// Rebuild an error of a different kind around an existing record.
-    pub(crate) fn with_kind(mut self, kind: ErrorKind) -> Self {
-        self.kind = kind;
+    /// Rebuild an error of a different class around an existing record.
+    pub(crate) fn with_class(mut self, class: ErrorClass) -> Self {
+        self.class = class;
         self
     }
 
@@ -133,18 +136,19 @@ impl Error {
         self
     }
 
-    /// Append one context entry, keeping the record within its v1 bounds.
-    #[must_use]
     /// Append a `containment: …` line to the context (SPEC §17.2), as the
     /// CLI does for `--json` errors.
+    #[must_use]
     pub fn with_containment_context(self, line: impl Into<String>) -> Self {
         self.with_context(line)
     }
 
+    /// Append one context entry, keeping the record within its v1 bounds.
+    #[must_use]
     pub(crate) fn with_context(mut self, context: impl Into<String>) -> Self {
         let mut entry: String = context.into();
         truncate_at_char(&mut entry, CONTEXT_ENTRY_BYTES_MAX);
-        let used = text_bytes(&self.record);
+        let used = self.record.text_bytes();
         if self.record.context.len() < ITEMS_MAX && used + entry.len() <= TEXT_BYTES_MAX {
             self.record.context.push(entry);
         }
@@ -156,16 +160,16 @@ impl Error {
     pub(crate) fn with_help(mut self, help: impl Into<String>) -> Self {
         let mut entry: String = help.into();
         truncate_at_char(&mut entry, CONTEXT_ENTRY_BYTES_MAX);
-        let used = text_bytes(&self.record);
+        let used = self.record.text_bytes();
         if self.record.help.len() < ITEMS_MAX && used + entry.len() <= TEXT_BYTES_MAX {
             self.record.help.push(entry);
         }
         self
     }
 
-    /// The class of failure.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
+    /// The class of failure (SPEC §17.5).
+    pub fn class(&self) -> ErrorClass {
+        self.class
     }
 
     /// The v1 error code of the record.
@@ -207,18 +211,6 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-fn text_bytes(record: &ShellError) -> usize {
-    record.message.len()
-        + record.context.iter().map(String::len).sum::<usize>()
-        + record.help.iter().map(String::len).sum::<usize>()
-        + record
-            .labels
-            .iter()
-            .map(|label| label.message.len() + label.source.as_ref().map_or(0, String::len))
-            .sum::<usize>()
-        + record.command.as_ref().map_or(0, String::len)
-}
-
 fn truncate_at_char(text: &mut String, max: usize) {
     if text.len() <= max {
         return;
@@ -238,12 +230,12 @@ mod tests {
 
     #[test]
     fn context_stays_within_the_record_bounds() {
-        let mut error = Error::new(ErrorKind::WorkerCrashed, ErrorCode::Lua, "worker died");
+        let mut error = Error::new(ErrorClass::WorkerCrashed, ErrorCode::Lua, "worker died");
         for _ in 0..200 {
             error = error.with_context("x".repeat(10_000));
         }
         assert!(error.record().context.len() <= ITEMS_MAX);
-        assert!(text_bytes(error.record()) <= TEXT_BYTES_MAX);
+        assert!(error.record().text_bytes() <= TEXT_BYTES_MAX);
         assert!(
             error
                 .record()
@@ -255,16 +247,16 @@ mod tests {
 
     #[test]
     fn display_shows_code_message_and_context() {
-        let error = Error::new(ErrorKind::Deadline, ErrorCode::ResourceLimit, "too slow")
+        let error = Error::new(ErrorClass::Deadline, ErrorCode::ResourceLimit, "too slow")
             .with_context("deadline 5 ms");
         assert_eq!(error.to_string(), "resource_limit: too slow; deadline 5 ms");
     }
 
     #[test]
-    fn poisoning_kinds_are_the_supervision_failures() {
-        assert!(!ErrorKind::Guest.poisons());
-        assert!(!ErrorKind::InvalidInput.poisons());
-        assert!(ErrorKind::Deadline.poisons());
-        assert!(ErrorKind::ProtocolViolation.poisons());
+    fn poisoning_classes_are_the_supervision_failures() {
+        assert!(!ErrorClass::Guest.poisons());
+        assert!(!ErrorClass::InvalidInput.poisons());
+        assert!(ErrorClass::Deadline.poisons());
+        assert!(ErrorClass::ProtocolViolation.poisons());
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! ```no_run
 //! use quirl_lua_reference_parent::{
-//!     ErrorKind, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
+//!     ErrorClass, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
 //! };
 //!
 //! // `quirl-lua --internal-lua-worker-v1` (or any worker speaking the protocol).
@@ -21,8 +21,8 @@
 //! // A native call no Lua hook can interrupt: the parent kills the worker's
 //! // whole process tree at the deadline, reaps it and poisons the handle.
 //! let error = worker.eval("table.move({}, 1, 90000000, 2)").unwrap_err();
-//! assert_eq!(error.kind(), ErrorKind::Deadline);
-//! assert_eq!(worker.eval("return 1").unwrap_err().kind(), ErrorKind::Unavailable);
+//! assert_eq!(error.class(), ErrorClass::Deadline);
+//! assert_eq!(worker.eval("return 1").unwrap_err().class(), ErrorClass::Unavailable);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -32,17 +32,23 @@
 //! - `cgroup` (private; [`Containment`] is public): one cgroup v2 per
 //!   child when the kernel allows it, with `cgroup.kill` as the end of
 //!   every child (SPEC §17.2);
-//! - `containment` (private): spawning in a new session with a sanitized
-//!   environment and descriptors, and the process-group kill that cannot hit
-//!   a reused PGID (module docs explain why);
+//! - `worker_spawn` (private): spawning in a new session with a sanitized
+//!   environment and descriptors (SPEC §17.2);
+//! - `worker_kill` (private): the cgroup and process-group kill that cannot
+//!   hit a reused PGID, and the reap (SPEC §17.3, §17.4; module docs explain
+//!   why);
 //! - `transport` and `poll` (private): non-blocking pipes and one `ppoll`
 //!   per wait over output, pidfd, cancellation and deadline — no reader
-//!   thread, no polling tick;
+//!   thread, no polling tick; `poll` is the one waiting helper of the crate;
+//! - `child_setup` (private): what every spawned child (worker or host
+//!   command) does between fork and exec;
+//! - `signals` (private): signal names and the signal-disposition checks;
+//! - `proc_stat` (private): the one `/proc/PID/stat` reader;
 //! - the wire side is the protocol crate's [`ParentConnection`]
 //!   (decoder, session, SPEC §9.5 end of stream) — no private copy;
-//! - `host` (private) and [`process_host`]: answering `quirl.process.run`;
+//! - [`process_host`]: answering `quirl.process.run` (SPEC §16);
 //! - [`callback_deadline`]: callbacks held to their declared deadlines;
-//! - [`command`]: which program is the worker; [`error`]: typed errors;
+//! - [`worker_command`]: which program is the worker; [`error`]: typed errors;
 //! - [`rlimits`]: the resource limits a worker gets before `exec` (SPEC §18.1).
 //!
 //! - [`lifecycle`]: plugin generations, restart budget and quarantine, pools
@@ -53,21 +59,24 @@
 
 pub mod callback_deadline;
 mod cgroup;
-pub mod command;
-mod containment;
+mod child_setup;
 pub mod error;
-mod host;
 pub mod lifecycle;
 mod poll;
+mod proc_stat;
 pub mod process_host;
 pub mod rlimits;
+mod signals;
 mod transport;
 pub mod worker;
+pub mod worker_command;
+mod worker_kill;
+mod worker_spawn;
 
 pub use cgroup::{Containment, ContainmentReport, containment_report};
-pub use command::{WORKER_ARGUMENT, WORKER_COMMAND_ENV, WorkerCommand};
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorClass};
 pub use process_host::Cancel;
 pub use quirl_lua_protocol::{Policy, PolicySettings};
 pub use rlimits::WorkerLimits;
 pub use worker::{Worker, WorkerConfig};
+pub use worker_command::{WORKER_ARGUMENT, WORKER_COMMAND_ENV, WorkerCommand};

@@ -27,6 +27,7 @@
 //! itself, after `initialize`: `quirl_lua_reference_worker::lockdown`).
 
 use quirl_lua_protocol::Policy;
+use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
 /// Address space allowed above twice the policy's memory limit.
 pub const ADDRESS_SPACE_MARGIN_BYTES: u64 = 256 << 20;
@@ -115,11 +116,11 @@ impl WorkerLimits {
     /// The limits in the order they are applied, as `(resource, value)`.
     fn entries(&self) -> [(Resource, Option<u64>); 5] {
         [
-            (libc::RLIMIT_AS, self.address_space),
-            (libc::RLIMIT_CORE, self.core),
-            (libc::RLIMIT_NOFILE, self.open_files),
-            (libc::RLIMIT_FSIZE, self.file_size),
-            (libc::RLIMIT_NPROC, self.processes),
+            (Resource::As, self.address_space),
+            (Resource::Core, self.core),
+            (Resource::Nofile, self.open_files),
+            (Resource::Fsize, self.file_size),
+            (Resource::Nproc, self.processes),
         ]
     }
 
@@ -129,38 +130,27 @@ impl WorkerLimits {
     }
 
     /// Apply the limits to the calling process. Runs in the forked child
-    /// before `exec`: only `getrlimit`/`setrlimit`, no allocation, no locks.
+    /// before `exec`: only the raw `prlimit64` system call (rustix's
+    /// `getrlimit`/`setrlimit`), no allocation, no locks.
     pub(crate) fn apply_in_child(&self) -> std::io::Result<()> {
         for (resource, value) in self.entries() {
             let Some(value) = value else { continue };
-            let mut current = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            // SAFETY: getrlimit writes into the rlimit we own.
-            if unsafe { libc::getrlimit(resource, &raw mut current) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
             // Never above the inherited hard limit (raising it needs
-            // privileges and is not what a limit is for).
-            let value = value.min(current.rlim_max);
-            let limit = libc::rlimit {
-                rlim_cur: value,
-                rlim_max: value,
-            };
-            // SAFETY: setrlimit reads the rlimit we own.
-            if unsafe { libc::setrlimit(resource, &raw const limit) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            // privileges and is not what a limit is for); `None` is
+            // "unlimited".
+            let hard = getrlimit(resource).maximum;
+            let value = hard.map_or(value, |hard| value.min(hard));
+            setrlimit(
+                resource,
+                Rlimit {
+                    current: Some(value),
+                    maximum: Some(value),
+                },
+            )?;
         }
         Ok(())
     }
 }
-
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-type Resource = libc::__rlimit_resource_t;
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-type Resource = libc::c_int;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]

@@ -18,11 +18,14 @@
 //! handle feeds the bytes it gets into the protocol crate's push decoder.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Instant;
 
-use crate::poll;
+use rustix::io::Errno;
+
+use crate::poll::{self, PollFlags};
 use crate::process_host::Cancel;
+use crate::signals::write_without_sigpipe;
 
 /// Bytes read per `read(2)` from the worker's stderr.
 pub(crate) const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -89,20 +92,14 @@ impl Transport {
         };
         while !bytes.is_empty() {
             check_flags(watch)?;
-            let written = write_without_sigpipe(input.as_fd(), bytes);
-            if written >= 0 {
-                let written = usize::try_from(written).unwrap_or(0);
-                bytes = bytes.get(written..).unwrap_or_default();
-                continue;
-            }
-            let error = io::Error::last_os_error();
-            match error.raw_os_error() {
-                Some(libc::EAGAIN) => {
-                    wait(input.as_fd(), libc::POLLOUT, watch)?;
-                }
-                Some(libc::EINTR) => {}
-                Some(libc::EPIPE) => return Err(Interrupt::InputClosed),
-                _ => return Err(Interrupt::Io(error)),
+            match write_without_sigpipe(input.as_fd(), bytes) {
+                Ok(written) => bytes = bytes.get(written..).unwrap_or_default(),
+                Err(error) => match error.kind() {
+                    io::ErrorKind::WouldBlock => wait(input.as_fd(), PollFlags::OUT, watch)?,
+                    io::ErrorKind::Interrupted => {}
+                    io::ErrorKind::BrokenPipe => return Err(Interrupt::InputClosed),
+                    _ => return Err(Interrupt::Io(error)),
+                },
             }
         }
         Ok(())
@@ -119,31 +116,17 @@ impl Transport {
             // Wait first: the caller reads right after sending a request,
             // when the answer cannot be there yet, so a read-first would
             // cost a wasted EAGAIN system call on every request.
-            wait(self.output.as_fd(), libc::POLLIN, watch)?;
+            wait(self.output.as_fd(), PollFlags::IN, watch)?;
             // The deadline is the parent's: output that is only readable
             // after it is late, even when this thread woke up late to find
             // it (a worker's own wall-time limit always trips after the
             // parent's deadline, so its answer is never taken for a result).
             check_flags(watch)?;
-            // SAFETY: reads into our own buffer, bounded by its length.
-            let read = unsafe {
-                libc::read(
-                    self.output.as_raw_fd(),
-                    self.buffer.as_mut_ptr().cast::<libc::c_void>(),
-                    self.buffer.len(),
-                )
-            };
-            if read > 0 {
-                let read = usize::try_from(read).unwrap_or(0);
-                return Ok(self.buffer.get(..read).unwrap_or_default());
-            }
-            if read == 0 {
-                return Err(Interrupt::OutputClosed);
-            }
-            let error = io::Error::last_os_error();
-            match error.raw_os_error() {
-                Some(libc::EAGAIN | libc::EINTR) => {}
-                _ => return Err(Interrupt::Io(error)),
+            match rustix::io::read(&self.output, &mut self.buffer[..]) {
+                Ok(0) => return Err(Interrupt::OutputClosed),
+                Ok(read) => return Ok(self.buffer.get(..read).unwrap_or_default()),
+                Err(Errno::AGAIN | Errno::INTR) => {}
+                Err(error) => return Err(Interrupt::Io(error.into())),
             }
         }
     }
@@ -153,26 +136,12 @@ impl Transport {
     /// `Ok(None)`: nothing is available; `Err(OutputClosed)`: end of file.
     pub(crate) fn read_available(&mut self) -> Result<Option<&[u8]>, Interrupt> {
         loop {
-            // SAFETY: reads into our own buffer, bounded by its length.
-            let read = unsafe {
-                libc::read(
-                    self.output.as_raw_fd(),
-                    self.buffer.as_mut_ptr().cast::<libc::c_void>(),
-                    self.buffer.len(),
-                )
-            };
-            if read > 0 {
-                let read = usize::try_from(read).unwrap_or(0);
-                return Ok(Some(self.buffer.get(..read).unwrap_or_default()));
-            }
-            if read == 0 {
-                return Err(Interrupt::OutputClosed);
-            }
-            let error = io::Error::last_os_error();
-            match error.raw_os_error() {
-                Some(libc::EAGAIN) => return Ok(None),
-                Some(libc::EINTR) => {}
-                _ => return Err(Interrupt::Io(error)),
+            match rustix::io::read(&self.output, &mut self.buffer[..]) {
+                Ok(0) => return Err(Interrupt::OutputClosed),
+                Ok(read) => return Ok(Some(self.buffer.get(..read).unwrap_or_default())),
+                Err(Errno::AGAIN) => return Ok(None),
+                Err(Errno::INTR) => {}
+                Err(error) => return Err(Interrupt::Io(error.into())),
             }
         }
     }
@@ -183,83 +152,18 @@ impl Transport {
     /// response pipe is gone. Returns whether end of file was reached.
     pub(crate) fn drain_until_closed(&mut self, deadline: Instant) -> io::Result<bool> {
         loop {
-            // SAFETY: reads into our own buffer, bounded by its length.
-            let read = unsafe {
-                libc::read(
-                    self.output.as_raw_fd(),
-                    self.buffer.as_mut_ptr().cast::<libc::c_void>(),
-                    self.buffer.len(),
-                )
-            };
-            if read == 0 {
-                return Ok(true);
-            }
-            if read > 0 {
-                continue;
-            }
-            let error = io::Error::last_os_error();
-            match error.raw_os_error() {
-                Some(libc::EAGAIN) => {
-                    let mut fds = [poll::interest(self.output.as_fd(), libc::POLLIN)];
+            match rustix::io::read(&self.output, &mut self.buffer[..]) {
+                Ok(0) => return Ok(true),
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => {
+                    let mut fds = [poll::interest(self.output.as_fd(), PollFlags::IN)];
                     if !poll::wait_until(&mut fds, deadline)? {
                         return Ok(false);
                     }
                 }
-                Some(libc::EINTR) => {}
-                _ => return Err(error),
+                Err(error) => return Err(error.into()),
             }
         }
-    }
-}
-
-/// `write(2)` that turns a closed pipe into `EPIPE` without letting
-/// `SIGPIPE` kill a host process that does not ignore it.
-///
-/// Rust binaries ignore `SIGPIPE`; a host embedding this library might not.
-/// When the signal is not ignored it is blocked in this thread for the
-/// write, and a `SIGPIPE` the write raised is consumed before unblocking.
-fn write_without_sigpipe(fd: BorrowedFd<'_>, bytes: &[u8]) -> isize {
-    let write = || {
-        // SAFETY: writes from a live slice to a descriptor we own.
-        unsafe {
-            libc::write(
-                fd.as_raw_fd(),
-                bytes.as_ptr().cast::<libc::c_void>(),
-                bytes.len(),
-            )
-        }
-    };
-    // SAFETY: all-zero is a valid sigaction; sigaction only reads the
-    // current disposition into it.
-    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: null new action = query only.
-    let queried = unsafe { libc::sigaction(libc::SIGPIPE, std::ptr::null(), &raw mut current) };
-    if queried == 0 && current.sa_sigaction == libc::SIG_IGN {
-        return write();
-    }
-    // SAFETY: sigset_t is plain data; the libc calls initialise and modify
-    // sets we own, and the thread mask is restored before returning.
-    unsafe {
-        let mut pipe_only: libc::sigset_t = std::mem::zeroed();
-        let mut previous: libc::sigset_t = std::mem::zeroed();
-        let mut pending: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&raw mut pipe_only);
-        libc::sigaddset(&raw mut pipe_only, libc::SIGPIPE);
-        libc::sigpending(&raw mut pending);
-        let already_pending = libc::sigismember(&raw const pending, libc::SIGPIPE) == 1;
-        libc::pthread_sigmask(libc::SIG_BLOCK, &raw const pipe_only, &raw mut previous);
-        let written = write();
-        let errno = *libc::__errno_location();
-        if written < 0 && errno == libc::EPIPE && !already_pending {
-            let zero = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            libc::sigtimedwait(&raw const pipe_only, std::ptr::null_mut(), &raw const zero);
-        }
-        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const previous, std::ptr::null_mut());
-        *libc::__errno_location() = errno;
-        written
     }
 }
 
@@ -274,15 +178,15 @@ fn check_flags(watch: Watch<'_>) -> Result<(), Interrupt> {
 }
 
 /// Sleep until `fd` has `events`, or something in `watch` ends the wait.
-fn wait(fd: BorrowedFd<'_>, events: libc::c_short, watch: Watch<'_>) -> Result<(), Interrupt> {
+fn wait(fd: BorrowedFd<'_>, events: PollFlags, watch: Watch<'_>) -> Result<(), Interrupt> {
     let mut fds = [
         poll::interest(fd, events),
-        poll::interest(watch.cancel_wake, libc::POLLIN),
-        watch
-            .exit
-            .map_or(poll::IGNORED, |exit| poll::interest(exit, libc::POLLIN)),
+        poll::interest(watch.cancel_wake, PollFlags::IN),
+        // Without a pidfd the third slot is left out of the wait below.
+        poll::interest(watch.exit.unwrap_or(watch.cancel_wake), PollFlags::IN),
     ];
-    let ready = poll::wait_until(&mut fds, watch.deadline).map_err(Interrupt::Io)?;
+    let watched = if watch.exit.is_some() { 3 } else { 2 };
+    let ready = poll::wait_until(&mut fds[..watched], watch.deadline).map_err(Interrupt::Io)?;
     if !ready {
         return Err(Interrupt::Deadline);
     }
@@ -290,10 +194,10 @@ fn wait(fd: BorrowedFd<'_>, events: libc::c_short, watch: Watch<'_>) -> Result<(
         // The pipe is ready (or hung up): let the caller's read/write see it.
         return Ok(());
     }
-    if poll::fired(&fds[1], libc::POLLIN) {
+    if poll::fired(&fds[1], PollFlags::IN) {
         return Err(Interrupt::Cancelled);
     }
-    if poll::fired(&fds[2], libc::POLLIN) {
+    if watch.exit.is_some() && poll::fired(&fds[2], PollFlags::IN) {
         return Err(Interrupt::WorkerExited);
     }
     Ok(())
@@ -306,15 +210,8 @@ mod tests {
     use std::time::Duration;
 
     fn nonblocking_pipe() -> (OwnedFd, OwnedFd) {
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 writes two descriptors into our array.
-        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) };
-        assert_eq!(rc, 0);
-        // SAFETY: both descriptors are fresh and owned by us from here on.
-        unsafe {
-            use std::os::fd::FromRawFd;
-            (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))
-        }
+        use rustix::pipe::{PipeFlags, pipe_with};
+        pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK).unwrap()
     }
 
     fn watch<'a>(token: &'a Cancel, waiter: &'a impl AsFd, deadline: Instant) -> Watch<'a> {

@@ -14,7 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use quirl_lua_reference_parent::process_host::{
-    Cancel, Environment, Grants, HostErrorCode, ProcessAccess, ProcessHostConfig, ProcessRequest,
+    Cancel, Environment, ErrorCode, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest,
     run_command,
 };
 use quirl_lua_reference_parent::{Containment, containment_report};
@@ -143,7 +143,7 @@ fn a_double_forked_setsid_host_command_is_contained_by_its_cgroup() {
     // The call returns when its own command exits, not at the deadline:
     // the escapee held both output pipes until cgroup.kill ended it.
     assert!(elapsed < deadline / 2, "took {elapsed:?}");
-    assert_eq!(error.code(), HostErrorCode::ResourceLimit, "{error:?}");
+    assert_eq!(error.code(), ErrorCode::ResourceLimit, "{error:?}");
     assert_eq!(
         error.message(),
         "command left processes running outside its session"

@@ -17,7 +17,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use quirl_lua_reference_parent::{
-    Error, ErrorKind, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
+    Error, ErrorClass, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
 };
 
 /// Generous only where the bound is the behaviour: "returned within deadline + 200 ms".
@@ -76,7 +76,11 @@ fn assert_cleaned_up(pid: i32, worker: &mut Worker, args: &[&str]) {
     assert!(worker.is_poisoned(), "{args:?}: handle not poisoned");
     let again = Instant::now();
     let second = worker.eval("return 1").unwrap_err();
-    assert_eq!(second.kind(), ErrorKind::Unavailable, "{args:?}: {second}");
+    assert_eq!(
+        second.class(),
+        ErrorClass::Unavailable,
+        "{args:?}: {second}"
+    );
     assert!(
         again.elapsed() < Duration::from_millis(50),
         "{args:?}: unavailable was not immediate"
@@ -97,7 +101,7 @@ fn assert_cleaned_up(pid: i32, worker: &mut Worker, args: &[&str]) {
 }
 
 fn assert_violation(error: &Error, protocol_kind: &str) {
-    assert_eq!(error.kind(), ErrorKind::ProtocolViolation, "{error}");
+    assert_eq!(error.class(), ErrorClass::ProtocolViolation, "{error}");
     assert_eq!(
         error.protocol_kind().map(|k| k.as_str()),
         Some(protocol_kind),
@@ -127,7 +131,7 @@ fn header_one_past_the_maximum_is_rejected_at_once() {
 #[test]
 fn maximum_header_then_stall_is_cut_off_at_the_deadline() {
     let error = hostile(&["header", "5242880"], false);
-    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
 }
 
 #[test]
@@ -214,7 +218,7 @@ fn host_call_refused_by_policy_is_a_violation_even_if_process_is_enabled() {
 #[test]
 fn never_answering_worker_is_killed_at_the_deadline() {
     let (error, elapsed) = hostile_timed(&["never-answer"], false);
-    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
     assert_eq!(error.code().as_str(), "resource_limit");
     assert!(elapsed >= Duration::from_millis(WALL_MS));
 }
@@ -223,14 +227,14 @@ fn never_answering_worker_is_killed_at_the_deadline() {
 fn answer_after_the_deadline_is_not_accepted() {
     let late = (WALL_MS + 150).to_string();
     let error = hostile(&["answer-after", &late], false);
-    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
 }
 
 // SPEC §13.2-a
 #[test]
 fn crashing_worker_is_reported_as_a_lua_failure() {
     let error = hostile(&["crash"], false);
-    assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+    assert_eq!(error.class(), ErrorClass::WorkerCrashed, "{error}");
     assert_eq!(error.code().as_str(), "lua");
     assert!(error.to_string().contains("signal 6"), "{error}");
 }
@@ -238,7 +242,7 @@ fn crashing_worker_is_reported_as_a_lua_failure() {
 #[test]
 fn worker_exiting_zero_mid_request_is_a_crash() {
     let error = hostile(&["exit0"], false);
-    assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+    assert_eq!(error.class(), ErrorClass::WorkerCrashed, "{error}");
     assert!(
         error.to_string().contains("exited with status 0"),
         "{error}"
@@ -250,14 +254,14 @@ fn worker_exiting_zero_mid_request_is_a_crash() {
 #[test]
 fn silent_worker_with_a_pipe_holding_grandchild_is_killed_with_its_tree() {
     let error = hostile(&["grandchild-silent"], false);
-    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
 }
 
 // SPEC §13.2-a, §18-a
 #[test]
 fn worker_exit_is_noticed_while_a_grandchild_holds_the_pipe() {
     let (error, elapsed) = hostile_timed(&["grandchild-exit"], false);
-    assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+    assert_eq!(error.class(), ErrorClass::WorkerCrashed, "{error}");
     assert!(
         elapsed < Duration::from_millis(WALL_MS),
         "waited for the deadline: {error}"
@@ -268,7 +272,7 @@ fn worker_exit_is_noticed_while_a_grandchild_holds_the_pipe() {
 #[test]
 fn slow_loris_frame_is_cut_off_at_the_deadline() {
     let error = hostile(&["slow-loris"], false);
-    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
 }
 
 #[test]
@@ -293,7 +297,7 @@ fn cancellation_from_another_thread_kills_the_worker_promptly() {
     let error = worker.eval("return 1").unwrap_err();
     let returned = Instant::now();
     let cancelled_at = canceller.join().unwrap();
-    assert_eq!(error.kind(), ErrorKind::Cancelled, "{error}");
+    assert_eq!(error.class(), ErrorClass::Cancelled, "{error}");
     assert_eq!(error.code().as_str(), "resource_limit");
     assert!(
         returned.duration_since(cancelled_at) < LATE_MAX,
@@ -307,7 +311,7 @@ fn cancellation_from_another_thread_kills_the_worker_promptly() {
 fn worker_failing_during_initialize_fails_the_spawn_and_leaves_nothing() {
     let _guard = serial();
     let error = Worker::spawn(config(&["init-crash"], false)).unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+    assert_eq!(error.class(), ErrorClass::WorkerCrashed, "{error}");
     assert!(error.to_string().contains("initializ"), "{error}");
     assert!(procfs::own_zombies().is_empty());
 }
@@ -364,14 +368,14 @@ fn spawning_a_missing_program_is_a_spawn_error() {
         policy,
     ))
     .unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Spawn);
+    assert_eq!(error.class(), ErrorClass::Spawn);
     assert_eq!(error.code().as_str(), "process_spawn");
 }
 
 #[test]
 fn unsolicited_frame_while_idle_is_caught_by_the_next_request() {
     let error = hostile(&["unsolicited"], false);
-    assert_eq!(error.kind(), ErrorKind::ProtocolViolation, "{error}");
+    assert_eq!(error.class(), ErrorClass::ProtocolViolation, "{error}");
 }
 
 #[test]
@@ -380,7 +384,7 @@ fn oversized_request_is_refused_before_sending_and_the_worker_stays_usable() {
     let mut worker = Worker::spawn(config(&["echo"], false)).unwrap();
     let source = "x".repeat(5 * 1024 * 1024);
     let error = worker.eval(&source).unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+    assert_eq!(error.class(), ErrorClass::InvalidInput, "{error}");
     assert!(!worker.is_poisoned());
     assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
 }
@@ -408,10 +412,10 @@ fn worker_retiring_after_a_limit_error_is_unavailable_not_a_crash() {
     let mut worker = Worker::spawn(config(&["retire-after-limit"], false)).unwrap();
     let pid = i32::try_from(worker.pid()).unwrap();
     let first = worker.eval("while true do end").unwrap_err();
-    assert_eq!(first.kind(), ErrorKind::Guest, "{first}");
+    assert_eq!(first.class(), ErrorClass::Guest, "{first}");
     assert_eq!(first.code().as_str(), "resource_limit");
     let second = worker.eval("return 1").unwrap_err();
-    assert_eq!(second.kind(), ErrorKind::Unavailable, "{second}");
+    assert_eq!(second.class(), ErrorClass::Unavailable, "{second}");
     assert!(second.message().contains("retired"), "{second}");
     assert_cleaned_up(pid, &mut worker, &["retire-after-limit"]);
 }
@@ -425,7 +429,7 @@ fn worker_retiring_after_a_limit_error_is_unavailable_not_a_crash() {
 fn a_worker_that_ended_by_itself_is_group_killed_before_it_is_reaped() {
     for (scenario, status) in [("exit0", "exited with status 0"), ("crash", "signal 6")] {
         let error = hostile(&[scenario], false);
-        assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{error}");
+        assert_eq!(error.class(), ErrorClass::WorkerCrashed, "{error}");
         let context = &error.record().context;
         assert!(
             context

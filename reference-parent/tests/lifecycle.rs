@@ -17,7 +17,7 @@ use quirl_lua_protocol::ErrorCode;
 use quirl_lua_reference_parent::lifecycle::{
     MemberState, PluginHost, PluginManifest, PoolOptions, WorkerPool,
 };
-use quirl_lua_reference_parent::{ErrorKind, WorkerConfig};
+use quirl_lua_reference_parent::{ErrorClass, WorkerConfig};
 use serde_json::json;
 
 use support::{
@@ -47,8 +47,8 @@ fn a_plugin_that_times_out_four_times_is_quarantined_and_then_fails_fast() {
     for attempt in 0..4 {
         let error = host.render_prompt("version", json!({})).unwrap_err();
         assert_eq!(
-            error.kind(),
-            ErrorKind::Deadline,
+            error.class(),
+            ErrorClass::Deadline,
             "attempt {attempt}: {error}"
         );
         assert_eq!(error.code(), ErrorCode::ResourceLimit);
@@ -69,7 +69,7 @@ fn a_plugin_that_times_out_four_times_is_quarantined_and_then_fails_fast() {
         let started = Instant::now();
         let error = host.render_prompt("version", json!({})).unwrap_err();
         let elapsed = started.elapsed();
-        assert_eq!(error.kind(), ErrorKind::Quarantined, "{error}");
+        assert_eq!(error.class(), ErrorClass::Quarantined, "{error}");
         assert!(elapsed < Duration::from_millis(10), "took {elapsed:?}");
         assert!(error.to_string().contains("quarantined"), "{error}");
     }
@@ -93,20 +93,22 @@ fn quarantine_holds_until_an_explicit_reset() {
     let host = PluginHost::start(manifest("resettable", &path, 200).max_restarts(1)).unwrap();
     for _ in 0..2 {
         assert_eq!(
-            host.eval("crash()").unwrap_err().kind(),
-            ErrorKind::WorkerCrashed
+            host.eval("crash()").unwrap_err().class(),
+            ErrorClass::WorkerCrashed
         );
     }
     assert!(host.is_quarantined());
     assert_eq!(
-        host.eval("return 1").unwrap_err().kind(),
-        ErrorKind::Quarantined
+        host.eval("return 1").unwrap_err().class(),
+        ErrorClass::Quarantined
     );
     // A reload does not lift the quarantine.
     host.reload().unwrap();
     assert_eq!(
-        host.render_prompt("version", json!({})).unwrap_err().kind(),
-        ErrorKind::Quarantined
+        host.render_prompt("version", json!({}))
+            .unwrap_err()
+            .class(),
+        ErrorClass::Quarantined
     );
     assert!(host.reset());
     assert!(!host.is_quarantined());
@@ -127,7 +129,7 @@ fn a_crash_is_replaced_by_a_fresh_worker_of_the_same_generation() {
     let host = PluginHost::start(manifest("restarting", &path, 1_000)).unwrap();
     let first = host.stats().members[0].pid.unwrap();
     let error = host.eval("crash()").unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::WorkerCrashed);
+    assert_eq!(error.class(), ErrorClass::WorkerCrashed);
     assert_eq!(host.stats().members[0].state, MemberState::Vacant);
     assert!(leftovers(first).is_empty());
 
@@ -161,7 +163,7 @@ fn guest_errors_do_not_spend_the_restart_budget() {
     let error = host
         .with_worker(|worker| worker.load_plugin("syntax error", "bad.lua"))
         .unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Guest);
+    assert_eq!(error.class(), ErrorClass::Guest);
     assert!(!host.is_quarantined());
     assert_eq!(host.eval("return 5").unwrap(), json!(5));
     let stats = host.stats();
@@ -211,7 +213,7 @@ fn a_reload_with_a_syntax_error_leaves_the_old_generation_serving() {
 
     scratch.write("plugin.lua", "local x = = syntax error\n");
     let error = host.reload().unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Guest, "{error}");
+    assert_eq!(error.class(), ErrorClass::Guest, "{error}");
     assert_eq!(error.code(), ErrorCode::Lua);
     assert!(
         error.to_string().contains("generation 1 keeps serving"),
@@ -250,7 +252,7 @@ fn a_reload_whose_load_times_out_leaves_the_old_generation_serving() {
     let host = PluginHost::start(manifest("patient", &path, 100)).unwrap();
     scratch.write("plugin.lua", "while true do end\n");
     let error = host.reload().unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
     assert_eq!(
         host.render_prompt("version", json!({})).unwrap(),
         Some("v1".to_owned())
@@ -262,7 +264,7 @@ fn a_plugin_that_fails_to_load_does_not_start() {
     let scratch = Scratch::new("bad-start");
     let path = scratch.write("plugin.lua", "syntax error\n");
     let error = PluginHost::start(manifest("broken", &path, 1_000).pool_size(2)).unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Guest);
+    assert_eq!(error.class(), ErrorClass::Guest);
     assert!(error.to_string().contains("while starting plugin `broken`"));
 }
 
@@ -322,7 +324,7 @@ fn poisoning_one_member_does_not_fail_requests_on_the_other() {
         let long = scope.spawn(|| pool.eval("spin(400)"));
         assert!(eventually(Duration::from_secs(5), || pool.stats().busy == 1));
         let error = pool.eval("crash()").unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::WorkerCrashed);
+        assert_eq!(error.class(), ErrorClass::WorkerCrashed);
         // Twice more while the long request is still running: the crashed
         // member restarts, the busy one is left alone.
         assert_eq!(pool.eval("return 7").unwrap(), json!(7));
@@ -354,7 +356,7 @@ fn a_full_queue_fails_at_once_and_a_waiting_caller_is_served_in_turn() {
         let started = Instant::now();
         let error = pool.eval("return 3").unwrap_err();
         assert!(started.elapsed() < Duration::from_millis(100));
-        assert_eq!(error.kind(), ErrorKind::Overloaded, "{error}");
+        assert_eq!(error.class(), ErrorClass::Overloaded, "{error}");
         assert_eq!(error.code(), ErrorCode::ResourceLimit);
         assert!(error.to_string().contains("queue is full"), "{error}");
         assert_eq!(busy.join().unwrap().unwrap(), json!(300));
@@ -372,7 +374,7 @@ fn a_queue_wait_is_bounded() {
         let busy = scope.spawn(|| pool.eval("spin(500)"));
         assert!(eventually(Duration::from_secs(5), || pool.stats().busy == 1));
         let error = pool.eval("return 1").unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::Overloaded);
+        assert_eq!(error.class(), ErrorClass::Overloaded);
         assert!(error.to_string().contains("within 50 ms"), "{error}");
         busy.join().unwrap().unwrap();
     });
@@ -383,8 +385,8 @@ fn quarantine_closes_the_idle_members_of_a_pool() {
     let pool = eval_pool(2, 1_000, PoolOptions::new().max_restarts(0));
     let pids = member_pids(&pool.stats());
     assert_eq!(
-        pool.eval("crash()").unwrap_err().kind(),
-        ErrorKind::WorkerCrashed
+        pool.eval("crash()").unwrap_err().class(),
+        ErrorClass::WorkerCrashed
     );
     let stats = pool.stats();
     assert!(stats.quarantined);
@@ -393,8 +395,8 @@ fn quarantine_closes_the_idle_members_of_a_pool() {
         assert!(leftovers(pid).is_empty(), "worker {pid} left something");
     }
     assert_eq!(
-        pool.eval("return 1").unwrap_err().kind(),
-        ErrorKind::Quarantined
+        pool.eval("return 1").unwrap_err().class(),
+        ErrorClass::Quarantined
     );
 }
 
@@ -460,7 +462,7 @@ fn a_shut_down_pool_refuses_calls() {
     assert_eq!(report.retired, 1);
     assert!(leftovers(pid).is_empty());
     let error = pool.eval("return 1").unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Unavailable);
+    assert_eq!(error.class(), ErrorClass::Unavailable);
     // Idempotent.
     assert!(pool.shutdown(Duration::from_secs(1)).is_clean());
 }
@@ -478,12 +480,12 @@ fn shutdown_cancels_busy_calls_and_wakes_queued_callers() {
         assert!(report.is_clean(), "{report:?}");
         assert_eq!(report.cancelled, 1);
         assert_eq!(
-            busy.join().unwrap().unwrap_err().kind(),
-            ErrorKind::Cancelled
+            busy.join().unwrap().unwrap_err().class(),
+            ErrorClass::Cancelled
         );
         assert_eq!(
-            queued.join().unwrap().unwrap_err().kind(),
-            ErrorKind::Unavailable
+            queued.join().unwrap().unwrap_err().class(),
+            ErrorClass::Unavailable
         );
     });
     assert!(leftovers(pid).is_empty());
@@ -494,7 +496,7 @@ fn a_worker_that_retired_after_an_error_is_replaced_and_counted_as_a_failure() {
     let pool = eval_pool(1, 1_000, PoolOptions::new().max_restarts(1));
     let first = member_pids(&pool.stats())[0];
     let error = pool.eval("retire()").unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Guest);
+    assert_eq!(error.class(), ErrorClass::Guest);
     assert_eq!(error.code(), ErrorCode::ResourceLimit);
     // The worker has exited by now or is about to; either way the next
     // call runs on a fresh worker and succeeds.
@@ -511,7 +513,7 @@ fn a_worker_that_retired_after_an_error_is_replaced_and_counted_as_a_failure() {
     // fails with the quarantine error, and nothing ran.
     pool.eval("retire()").unwrap_err();
     let error = pool.eval("return 9").unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Quarantined, "{error}");
+    assert_eq!(error.class(), ErrorClass::Quarantined, "{error}");
     let stats = pool.stats();
     assert!(stats.quarantined);
     assert_eq!(stats.totals.retirements, 2);
@@ -528,12 +530,12 @@ fn the_callers_cancellation_token_cancels_the_whole_pool() {
         assert!(eventually(Duration::from_secs(5), || pool.stats().busy == 1));
         token.cancel();
         let error = busy.join().unwrap().unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::Cancelled, "{error}");
+        assert_eq!(error.class(), ErrorClass::Cancelled, "{error}");
     });
     let started = Instant::now();
     let error = pool.eval("return 1").unwrap_err();
     assert!(started.elapsed() < Duration::from_millis(10));
-    assert_eq!(error.kind(), ErrorKind::Cancelled, "{error}");
+    assert_eq!(error.class(), ErrorClass::Cancelled, "{error}");
     let stats = pool.stats();
     assert!(!stats.quarantined, "cancellations are not failures");
     assert_eq!(stats.failures_in_window, 0);
@@ -553,8 +555,8 @@ fn a_callback_past_its_declared_deadline_is_killed_and_restarted_like_any_deadli
         let error = host.render_prompt("version", json!({})).unwrap_err();
         let elapsed = started.elapsed();
         assert_eq!(
-            error.kind(),
-            ErrorKind::Deadline,
+            error.class(),
+            ErrorClass::Deadline,
             "attempt {attempt}: {error}"
         );
         assert!(error.to_string().contains("deadline 350 ms"), "{error}");

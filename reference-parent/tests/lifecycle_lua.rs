@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use quirl_lua_protocol::{ErrorCode, Operation};
 use quirl_lua_reference_parent::lifecycle::{PluginHost, PluginManifest, PoolOptions, WorkerPool};
 use quirl_lua_reference_parent::{
-    ErrorKind, Policy, PolicySettings, WORKER_ARGUMENT, WorkerCommand, WorkerConfig,
+    ErrorClass, Policy, PolicySettings, WORKER_ARGUMENT, WorkerCommand, WorkerConfig,
 };
 use serde_json::json;
 
@@ -53,8 +53,8 @@ fn a_lua_plugin_that_times_out_four_times_is_quarantined_and_fails_fast() {
     for attempt in 0..4 {
         let error = host.render_prompt("version", json!({})).unwrap_err();
         assert_eq!(
-            error.kind(),
-            ErrorKind::Deadline,
+            error.class(),
+            ErrorClass::Deadline,
             "attempt {attempt}: {error}"
         );
         assert_eq!(error.code(), ErrorCode::ResourceLimit);
@@ -67,7 +67,7 @@ fn a_lua_plugin_that_times_out_four_times_is_quarantined_and_fails_fast() {
         let started = Instant::now();
         let error = host.render_prompt("version", json!({})).unwrap_err();
         let elapsed = started.elapsed();
-        assert_eq!(error.kind(), ErrorKind::Quarantined, "{error}");
+        assert_eq!(error.class(), ErrorClass::Quarantined, "{error}");
         assert!(elapsed < Duration::from_millis(10), "took {elapsed:?}");
     }
     pids.sort_unstable();
@@ -108,7 +108,7 @@ fn a_reload_with_a_lua_syntax_error_leaves_the_old_generation_serving() {
     let pids = member_pids(&host.stats());
     scratch.write("plugin.lua", "local x = = 1\n");
     let error = host.reload().unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Guest, "{error}");
+    assert_eq!(error.class(), ErrorClass::Guest, "{error}");
     assert_eq!(error.code(), ErrorCode::Lua);
     assert!(
         error.to_string().contains("generation 1 keeps serving"),
@@ -168,7 +168,7 @@ fn a_lua_request_killed_on_one_member_does_not_fail_the_other() {
                 worker.call(operation, Some(Instant::now() + Duration::from_millis(50)))
             })
             .unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+        assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
         assert_eq!(long.join().unwrap().unwrap(), json!(CPU_BOUND_RESULT));
     });
     assert_eq!(pool.eval("return 6 * 7").unwrap(), json!(42));
@@ -190,7 +190,7 @@ fn a_tripped_instruction_budget_retires_the_vm_and_counts_against_the_budget() {
     let config = WorkerConfig::new(real_worker(), policy);
     let pool = WorkerPool::start("budget", config, PoolOptions::new().max_restarts(1)).unwrap();
     let error = pool.eval("while true do end").unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Guest, "{error}");
+    assert_eq!(error.class(), ErrorClass::Guest, "{error}");
     assert_eq!(error.code(), ErrorCode::ResourceLimit);
     assert_eq!(pool.eval("return 1").unwrap(), json!(1));
     let stats = pool.stats();
@@ -200,7 +200,7 @@ fn a_tripped_instruction_budget_retires_the_vm_and_counts_against_the_budget() {
     // A loop of budget trips is stopped like a loop of crashes.
     pool.eval("while true do end").unwrap_err();
     assert_eq!(
-        pool.eval("return 1").unwrap_err().kind(),
-        ErrorKind::Quarantined
+        pool.eval("return 1").unwrap_err().class(),
+        ErrorClass::Quarantined
     );
 }

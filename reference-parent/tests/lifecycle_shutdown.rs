@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use quirl_lua_reference_parent::lifecycle::{PluginHost, PluginManifest, PoolOptions};
-use quirl_lua_reference_parent::{ErrorKind, WORKER_ARGUMENT, WorkerCommand};
+use quirl_lua_reference_parent::{ErrorClass, WORKER_ARGUMENT, WorkerCommand};
 use serde_json::json;
 
 use support::{
@@ -48,7 +48,7 @@ fn check_shutdown(worker: WorkerCommand) {
         let report = host.shutdown(Duration::from_secs(3));
         for call in busy {
             let error = call.join().unwrap().unwrap_err();
-            assert_eq!(error.kind(), ErrorKind::Cancelled, "{error}");
+            assert_eq!(error.class(), ErrorClass::Cancelled, "{error}");
         }
         report
     });
@@ -74,7 +74,7 @@ fn check_shutdown(worker: WorkerCommand) {
 
     // Later calls are refused at once.
     let error = host.render_prompt("version", json!({})).unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Unavailable);
+    assert_eq!(error.class(), ErrorClass::Unavailable);
     let stats = host.stats();
     assert_eq!((stats.running, stats.busy), (0, 0));
     assert_eq!(stats.totals.cancellations, 2);

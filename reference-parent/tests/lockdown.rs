@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use quirl_lua_reference_parent::rlimits::{ADDRESS_SPACE_MARGIN_BYTES, OPEN_FILES_MAX};
 use quirl_lua_reference_parent::{
-    ErrorKind, Policy, PolicySettings, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig,
+    ErrorClass, Policy, PolicySettings, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig,
     WorkerLimits,
 };
 use serde_json::json;
@@ -156,7 +156,7 @@ fn the_address_space_margin_holds_the_largest_frame() {
     let mut worker = Worker::spawn(WorkerConfig::new(worker_command(&[]), policy)).unwrap();
     let context = serde_json::Value::Array(vec![json!(0); 2_600_000]);
     let error = worker.render_prompt("missing", context).unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Guest, "{error:?}");
+    assert_eq!(error.class(), ErrorClass::Guest, "{error:?}");
     assert_eq!(worker.eval("return 1").unwrap(), json!(1));
 }
 
@@ -175,7 +175,11 @@ fn forbidden_system_calls_kill_the_worker_with_sigsys() {
         let mut worker = spawn(&[&format!("--lockdown-test-probe={probe}")]);
         let pid = worker.pid();
         let error = worker.eval("return 1").unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::WorkerCrashed, "{probe}: {error:?}");
+        assert_eq!(
+            error.class(),
+            ErrorClass::WorkerCrashed,
+            "{probe}: {error:?}"
+        );
         assert_eq!(error.code().as_str(), "lua");
         let context = error.record().context.join("\n");
         assert!(
@@ -184,8 +188,8 @@ fn forbidden_system_calls_kill_the_worker_with_sigsys() {
         );
         assert!(worker.is_poisoned());
         assert_eq!(
-            worker.eval("return 1").unwrap_err().kind(),
-            ErrorKind::Unavailable
+            worker.eval("return 1").unwrap_err().class(),
+            ErrorClass::Unavailable
         );
         assert_nothing_left(pid);
     }
@@ -206,8 +210,8 @@ fn abort_and_panic_are_crashes_named_for_what_they_are() {
         let context = error.record().context.join("\n");
         assert!(
             matches!(
-                error.kind(),
-                ErrorKind::WorkerCrashed | ErrorKind::ProtocolViolation
+                error.class(),
+                ErrorClass::WorkerCrashed | ErrorClass::ProtocolViolation
             ),
             "{probe}: {error:?}"
         );

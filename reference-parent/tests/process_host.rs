@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use quirl_lua_reference_parent::process_host::{
-    Cancel, CommandOutcomeData, Environment, Grants, HostError, HostErrorCode, ProcessAccess,
+    Cancel, CommandOutcomeData, Environment, ErrorCode, Grants, HostError, ProcessAccess,
     ProcessHostConfig, ProcessRequest, run_command,
 };
 
@@ -194,7 +194,7 @@ fn output_up_to_the_cap_is_kept_and_one_byte_more_is_a_resource_limit() {
     );
     at_cap.max_output_bytes = 999;
     let error = run_command(&config, &at_cap, &Cancel::new()).unwrap_err();
-    assert_eq!(error.code(), HostErrorCode::ResourceLimit);
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
     assert!(
         error.context()[0].contains("stdout retained 999 and discarded 1 bytes"),
         "{error:?}"
@@ -218,7 +218,7 @@ fn output_over_the_cap_is_drained_and_the_child_reaped() {
         &Cancel::new(),
     )
     .unwrap_err();
-    assert_eq!(error.code(), HostErrorCode::ResourceLimit);
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
     // The child was not blocked by the full pipe: it ran to its end.
     assert_eq!(error.exit_status(), Some(0));
     assert!(
@@ -240,7 +240,7 @@ fn the_host_maximum_caps_max_output_bytes() {
     let mut large = request("head -c 1048577 /dev/zero", Duration::from_secs(20));
     large.max_output_bytes = usize::MAX;
     let error = run_command(&config, &large, &Cancel::new()).unwrap_err();
-    assert_eq!(error.code(), HostErrorCode::ResourceLimit);
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
     assert!(
         error.context()[0].contains("limit 1048576 bytes"),
         "{error:?}"
@@ -264,7 +264,7 @@ fn sleep_is_killed_at_the_deadline_and_nothing_remains() {
     )
     .unwrap_err();
     let elapsed = started.elapsed();
-    assert_eq!(error.code(), HostErrorCode::ResourceLimit);
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
     assert!(error.message().contains("deadline"));
     assert!(elapsed >= Duration::from_millis(300));
     assert!(
@@ -291,7 +291,7 @@ fn plain_sleep_is_killed_at_the_deadline() {
         &Cancel::new(),
     )
     .unwrap_err();
-    assert_eq!(error.code(), HostErrorCode::ResourceLimit);
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
     assert!(started.elapsed() < Duration::from_millis(200) + PROMPTLY);
     assert_eq!(leftovers(&mark), Vec::<u32>::new());
 }
@@ -307,7 +307,7 @@ fn a_background_grandchild_is_killed_at_the_deadline() {
         &Cancel::new(),
     )
     .unwrap_err();
-    assert_eq!(error.code(), HostErrorCode::ResourceLimit);
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
     assert_eq!(leftovers(&first), Vec::<u32>::new());
     assert_eq!(leftovers(&second), Vec::<u32>::new());
 }
@@ -347,7 +347,7 @@ fn descendants_that_leave_the_group_or_session_are_killed() {
         &Cancel::new(),
     )
     .unwrap_err();
-    assert_eq!(error.code(), HostErrorCode::ResourceLimit);
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
     assert_eq!(leftovers(&group), Vec::<u32>::new());
     assert_eq!(leftovers(&session), Vec::<u32>::new());
 }
@@ -372,7 +372,7 @@ fn cancellation_ends_a_running_command_promptly() {
     )
     .unwrap_err();
     canceller.join().unwrap();
-    assert_eq!(error.code(), HostErrorCode::ResourceLimit);
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
     assert!(error.message().contains("cancelled"));
     assert!(started.elapsed() < Duration::from_millis(200) + PROMPTLY);
     assert_eq!(leftovers(&mark), Vec::<u32>::new());
@@ -390,14 +390,14 @@ fn a_cancelled_token_or_past_deadline_starts_nothing() {
         &cancel,
     )
     .unwrap_err();
-    assert_eq!(error.code(), HostErrorCode::ResourceLimit);
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
     let past = ProcessRequest {
         command: format!("sleep {mark}"),
         deadline: Instant::now(),
         max_output_bytes: 10,
     };
     let error = run_command(&config, &past, &Cancel::new()).unwrap_err();
-    assert_eq!(error.code(), HostErrorCode::ResourceLimit);
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
     assert!(error.message().contains("deadline"));
     assert!(processes_with_arg(&mark).is_empty());
 }
@@ -444,14 +444,14 @@ fn every_rejected_form_is_an_invalid_argument() {
         let error = run(&config, command).unwrap_err();
         assert_eq!(
             error.code(),
-            HostErrorCode::InvalidArgument,
+            ErrorCode::InvalidArgument,
             "{command:?}: {error:?}"
         );
     }
     let oversized = format!("echo {}", "x".repeat(1024 * 1024));
     assert_eq!(
         run(&config, &oversized).unwrap_err().code(),
-        HostErrorCode::InvalidArgument
+        ErrorCode::InvalidArgument
     );
 }
 
@@ -472,7 +472,7 @@ fn an_ungranted_program_is_denied() {
     let config = config(&["process.spawn:echo"]);
     for command in ["cat /etc/passwd", "/bin/echo hi", "./echo"] {
         let error = run(&config, command).unwrap_err();
-        assert_eq!(error.code(), HostErrorCode::Validation, "{command}");
+        assert_eq!(error.code(), ErrorCode::Validation, "{command}");
         assert!(
             error
                 .message()
@@ -483,7 +483,7 @@ fn an_ungranted_program_is_denied() {
     assert_eq!(absolute.stdout, "hi\n");
     assert_eq!(
         run(&config_with_absolute(), "echo hi").unwrap_err().code(),
-        HostErrorCode::Validation
+        ErrorCode::Validation
     );
 }
 
@@ -504,12 +504,12 @@ fn process_access_must_be_enabled_at_both_ends() {
     )
     .unwrap();
     let error = run(&config, "echo hi").unwrap_err();
-    assert_eq!(error.code(), HostErrorCode::Validation);
+    assert_eq!(error.code(), ErrorCode::Validation);
     assert_eq!(
         run(&ProcessHostConfig::disabled(), "echo hi")
             .unwrap_err()
             .code(),
-        HostErrorCode::Validation
+        ErrorCode::Validation
     );
 }
 
@@ -566,9 +566,9 @@ fn the_working_directory_comes_from_the_grants() {
 fn a_missing_program_is_a_spawn_error() {
     let config = config(&["process.spawn"]);
     let error = run(&config, "quirl-no-such-program-3f8a").unwrap_err();
-    assert_eq!(error.code(), HostErrorCode::ProcessSpawn);
+    assert_eq!(error.code(), ErrorCode::ProcessSpawn);
     let error = run(&config, "/nonexistent/program").unwrap_err();
-    assert_eq!(error.code(), HostErrorCode::ProcessSpawn);
+    assert_eq!(error.code(), ErrorCode::ProcessSpawn);
 }
 
 // SPEC §16.1-c: no /bin/sh fallback for a file execve refuses.
@@ -580,7 +580,7 @@ fn a_file_without_a_known_format_is_not_run_by_a_shell() {
     let result = run(&config(&["process.spawn"]), &script.display().to_string());
     std::fs::remove_file(&script).unwrap();
     let error = result.unwrap_err();
-    assert_eq!(error.code(), HostErrorCode::ProcessSpawn);
+    assert_eq!(error.code(), ErrorCode::ProcessSpawn);
     assert!(
         error.context()[0].contains("Exec format error"),
         "{error:?}"
@@ -637,7 +637,7 @@ fn a_tree_that_keeps_forking_session_escapees_leaves_nothing() {
         &Cancel::new(),
     )
     .unwrap_err();
-    assert_eq!(error.code(), HostErrorCode::ResourceLimit);
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
     assert!(started.elapsed() < Duration::from_millis(200) + PROMPTLY);
     assert_eq!(leftovers(&mark), Vec::<u32>::new());
 }
@@ -651,7 +651,7 @@ fn endless_output_is_drained_until_the_deadline_then_killed() {
         &Cancel::new(),
     )
     .unwrap_err();
-    assert_eq!(error.code(), HostErrorCode::ResourceLimit);
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
     assert!(error.message().contains("deadline"));
     assert!(
         error

@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use quirl_lua_reference_parent::{
-    ErrorKind, Policy, PolicySettings, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig,
+    ErrorClass, Policy, PolicySettings, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig,
 };
 
 const CLI: &str = env!("CARGO_BIN_EXE_quirl-lua");
@@ -71,7 +71,7 @@ fn guest_error_leaves_the_worker_usable() {
     let _guard = serial();
     let mut worker = Worker::spawn(real(5_000)).unwrap();
     let error = worker.eval("error('boom')").unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Guest, "{error}");
+    assert_eq!(error.class(), ErrorClass::Guest, "{error}");
     assert_eq!(error.code().as_str(), "lua");
     assert_eq!(worker.eval("return 1").unwrap(), serde_json::json!(1));
 }
@@ -90,10 +90,10 @@ fn assert_killed_at_the_deadline(source: &str, wall_ms: u64) {
     );
     // Either the parent's deadline fired (the worker was killed) or the
     // worker's own wall-time hook answered first; both are bounded.
-    if error.kind() == ErrorKind::Deadline {
+    if error.class() == ErrorClass::Deadline {
         assert!(worker.is_poisoned());
     } else {
-        assert_eq!(error.kind(), ErrorKind::Guest, "{error}");
+        assert_eq!(error.class(), ErrorClass::Guest, "{error}");
     }
     drop(worker);
     assert!(procfs::living_members_after(pid, Duration::from_secs(1)).is_empty());
@@ -124,15 +124,15 @@ fn worker_stuck_in_table_move_is_killed_at_the_deadline() {
     let started = Instant::now();
     let error = worker.eval("table.move({}, 1, 90000000, 2)").unwrap_err();
     let elapsed = started.elapsed();
-    assert_eq!(error.kind(), ErrorKind::Deadline, "{error}");
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
     assert!(
         elapsed <= Duration::from_millis(200) + LATE_MAX,
         "returned after {elapsed:?}"
     );
     assert!(worker.is_poisoned());
     assert_eq!(
-        worker.eval("return 1").unwrap_err().kind(),
-        ErrorKind::Unavailable
+        worker.eval("return 1").unwrap_err().class(),
+        ErrorClass::Unavailable
     );
     assert!(procfs::living_members_after(pid, Duration::from_secs(1)).is_empty());
     assert!(procfs::own_zombies().is_empty());

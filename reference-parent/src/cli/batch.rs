@@ -282,25 +282,30 @@ fn skip_rest_of_line(input: &mut impl BufRead) -> Result<(), Failure> {
     }
 }
 
-fn run_line(worker: &mut Worker, request: &Value) -> Result<Value, Failure> {
-    let Some(op) = request.get("op").and_then(Value::as_str) else {
-        return Err(Failure::Usage("line has no string field `op`".to_owned()));
-    };
-    let text = |field: &str| -> Result<String, Failure> {
-        request
+/// The fields of one batch line, read on demand by the operation.
+struct LineFields<'a> {
+    op: &'a str,
+    request: &'a Value,
+}
+
+impl LineFields<'_> {
+    fn text(&self, field: &str) -> Result<String, Failure> {
+        self.request
             .get(field)
             .and_then(Value::as_str)
             .map(str::to_owned)
-            .ok_or_else(|| Failure::Usage(format!("`{op}` needs a string field `{field}`")))
-    };
-    let context = || {
-        request
+            .ok_or_else(|| Failure::Usage(format!("`{}` needs a string field `{field}`", self.op)))
+    }
+
+    fn context(&self) -> Value {
+        self.request
             .get("context")
             .cloned()
             .unwrap_or_else(empty_context)
-    };
-    let args = || -> Result<Vec<String>, Failure> {
-        match request.get("args") {
+    }
+
+    fn args(&self) -> Result<Vec<String>, Failure> {
+        match self.request.get("args") {
             None => Ok(Vec::new()),
             Some(Value::Array(items)) => items
                 .iter()
@@ -312,11 +317,12 @@ fn run_line(worker: &mut Worker, request: &Value) -> Result<Value, Failure> {
                 .collect(),
             Some(_) => Err(Failure::Usage("`args` must be an array".to_owned())),
         }
-    };
-    // `env`, and `input` or `input_bytes`.
-    let input = || -> Result<CommandInput, Failure> {
+    }
+
+    /// `env`, and `input` or `input_bytes`.
+    fn input(&self) -> Result<CommandInput, Failure> {
         let mut command_input = CommandInput::none();
-        match request.get("env") {
+        match self.request.get("env") {
             None => {}
             Some(Value::Object(members)) => {
                 for (name, value) in members {
@@ -330,7 +336,7 @@ fn run_line(worker: &mut Worker, request: &Value) -> Result<Value, Failure> {
             }
             Some(_) => return Err(Failure::Usage("`env` must be an object".to_owned())),
         }
-        match (request.get("input"), request.get("input_bytes")) {
+        match (self.request.get("input"), self.request.get("input_bytes")) {
             (Some(_), Some(_)) => {
                 return Err(Failure::Usage(
                     "give `input` or `input_bytes`, not both".to_owned(),
@@ -348,65 +354,74 @@ fn run_line(worker: &mut Worker, request: &Value) -> Result<Value, Failure> {
             (None, None) => {}
         }
         Ok(command_input)
-    };
-    // `source` + optional `name`, or `file`.
-    let source = || -> Result<(String, String), Failure> {
-        if let Some(file) = request.get("file").and_then(Value::as_str) {
+    }
+
+    /// `source` + optional `name`, or `file`.
+    fn source(&self) -> Result<(String, String), Failure> {
+        if let Some(file) = self.request.get("file").and_then(Value::as_str) {
             let path = std::path::Path::new(file);
             return Ok((read_source(path)?, file.to_owned()));
         }
-        let name = request
+        let name = self
+            .request
             .get("name")
             .and_then(Value::as_str)
             .unwrap_or("batch")
             .to_owned();
-        Ok((text("source")?, name))
+        Ok((self.text("source")?, name))
+    }
+}
+
+fn run_line(worker: &mut Worker, request: &Value) -> Result<Value, Failure> {
+    let Some(op) = request.get("op").and_then(Value::as_str) else {
+        return Err(Failure::Usage("line has no string field `op`".to_owned()));
     };
+    let line = LineFields { op, request };
     let result: Result<Value, Error> = match op {
-        "eval" => worker.eval(&text("source")?),
+        "eval" => worker.eval(&line.text("source")?),
         "check" => {
-            let (source, name) = source()?;
+            let (source, name) = line.source()?;
             worker.check(&source, &name).map(|()| Value::Null)
         }
         "test" => {
-            let (source, name) = source()?;
+            let (source, name) = line.source()?;
             worker.test(&source, &name).map(Value::from)
         }
         "config" => {
-            let (source, name) = source()?;
+            let (source, name) = line.source()?;
             return worker
                 .load_config(&source, &name)
                 .map_err(Failure::Worker)
                 .and_then(|config| super::to_json(&config));
         }
         "load_plugin" => {
-            let (source, name) = source()?;
+            let (source, name) = line.source()?;
             return worker
                 .load_plugin(&source, &name)
                 .map_err(Failure::Worker)
                 .and_then(|registrations| super::to_json(&registrations));
         }
         "run" => {
-            let (source, name) = source()?;
-            let context = execution_context(&args()?, input()?)?;
+            let (source, name) = line.source()?;
+            let context = execution_context(&line.args()?, line.input()?)?;
             return worker
                 .run(&source, &name, context)
                 .map_err(Failure::Worker)
                 .and_then(|outcome| super::outcome_value(&outcome));
         }
         "prompt" => worker
-            .render_prompt(&text("name")?, context())
+            .render_prompt(&line.text("name")?, line.context())
             .map(|text| text.map_or(Value::Null, Value::String)),
-        "complete" => worker.complete(&text("command")?, context()),
+        "complete" => worker.complete(&line.text("command")?, line.context()),
         "contribution" => {
-            let kind = parse_kind(&text("kind")?)?;
-            worker.contribution(kind, &text("name")?, context())
+            let kind = parse_kind(&line.text("kind")?)?;
+            worker.contribution(kind, &line.text("name")?, line.context())
         }
         "command" => {
-            let context = execution_context(&args()?, input()?)?;
+            let context = execution_context(&line.args()?, line.input()?)?;
             let timeout = Duration::from_millis(worker.policy().wall_time_ms());
             return worker
-                .plugin_command(&text("name")?, context, timeout)
+                .plugin_command(&line.text("name")?, context, timeout)
                 .map_err(Failure::Worker)
                 .and_then(|outcome| super::outcome_value(&outcome));
         }

@@ -19,7 +19,7 @@ use quirl_lua_protocol::{
     StructuredValue, decode_parent_frame,
 };
 use quirl_lua_reference_parent::{
-    Cancel, Error, ErrorKind, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig,
+    Cancel, Error, ErrorClass, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig,
     WorkerLimits, containment_report,
 };
 use serde_json::Value;
@@ -41,13 +41,13 @@ pub(crate) const EXIT_UNAVAILABLE: u8 = 5;
 
 /// The exit status for an error.
 pub(crate) fn exit_code(error: &Error) -> u8 {
-    match error.kind() {
-        ErrorKind::Guest if error.code() == ErrorCode::ResourceLimit => EXIT_LIMIT,
-        ErrorKind::Guest => EXIT_GUEST,
-        ErrorKind::Deadline | ErrorKind::Cancelled => EXIT_LIMIT,
-        ErrorKind::InvalidInput => EXIT_USAGE,
-        ErrorKind::Unavailable | ErrorKind::Quarantined => EXIT_UNAVAILABLE,
-        ErrorKind::Overloaded => EXIT_LIMIT,
+    match error.class() {
+        ErrorClass::Guest if error.code() == ErrorCode::ResourceLimit => EXIT_LIMIT,
+        ErrorClass::Guest => EXIT_GUEST,
+        ErrorClass::Deadline | ErrorClass::Cancelled => EXIT_LIMIT,
+        ErrorClass::InvalidInput => EXIT_USAGE,
+        ErrorClass::Unavailable | ErrorClass::Quarantined => EXIT_UNAVAILABLE,
+        ErrorClass::Overloaded => EXIT_LIMIT,
         _ => EXIT_WORKER,
     }
 }
@@ -477,7 +477,7 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
     Ok(config)
 }
 
-/// The worker's resource limits (SPEC.md §18.1): none with `--no-lockdown`;
+/// The worker's resource limits (SPEC §18.1): none with `--no-lockdown`;
 /// all of them for the built-in worker; for a worker command given with
 /// `--worker` or `QUIRL_LUA_WORKER`, a program this CLI knows nothing
 /// about, only those every worker can live with (address space, core, open
@@ -509,7 +509,9 @@ fn cancel_on_interrupt() -> Cancel {
     let token = Cancel::new();
     // SAFETY: sigset_t is plain data; the calls initialise and fill a set we
     // own and block those signals in this (the only) thread, before any other
-    // thread exists, so every later thread inherits the mask.
+    // thread exists, so every later thread inherits the mask. Raw `libc`:
+    // rustix exposes signal masks and `sigwait` only as `unsafe` functions
+    // of its `runtime` module, and std has none.
     let set = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&raw mut set);
@@ -525,13 +527,17 @@ fn cancel_on_interrupt() -> Cancel {
     let _ = std::thread::Builder::new()
         .name("quirl-lua-signals".to_owned())
         .spawn(move || {
-            let mut signal: libc::c_int = 0;
-            // SAFETY: waits for one of the blocked signals of `set`.
-            if unsafe { libc::sigwait(&raw const set, &raw mut signal) } == 0 {
+            let wait = || {
+                let mut signal: libc::c_int = 0;
+                // SAFETY: waits for one of the blocked signals of `set`, a
+                // set this closure owns, and writes its number into `signal`.
+                let waited = unsafe { libc::sigwait(&raw const set, &raw mut signal) };
+                (waited == 0).then_some(signal)
+            };
+            if wait().is_some() {
                 canceller.cancel();
             }
-            // SAFETY: as above.
-            if unsafe { libc::sigwait(&raw const set, &raw mut signal) } == 0 {
+            if let Some(signal) = wait() {
                 std::process::exit(128 + signal);
             }
         });

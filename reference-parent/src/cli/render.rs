@@ -55,7 +55,7 @@ pub(crate) fn ok_record(value: &Value) -> Line {
 pub(crate) fn error_record(error: &Error) -> Line {
     Line::Err {
         ok: false,
-        kind: error.kind().as_str(),
+        kind: error.class().as_str(),
         error: Box::new(error.record().clone()),
     }
 }

@@ -3,7 +3,7 @@
 //! file, policy, grants, declared environment, and its pool options).
 //!
 //! Both are plain data with builder methods; they are checked when a pool
-//! or host starts, and a bad value is an [`ErrorKind::InvalidInput`] error
+//! or host starts, and a bad value is an [`ErrorClass::InvalidInput`] error
 //! before any process is spawned.
 
 use std::path::{Path, PathBuf};
@@ -12,10 +12,10 @@ use std::time::Duration;
 use quirl_lua_protocol::limits::SOURCE_BYTES_MAX;
 use quirl_lua_protocol::{ErrorCode, Policy};
 
-use crate::command::WorkerCommand;
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorClass};
 use crate::process_host::{Environment, Grants, ProcessAccess, ProcessHostConfig};
 use crate::worker::WorkerConfig;
+use crate::worker_command::WorkerCommand;
 
 /// Default restart budget: failures tolerated inside the window.
 pub const DEFAULT_MAX_RESTARTS: u32 = 3;
@@ -282,7 +282,7 @@ impl PluginManifest {
         let path = &self.source;
         let unreadable = |error: std::io::Error| {
             Error::new(
-                ErrorKind::InvalidInput,
+                ErrorClass::InvalidInput,
                 ErrorCode::ScriptRead,
                 "cannot read the plugin source",
             )
@@ -295,7 +295,7 @@ impl PluginManifest {
         let metadata = std::fs::metadata(path).map_err(unreadable)?;
         if metadata.len() > SOURCE_BYTES_MAX as u64 {
             return Err(Error::new(
-                ErrorKind::InvalidInput,
+                ErrorClass::InvalidInput,
                 ErrorCode::ResourceLimit,
                 "the plugin source is too large",
             )
@@ -309,7 +309,7 @@ impl PluginManifest {
         let bytes = std::fs::read(path).map_err(unreadable)?;
         if bytes.len() > SOURCE_BYTES_MAX {
             return Err(Error::new(
-                ErrorKind::InvalidInput,
+                ErrorClass::InvalidInput,
                 ErrorCode::ResourceLimit,
                 "the plugin source is too large",
             )
@@ -321,7 +321,7 @@ impl PluginManifest {
         }
         String::from_utf8(bytes).map_err(|error| {
             Error::new(
-                ErrorKind::InvalidInput,
+                ErrorClass::InvalidInput,
                 ErrorCode::ScriptRead,
                 "the plugin source is not UTF-8",
             )
@@ -342,7 +342,7 @@ impl PluginManifest {
             Some(command) => command.clone(),
             None => WorkerCommand::current_exe().map_err(|error| {
                 Error::new(
-                    ErrorKind::Spawn,
+                    ErrorClass::Spawn,
                     ErrorCode::ProcessSpawn,
                     "cannot find this executable to run as the worker",
                 )
@@ -396,7 +396,11 @@ fn validate_name(name: &str) -> Result<(), Error> {
 }
 
 fn invalid(message: impl Into<String>) -> Error {
-    Error::new(ErrorKind::InvalidInput, ErrorCode::InvalidArgument, message)
+    Error::new(
+        ErrorClass::InvalidInput,
+        ErrorCode::InvalidArgument,
+        message,
+    )
 }
 
 #[cfg(test)]
@@ -415,7 +419,7 @@ mod tests {
             PoolOptions::new().queue_capacity(QUEUE_CAPACITY_MAX + 1),
         ] {
             let error = bad.validate().unwrap_err();
-            assert_eq!(error.kind(), ErrorKind::InvalidInput, "{bad:?}");
+            assert_eq!(error.class(), ErrorClass::InvalidInput, "{bad:?}");
         }
     }
 
@@ -432,7 +436,7 @@ mod tests {
         let manifest = PluginManifest::new("p", "/nonexistent/quirl-lua-plugin.lua");
         let error = manifest.read_source().unwrap_err();
         assert_eq!(error.code(), ErrorCode::ScriptRead);
-        assert_eq!(error.kind(), ErrorKind::InvalidInput);
+        assert_eq!(error.class(), ErrorClass::InvalidInput);
     }
 
     #[test]
@@ -456,8 +460,8 @@ mod tests {
             .worker(WorkerCommand::new("/bin/true"))
             .env("1BAD", "x");
         assert_eq!(
-            bad.worker_config().unwrap_err().kind(),
-            ErrorKind::InvalidInput
+            bad.worker_config().unwrap_err().class(),
+            ErrorClass::InvalidInput
         );
     }
 }

@@ -83,7 +83,7 @@
 //!    [`DEFAULT_MAX_RESTARTS`]), the plugin is quarantined at once: no
 //!    further restart is attempted, idle workers are closed and reaped,
 //!    queued callers are woken, and every call fails immediately (without
-//!    touching a process) with [`ErrorKind::Quarantined`](crate::ErrorKind::Quarantined)
+//!    touching a process) with [`ErrorClass::Quarantined`](crate::ErrorClass::Quarantined)
 //!    (code `lua`; exit code 5 in the CLI), whose context gives the
 //!    failure count and the last failure. With the defaults that is the
 //!    fourth failure: the first one plus three failed restarts.
@@ -102,7 +102,7 @@
 //! first-come-first-served queue of at most `queue_capacity` callers
 //! (default [`DEFAULT_QUEUE_CAPACITY`]) for at most `queue_timeout`
 //! (default [`DEFAULT_QUEUE_TIMEOUT`]); a full queue or an expired wait
-//! fails at once with [`ErrorKind::Overloaded`](crate::ErrorKind::Overloaded)
+//! fails at once with [`ErrorClass::Overloaded`](crate::ErrorClass::Overloaded)
 //! (code `resource_limit`). Members share nothing but the budget: one
 //! member's failure kills only its own worker, and calls on the others
 //! proceed. Which member serves a call is not specified, so state a plugin

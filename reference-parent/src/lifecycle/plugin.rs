@@ -48,7 +48,7 @@ impl PluginHost {
     ///
     /// Fails, with nothing left running, if the manifest is invalid, the
     /// source cannot be read, or any worker cannot be started or refuses
-    /// the plugin (a syntax error is a [`Guest`](crate::ErrorKind::Guest)
+    /// the plugin (a syntax error is a [`Guest`](crate::ErrorClass::Guest)
     /// error with the worker's record).
     pub fn start(manifest: PluginManifest) -> Result<Self, Error> {
         manifest.validate()?;
@@ -239,7 +239,7 @@ impl PluginHost {
     }
 
     /// Stop the host: refuse new calls (they fail with
-    /// [`Unavailable`](crate::ErrorKind::Unavailable)), wake queued
+    /// [`Unavailable`](crate::ErrorClass::Unavailable)), wake queued
     /// callers, cancel busy requests (their workers are killed and reaped
     /// by the calls that hold them), close every idle worker and reap it,
     /// and wait up to `bound` for busy members to come back.

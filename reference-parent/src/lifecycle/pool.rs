@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use quirl_lua_protocol::{ErrorCode, PluginRegistrations};
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorClass};
 use crate::process_host::Cancel;
 use crate::worker::{PIPE_RELEASE_WAIT, SHUTDOWN_GRACE, Worker, WorkerConfig};
 
@@ -210,7 +210,7 @@ impl Core {
     /// case only: the first run found the worker already gone because it
     /// retired its VM after answering its previous request with an error
     /// (the reference worker does after a tripped budget). The parent
-    /// reports that as [`ErrorKind::Unavailable`] before the new request
+    /// reports that as [`ErrorClass::Unavailable`] before the new request
     /// could run, so nothing ran twice. The retirement counts as a failure
     /// against the restart budget; if it spends the budget, the call fails
     /// with the quarantine error instead.
@@ -230,7 +230,7 @@ impl Core {
         if worker.is_poisoned()
             && result
                 .as_ref()
-                .is_err_and(|error| error.kind() == ErrorKind::Unavailable)
+                .is_err_and(|error| error.class() == ErrorClass::Unavailable)
         {
             drop(worker);
             self.retired(index, started)?;
@@ -241,7 +241,7 @@ impl Core {
         let alive = !worker.is_poisoned();
         let outcome = match &result {
             Ok(_) if !alive => Err(Error::new(
-                ErrorKind::WorkerCrashed,
+                ErrorClass::WorkerCrashed,
                 ErrorCode::Lua,
                 "the Lua worker failed during the call",
             )),
@@ -305,7 +305,7 @@ impl Core {
                 member.slot = Slot::Vacant {
                     after_failure: true,
                 };
-                member.last_error = Some((error.code(), error.kind().as_str()));
+                member.last_error = Some((error.code(), error.class().as_str()));
                 state.last_error = member.last_error;
                 Err(error)
             }
@@ -433,7 +433,7 @@ impl Core {
         member.counters.count(&outcome);
         let last_error = outcome
             .err()
-            .map(|error| (error.code(), error.kind().as_str()));
+            .map(|error| (error.code(), error.class().as_str()));
         if last_error.is_some() {
             member.last_error = last_error;
         }
@@ -475,7 +475,7 @@ impl Core {
                 };
                 let counts = outcome
                     .err()
-                    .is_none_or(|error| error.kind() != ErrorKind::Cancelled);
+                    .is_none_or(|error| error.class() != ErrorClass::Cancelled);
                 if counts
                     && !closing
                     && !quarantined
@@ -697,7 +697,7 @@ impl Core {
 
     fn shut_down_error(&self) -> Error {
         Error::new(
-            ErrorKind::Unavailable,
+            ErrorClass::Unavailable,
             ErrorCode::Lua,
             format!("`{}` was shut down", self.name),
         )
@@ -706,7 +706,7 @@ impl Core {
 
     fn cancelled_error(&self) -> Error {
         Error::new(
-            ErrorKind::Cancelled,
+            ErrorClass::Cancelled,
             ErrorCode::ResourceLimit,
             format!("`{}` was cancelled", self.name),
         )
@@ -715,7 +715,7 @@ impl Core {
 
     fn quarantine_error(&self, state: &State) -> Error {
         let mut error = Error::new(
-            ErrorKind::Quarantined,
+            ErrorClass::Quarantined,
             ErrorCode::Lua,
             format!("`{}` is quarantined", self.name),
         );
@@ -738,7 +738,7 @@ impl Core {
 
     fn overloaded(&self, state: &State, why: String) -> Error {
         Error::new(
-            ErrorKind::Overloaded,
+            ErrorClass::Overloaded,
             ErrorCode::ResourceLimit,
             format!("`{}` is overloaded", self.name),
         )

@@ -9,7 +9,7 @@
 use quirl_lua_protocol::ErrorCode;
 use serde::Serialize;
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorClass};
 
 /// Latency samples kept per member (a ring of the most recent ones).
 pub const LATENCY_SAMPLES_MAX: usize = 1024;
@@ -139,13 +139,13 @@ impl Counters {
     pub(crate) fn count(&mut self, outcome: &Result<(), &Error>) {
         match outcome {
             Ok(_) => self.successes += 1,
-            Err(error) => match error.kind() {
-                ErrorKind::Guest | ErrorKind::InvalidInput => self.guest_errors += 1,
-                ErrorKind::Deadline => self.timeouts += 1,
-                ErrorKind::WorkerCrashed | ErrorKind::Unavailable => self.crashes += 1,
-                ErrorKind::ProtocolViolation => self.violations += 1,
-                ErrorKind::Cancelled => self.cancellations += 1,
-                ErrorKind::Spawn => self.spawn_failures += 1,
+            Err(error) => match error.class() {
+                ErrorClass::Guest | ErrorClass::InvalidInput => self.guest_errors += 1,
+                ErrorClass::Deadline => self.timeouts += 1,
+                ErrorClass::WorkerCrashed | ErrorClass::Unavailable => self.crashes += 1,
+                ErrorClass::ProtocolViolation => self.violations += 1,
+                ErrorClass::Cancelled => self.cancellations += 1,
+                ErrorClass::Spawn => self.spawn_failures += 1,
                 _ => {}
             },
         }
@@ -266,9 +266,9 @@ mod tests {
         use quirl_lua_protocol::ErrorCode;
         let mut counters = Counters::default();
         counters.count(&Ok(()));
-        let late = Error::new(ErrorKind::Deadline, ErrorCode::ResourceLimit, "late");
+        let late = Error::new(ErrorClass::Deadline, ErrorCode::ResourceLimit, "late");
         counters.count(&Err(&late));
-        let gone = Error::new(ErrorKind::WorkerCrashed, ErrorCode::Lua, "gone");
+        let gone = Error::new(ErrorClass::WorkerCrashed, ErrorCode::Lua, "gone");
         counters.count(&Err(&gone));
         assert_eq!(
             (counters.successes, counters.timeouts, counters.crashes),

@@ -33,7 +33,7 @@ impl WorkerPool {
     /// set on `config` with [`WorkerConfig::cancel_token`], or a fresh one.
     /// Cancelling it kills every request in flight (counted as
     /// cancellations, not failures) and makes later calls fail at once with
-    /// [`Cancelled`](crate::ErrorKind::Cancelled); [`shutdown`](Self::shutdown)
+    /// [`Cancelled`](crate::ErrorClass::Cancelled); [`shutdown`](Self::shutdown)
     /// cancels it.
     pub fn start(
         name: impl Into<String>,
@@ -73,7 +73,7 @@ impl WorkerPool {
     /// found the worker retired before anything ran (it ended its session
     /// after answering its previous request with an error, as the reference
     /// worker does after a tripped budget): the first run's request then
-    /// failed with [`Unavailable`](crate::ErrorKind::Unavailable) without
+    /// failed with [`Unavailable`](crate::ErrorClass::Unavailable) without
     /// running.
     /// A closure that makes several requests should stop at the first
     /// error so that this holds.

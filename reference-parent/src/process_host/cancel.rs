@@ -6,7 +6,7 @@
 //! from any token; [`Cancel`] is a minimal implementation (a sticky flag and
 //! an `eventfd`) for callers that have no token of their own.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -46,10 +46,8 @@ impl Cancel {
     /// A fresh, uncancelled token. If no descriptor can be created, the
     /// token still works, and hosts observe it on a 10 ms tick.
     pub fn new() -> Self {
-        // SAFETY: eventfd takes no pointers; the result is checked.
-        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        // SAFETY: a non-negative result is a new descriptor nothing else owns.
-        let event = (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) });
+        use rustix::event::{EventfdFlags, eventfd};
+        let event = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).ok();
         Self {
             inner: Arc::new(Inner {
                 cancelled: AtomicBool::new(false),
@@ -62,16 +60,9 @@ impl Cancel {
     pub fn cancel(&self) {
         self.inner.cancelled.store(true, Ordering::SeqCst);
         if let Some(event) = &self.inner.event {
-            let one: u64 = 1;
-            // SAFETY: writes 8 bytes from a live u64 to an eventfd we own. A
-            // saturated counter (EAGAIN) is already readable.
-            let _ = unsafe {
-                libc::write(
-                    event.as_raw_fd(),
-                    (&raw const one).cast::<libc::c_void>(),
-                    std::mem::size_of::<u64>(),
-                )
-            };
+            // Adds one to the eventfd counter. A saturated counter (EAGAIN)
+            // is already readable.
+            let _ = rustix::io::write(event, &1_u64.to_ne_bytes());
         }
     }
 
@@ -120,17 +111,8 @@ impl CancelSignal for Cancel {
 /// `poll()` readiness of `fd` without waiting.
 #[cfg(test)]
 fn readable(fd: BorrowedFd<'_>) -> std::io::Result<bool> {
-    let mut fds = [libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    }];
-    // SAFETY: one valid pollfd, zero timeout.
-    let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
-    if ready < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(ready == 1)
+    let mut fds = [crate::poll::interest(fd, crate::poll::PollFlags::IN)];
+    crate::poll::wait_until(&mut fds, std::time::Instant::now())
 }
 
 #[cfg(test)]

@@ -1,25 +1,29 @@
 //! Run one parsed, authorized command: spawn, capture, wait, kill, reap.
 //!
-//! Everything happens on the calling thread: one `poll()` over the two output
-//! pipes, a pidfd for the leader's exit and the cancellation wake descriptor, with
-//! the deadline as its timeout. No thread is started, and every descriptor
-//! and process is owned by a value that closes, kills or reaps it on drop.
+//! Everything happens on the calling thread: one wait (the crate's waiting
+//! helper, `poll`) over the two output pipes, a pidfd for the leader's exit
+//! and the cancellation wake descriptor, with the deadline as its timeout
+//! (SPEC §16.6). No thread is started, and every descriptor and process is
+//! owned by a value that closes, kills or reaps it on drop. The child's side
+//! of the spawn is the `exec_image` module.
 
-use std::ffi::{CString, OsStr};
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use quirl_lua_protocol::ErrorCode;
+
 use super::cancel::CancelSignal;
-use super::command::parse_command;
-use super::error::{HostError, HostErrorCode};
+use super::command_language::parse_command;
+use super::exec_image::ExecImage;
 use super::grants::ProcessHostConfig;
+use super::host_error::HostError;
 use super::tree::OwnedTree;
 use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind};
+use crate::poll::{self, PollFlags, set_nonblocking};
+use crate::signals::{children_are_auto_reaped, signal_name};
 
 /// Host maximum for retained bytes per output stream (the v1 host-call
 /// bound on `max_output_bytes`).
@@ -73,7 +77,8 @@ pub struct CommandOutcomeData {
 impl CommandOutcomeData {
     /// The conventional name of [`Self::signal`] (`SIGKILL`, …).
     pub fn signal_name(&self) -> Option<&'static str> {
-        self.signal.map(signal_name)
+        self.signal
+            .map(|signal| signal_name(signal).unwrap_or("real-time signal"))
     }
 }
 
@@ -123,8 +128,7 @@ pub fn run_command(
     let child = command
         .spawn()
         .map_err(|error| spawn_error(program, &error))?;
-    let mut tree = OwnedTree::new(child, cgroup)
-        .map_err(|error| HostError::io("could not take ownership of the child", &error))?;
+    let mut tree = OwnedTree::new(child, cgroup);
     let mut stdout = Capture::new(
         tree.child_mut()
             .stdout
@@ -140,6 +144,28 @@ pub fn run_command(
         limit,
     )?;
 
+    capture_until_exit(
+        &mut tree,
+        &mut stdout,
+        &mut stderr,
+        request,
+        cancel,
+        started,
+    )?;
+    finish(tree, stdout, stderr, limit)
+}
+
+/// Capture both streams until the leader exited and both are closed, or
+/// kill the tree at the deadline or on cancellation (SPEC §16.6).
+fn capture_until_exit(
+    tree: &mut OwnedTree,
+    stdout: &mut Capture,
+    stderr: &mut Capture,
+    request: &ProcessRequest,
+    cancel: &(impl CancelSignal + ?Sized),
+    started: Instant,
+) -> Result<(), HostError> {
+    let limit = stdout.limit;
     let mut leader_exited = false;
     loop {
         if cancel.is_cancelled() {
@@ -147,8 +173,8 @@ pub fn run_command(
             let overflow = stdout.overflowed() || stderr.overflowed();
             return Err(with_containment_notes(
                 cancelled_error(started, true)
-                    .with_context_if(overflow, overflow_note(&stdout, &stderr, limit)),
-                &tree,
+                    .with_context_if(overflow, overflow_note(stdout, stderr, limit)),
+                tree,
             ));
         }
         let now = Instant::now();
@@ -157,8 +183,8 @@ pub fn run_command(
             let overflow = stdout.overflowed() || stderr.overflowed();
             return Err(with_containment_notes(
                 deadline_error(started, true)
-                    .with_context_if(overflow, overflow_note(&stdout, &stderr, limit)),
-                &tree,
+                    .with_context_if(overflow, overflow_note(stdout, stderr, limit)),
+                tree,
             ));
         }
         if !leader_exited && tree.exit_fd().is_none() {
@@ -170,55 +196,58 @@ pub fn run_command(
             }
         }
         if leader_exited && stdout.is_closed() && stderr.is_closed() {
-            break;
+            return Ok(());
         }
-
-        let mut fds = Vec::with_capacity(4);
-        let mut slots = Slots::default();
-        if let Some(fd) = stdout.fd() {
-            slots.stdout = Some(push(&mut fds, fd));
-        }
-        if let Some(fd) = stderr.fd() {
-            slots.stderr = Some(push(&mut fds, fd));
-        }
-        if !leader_exited && let Some(fd) = tree.exit_fd() {
-            slots.exit = Some(push(&mut fds, fd));
-        }
+        let exit = if leader_exited { None } else { tree.exit_fd() };
         let wake = cancel.wake_fd();
-        if let Some(fd) = wake {
-            push(&mut fds, fd.as_raw_fd());
+        let mut until = request.deadline;
+        if wake.is_none() || (!leader_exited && exit.is_none()) {
+            until = until.min(now + FALLBACK_TICK);
         }
-        let mut timeout = request.deadline.saturating_duration_since(now);
-        if wake.is_none() || (!leader_exited && tree.exit_fd().is_none()) {
-            timeout = timeout.min(FALLBACK_TICK);
-        }
-        poll(&mut fds, timeout)
+        let ready = wait_for_events([stdout.fd(), stderr.fd(), exit, wake], until)
             .map_err(|error| HostError::io("could not wait for the child", &error))?;
-
-        if let Some(index) = slots.stdout
-            && fds[index].revents != 0
-        {
+        if ready[0] {
             stdout.drain().map_err(|error| {
                 HostError::io("could not read the child's standard output", &error)
             })?;
         }
-        if let Some(index) = slots.stderr
-            && fds[index].revents != 0
-        {
+        if ready[1] {
             stderr.drain().map_err(|error| {
                 HostError::io("could not read the child's standard error", &error)
             })?;
         }
-        if let Some(index) = slots.exit
-            && fds[index].revents != 0
-        {
+        if ready[2] {
             leader_exited = true;
             // The leader is a zombie now: its PID still pins the group and
             // session, so the rest of the tree is killed before the reap.
             tree.kill_after_exit();
         }
     }
+}
 
+/// One wait over the present descriptors of `slots` (each for readability)
+/// until `until`; which of them fired.
+fn wait_for_events(slots: [Option<BorrowedFd<'_>>; 4], until: Instant) -> io::Result<[bool; 4]> {
+    let mut fds = Vec::with_capacity(slots.len());
+    let mut index = [None; 4];
+    for (slot, fd) in index.iter_mut().zip(slots) {
+        if let Some(fd) = fd {
+            *slot = Some(fds.len());
+            fds.push(poll::interest(fd, PollFlags::IN));
+        }
+    }
+    poll::wait_until(&mut fds, until)?;
+    Ok(index.map(|slot| slot.is_some_and(|at| !fds[at].revents().is_empty())))
+}
+
+/// Reap the leader and turn what the command left into its outcome or the
+/// error that replaces it (escapes, cleanup problems, overflow, size).
+fn finish(
+    mut tree: OwnedTree,
+    stdout: Capture,
+    stderr: Capture,
+    limit: usize,
+) -> Result<CommandOutcomeData, HostError> {
     let status = tree
         .kill_and_reap()
         .map_err(|error| HostError::io("could not reap the child", &error))?;
@@ -226,7 +255,7 @@ pub fn run_command(
     if !tree.escaped().is_empty() {
         return Err(with_containment_notes(
             HostError::new(
-                HostErrorCode::ResourceLimit,
+                ErrorCode::ResourceLimit,
                 "command left processes running outside its session",
             )
             .with_context(status_note(status, signal))
@@ -238,7 +267,7 @@ pub fn run_command(
     if !tree.problems().is_empty() {
         return Err(with_containment_notes(
             HostError::new(
-                HostErrorCode::Io,
+                ErrorCode::Io,
                 "command ran, but its cgroup could not be cleaned up",
             )
             .with_context(status_note(status, signal))
@@ -248,7 +277,7 @@ pub fn run_command(
     }
     if stdout.overflowed() || stderr.overflowed() {
         return Err(HostError::new(
-            HostErrorCode::ResourceLimit,
+            ErrorCode::ResourceLimit,
             format!("command output exceeded its limit of {limit} bytes per stream"),
         )
         .with_context(overflow_note(&stdout, &stderr, limit))
@@ -263,7 +292,7 @@ pub fn run_command(
     let encoded = json_string_len(&stdout).saturating_add(json_string_len(&stderr));
     if encoded > OUTCOME_ENCODED_BYTES_MAX {
         return Err(HostError::new(
-            HostErrorCode::ResourceLimit,
+            ErrorCode::ResourceLimit,
             "command output does not fit in one host response frame",
         )
         .with_context(format!(
@@ -286,12 +315,9 @@ pub fn run_command(
 /// The command's cgroup (SPEC §17.2), in cgroup mode.
 fn command_cgroup(config: &ProcessHostConfig) -> Result<Option<ChildCgroup>, HostError> {
     let failed = |why: String| {
-        HostError::new(
-            HostErrorCode::Io,
-            "could not contain the command in a cgroup",
-        )
-        .with_context(why)
-        .with_help("Use process-group containment where cgroup v2 is not writable")
+        HostError::new(ErrorCode::Io, "could not contain the command in a cgroup")
+            .with_context(why)
+            .with_help("Use process-group containment where cgroup v2 is not writable")
     };
     let Some(hierarchy) = cgroup::resolve(config.configured_containment()).map_err(failed)? else {
         return Ok(None);
@@ -337,37 +363,6 @@ impl HostError {
     }
 }
 
-#[derive(Default)]
-struct Slots {
-    stdout: Option<usize>,
-    stderr: Option<usize>,
-    exit: Option<usize>,
-}
-
-fn push(fds: &mut Vec<libc::pollfd>, fd: libc::c_int) -> usize {
-    fds.push(libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    });
-    fds.len() - 1
-}
-
-fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<()> {
-    // Round up so the wake-up is never before the deadline.
-    let millis = timeout.as_nanos().div_ceil(1_000_000);
-    let timeout = libc::c_int::try_from(millis).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `fds` is a valid, exclusively borrowed pollfd slice of the given length.
-    let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
-    if ready < 0 {
-        let error = io::Error::last_os_error();
-        if error.kind() != io::ErrorKind::Interrupted {
-            return Err(error);
-        }
-    }
-    Ok(())
-}
-
 /// One captured stream: keeps up to `limit` bytes and counts the rest.
 struct Capture {
     file: Option<std::fs::File>,
@@ -379,7 +374,7 @@ struct Capture {
 impl Capture {
     fn new(file: Option<std::fs::File>, limit: usize) -> Result<Self, HostError> {
         if let Some(file) = &file {
-            set_nonblocking(file.as_raw_fd())
+            set_nonblocking(file.as_fd())
                 .map_err(|error| HostError::io("could not configure an output pipe", &error))?;
         }
         Ok(Self {
@@ -390,8 +385,8 @@ impl Capture {
         })
     }
 
-    fn fd(&self) -> Option<libc::c_int> {
-        self.file.as_ref().map(AsRawFd::as_raw_fd)
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.file.as_ref().map(AsFd::as_fd)
     }
 
     fn is_closed(&self) -> bool {
@@ -450,153 +445,14 @@ fn overflow_note(stdout: &Capture, stderr: &Capture, limit: usize) -> String {
     )
 }
 
-fn set_nonblocking(fd: libc::c_int) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor we own, reading then setting file status flags.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// The exact `execve` arguments, built before the fork so the child
-/// allocates nothing.
-struct ExecImage {
-    path: CString,
-    _argv: Vec<CString>,
-    _envp: Vec<CString>,
-    argv_ptrs: Vec<*const libc::c_char>,
-    envp_ptrs: Vec<*const libc::c_char>,
-    empty_mask: libc::sigset_t,
-    /// `cgroup.procs` of the command's cgroup, held open by the caller
-    /// across the spawn.
-    cgroup_procs: Option<std::os::fd::RawFd>,
-}
-
-// SAFETY: the raw pointers point into the CStrings owned by the same value,
-// whose heap buffers never move or change; the value is only read (in the
-// forked child).
-unsafe impl Send for ExecImage {}
-// SAFETY: as above; shared access is read-only.
-unsafe impl Sync for ExecImage {}
-
-impl ExecImage {
-    fn new(
-        path: &Path,
-        argv: &[String],
-        config: &ProcessHostConfig,
-        cgroup_procs: Option<std::os::fd::RawFd>,
-    ) -> Result<Self, HostError> {
-        let nul = || {
-            HostError::new(
-                HostErrorCode::InvalidArgument,
-                "argument contains a NUL byte",
-            )
-        };
-        let path = CString::new(path.as_os_str().as_bytes()).map_err(|_| nul())?;
-        let argv: Vec<CString> = argv
-            .iter()
-            .map(|arg| CString::new(arg.as_bytes()))
-            .collect::<Result<_, _>>()
-            .map_err(|_| nul())?;
-        let envp: Vec<CString> = config
-            .environment()
-            .iter()
-            .map(|(name, value)| {
-                let mut entry = Vec::with_capacity(name.len() + 1 + value.len());
-                entry.extend_from_slice(name.as_bytes());
-                entry.push(b'=');
-                entry.extend_from_slice(OsStr::as_bytes(value));
-                CString::new(entry)
-            })
-            .collect::<Result<_, _>>()
-            .map_err(|_| nul())?;
-        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|arg| arg.as_ptr()).collect();
-        argv_ptrs.push(std::ptr::null());
-        let mut envp_ptrs: Vec<*const libc::c_char> =
-            envp.iter().map(|entry| entry.as_ptr()).collect();
-        envp_ptrs.push(std::ptr::null());
-        // SAFETY: zeroed sigset_t is valid storage for sigemptyset to initialise.
-        let mut empty_mask: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `empty_mask` is valid sigset_t storage.
-        unsafe { libc::sigemptyset(&mut empty_mask) };
-        Ok(Self {
-            path,
-            _argv: argv,
-            _envp: envp,
-            argv_ptrs,
-            envp_ptrs,
-            empty_mask,
-            cgroup_procs,
-        })
-    }
-
-    /// Runs in the forked child. Only async-signal-safe system calls.
-    fn exec(&self) -> io::Result<()> {
-        // First, so the rest of this child and the program run inside the
-        // command's cgroup (SPEC §17.2).
-        if let Some(procs) = self.cgroup_procs {
-            cgroup::enter_in_child(procs)?;
-        }
-        // SAFETY: every call below is an async-signal-safe system call on
-        // arguments prepared before the fork; none allocates.
-        unsafe {
-            // New session and group, no controlling terminal.
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // Set-user-ID bits and file capabilities are not honoured, so
-            // every process of the tree stays killable by the parent.
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // Ignored signals survive exec; start from the defaults.
-            for signal in 1..=64 {
-                if signal != libc::SIGKILL && signal != libc::SIGSTOP {
-                    libc::signal(signal, libc::SIG_DFL);
-                }
-            }
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.empty_mask, std::ptr::null_mut());
-            // Descriptors the parent leaked without close-on-exec do not
-            // reach the program. Best effort: kernels before 5.11 lack it.
-            libc::syscall(
-                libc::SYS_close_range,
-                3_u32,
-                u32::MAX,
-                libc::CLOSE_RANGE_CLOEXEC,
-            );
-            // execve, not execvp: no PATH search and no /bin/sh fallback
-            // for files without a recognised format.
-            libc::execve(
-                self.path.as_ptr(),
-                self.argv_ptrs.as_ptr(),
-                self.envp_ptrs.as_ptr(),
-            );
-        }
-        Err(io::Error::last_os_error())
-    }
-}
-
 /// Refuse to run when SIGCHLD is ignored: the kernel would then reap the
 /// leader itself, releasing its PID while the group may still be signalled.
 fn ensure_children_are_not_auto_reaped() -> Result<(), HostError> {
-    // SAFETY: zeroed sigaction is valid storage for the query below.
-    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: querying (not changing) the SIGCHLD disposition.
-    let result = unsafe { libc::sigaction(libc::SIGCHLD, std::ptr::null(), &mut current) };
-    if result != 0 {
-        return Err(HostError::io(
-            "could not query the SIGCHLD disposition",
-            &io::Error::last_os_error(),
-        ));
-    }
-    if current.sa_sigaction == libc::SIG_IGN || current.sa_flags & libc::SA_NOCLDWAIT != 0 {
+    let auto_reaped = children_are_auto_reaped()
+        .map_err(|error| HostError::io("could not query the SIGCHLD disposition", &error))?;
+    if auto_reaped {
         return Err(HostError::new(
-            HostErrorCode::Io,
+            ErrorCode::Io,
             "SIGCHLD is ignored in the parent, so children cannot be reaped safely",
         )
         .with_help("Do not ignore SIGCHLD or set SA_NOCLDWAIT in a process that hosts commands"));
@@ -606,7 +462,7 @@ fn ensure_children_are_not_auto_reaped() -> Result<(), HostError> {
 
 fn spawn_error(program: &str, error: &io::Error) -> HostError {
     HostError::new(
-        HostErrorCode::ProcessSpawn,
+        ErrorCode::ProcessSpawn,
         format!(
             "could not start `{}`",
             super::grants::truncate_for_display(program)
@@ -619,7 +475,7 @@ fn spawn_error(program: &str, error: &io::Error) -> HostError {
 }
 
 fn cancelled_error(started: Instant, killed: bool) -> HostError {
-    let error = HostError::new(HostErrorCode::ResourceLimit, "command was cancelled");
+    let error = HostError::new(ErrorCode::ResourceLimit, "command was cancelled");
     let error = if killed {
         error.with_context(format!(
             "process tree killed with SIGKILL after {} ms",
@@ -632,10 +488,7 @@ fn cancelled_error(started: Instant, killed: bool) -> HostError {
 }
 
 fn deadline_error(started: Instant, killed: bool) -> HostError {
-    let error = HostError::new(
-        HostErrorCode::ResourceLimit,
-        "command exceeded its deadline",
-    );
+    let error = HostError::new(ErrorCode::ResourceLimit, "command exceeded its deadline");
     let error = if killed {
         error.with_context(format!(
             "process tree killed with SIGKILL after {} ms",
@@ -662,47 +515,9 @@ fn status_note(status: i32, signal: Option<i32>) -> String {
     match signal {
         Some(signal) => format!(
             "terminated by signal {signal} ({}); status {status}",
-            signal_name(signal)
+            signal_name(signal).unwrap_or("real-time signal")
         ),
         None => format!("exit status {status}"),
-    }
-}
-
-/// Conventional Linux signal names.
-pub(crate) fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGSTKFLT => "SIGSTKFLT",
-        libc::SIGCHLD => "SIGCHLD",
-        libc::SIGCONT => "SIGCONT",
-        libc::SIGSTOP => "SIGSTOP",
-        libc::SIGTSTP => "SIGTSTP",
-        libc::SIGTTIN => "SIGTTIN",
-        libc::SIGTTOU => "SIGTTOU",
-        libc::SIGURG => "SIGURG",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGXFSZ => "SIGXFSZ",
-        libc::SIGVTALRM => "SIGVTALRM",
-        libc::SIGPROF => "SIGPROF",
-        libc::SIGWINCH => "SIGWINCH",
-        libc::SIGIO => "SIGIO",
-        libc::SIGPWR => "SIGPWR",
-        libc::SIGSYS => "SIGSYS",
-        _ => "real-time signal",
     }
 }
 
@@ -745,6 +560,5 @@ mod tests {
             encode_status(ExitStatus::from_raw(libc::SIGKILL)),
             (137, Some(9))
         );
-        assert_eq!(signal_name(libc::SIGTERM), "SIGTERM");
     }
 }

@@ -7,7 +7,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::error::{HostError, HostErrorCode};
+use quirl_lua_protocol::ErrorCode;
+
+use super::host_error::HostError;
 use super::wrappers::runs_arguments_as_command;
 use crate::cgroup::Containment;
 
@@ -71,7 +73,7 @@ impl Grants {
                 parsed.names.insert(name.to_owned());
             } else if grant.starts_with("process.") {
                 return Err(HostError::new(
-                    HostErrorCode::InvalidArgument,
+                    ErrorCode::InvalidArgument,
                     format!("unknown process grant `{}`", truncate_for_display(grant)),
                 )
                 .with_help("Use `process.spawn:NAME` for one program or `process.spawn` for all"));
@@ -118,7 +120,7 @@ fn refuse_command_runner(name: &str) -> Result<(), HostError> {
     }
     let shown = truncate_for_display(name);
     Err(HostError::new(
-        HostErrorCode::InvalidArgument,
+        ErrorCode::InvalidArgument,
         format!(
             "grant `{PROCESS_SPAWN_GRANT_PREFIX}{shown}` would grant every program: `{shown}` runs its arguments as a command"
         ),
@@ -134,7 +136,7 @@ fn refuse_command_runner(name: &str) -> Result<(), HostError> {
 fn validate_program_name(name: &str) -> Result<(), HostError> {
     let bad = |reason: &str| {
         HostError::new(
-            HostErrorCode::InvalidArgument,
+            ErrorCode::InvalidArgument,
             format!("invalid program name in grant: {reason}"),
         )
         .with_help(
@@ -207,14 +209,14 @@ impl Environment {
             && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !valid_name {
             return Err(HostError::new(
-                HostErrorCode::InvalidArgument,
+                ErrorCode::InvalidArgument,
                 format!("invalid environment name `{}`", truncate_for_display(name)),
             )
             .with_help("Environment names use ASCII letters, digits and underscores and do not start with a digit"));
         }
         if value.as_bytes().contains(&0) {
             return Err(HostError::new(
-                HostErrorCode::InvalidArgument,
+                ErrorCode::InvalidArgument,
                 format!("environment value of `{name}` contains a NUL byte"),
             )
             .with_help("Operating-system environment values cannot contain NUL bytes"));
@@ -291,14 +293,14 @@ impl ProcessHostConfig {
         let cwd = cwd.into();
         if !cwd.is_absolute() {
             return Err(HostError::new(
-                HostErrorCode::InvalidArgument,
+                ErrorCode::InvalidArgument,
                 "working directory must be an absolute path",
             )
             .with_context(format!("observed `{}`", cwd.display())));
         }
         if cwd.as_os_str().as_bytes().contains(&0) {
             return Err(HostError::new(
-                HostErrorCode::InvalidArgument,
+                ErrorCode::InvalidArgument,
                 "working directory contains a NUL byte",
             ));
         }
@@ -306,14 +308,14 @@ impl ProcessHostConfig {
             Ok(metadata) if metadata.is_dir() => {}
             Ok(_) => {
                 return Err(HostError::new(
-                    HostErrorCode::InvalidArgument,
+                    ErrorCode::InvalidArgument,
                     "working directory is not a directory",
                 )
                 .with_context(format!("path `{}`", cwd.display())));
             }
             Err(error) => {
                 return Err(HostError::new(
-                    HostErrorCode::InvalidArgument,
+                    ErrorCode::InvalidArgument,
                     "working directory is not accessible",
                 )
                 .with_context(format!("path `{}`: {error}", cwd.display())));
@@ -384,7 +386,7 @@ impl ProcessHostConfig {
         }
         if !self.grants.allows(program) {
             return Err(HostError::new(
-                HostErrorCode::Validation,
+                ErrorCode::Validation,
                 format!(
                     "capability denied: {PROCESS_SPAWN_GRANT_PREFIX}{}",
                     truncate_for_display(program)
@@ -414,7 +416,7 @@ impl ProcessHostConfig {
         }
         let not_found = || {
             HostError::new(
-                HostErrorCode::ProcessSpawn,
+                ErrorCode::ProcessSpawn,
                 format!(
                     "program `{}` was not found on the granted PATH",
                     truncate_for_display(program)
@@ -446,7 +448,7 @@ impl ProcessHostConfig {
 
 fn access_denied(access: ProcessAccess) -> HostError {
     HostError::new(
-        HostErrorCode::Validation,
+        ErrorCode::Validation,
         "capability denied: process access is disabled",
     )
     .with_context(format!(
@@ -492,7 +494,7 @@ mod tests {
             "process.spawn:sh",
         ] {
             let error = Grants::parse([grant]).unwrap_err();
-            assert_eq!(error.code(), HostErrorCode::InvalidArgument, "{grant}");
+            assert_eq!(error.code(), ErrorCode::InvalidArgument, "{grant}");
             assert!(
                 error.message().contains("would grant every program"),
                 "{grant}: {}",
@@ -550,7 +552,7 @@ mod tests {
             "process.spawn*",
         ] {
             let error = Grants::parse([grant]).unwrap_err();
-            assert_eq!(error.code(), HostErrorCode::InvalidArgument, "{grant}");
+            assert_eq!(error.code(), ErrorCode::InvalidArgument, "{grant}");
         }
     }
 
@@ -559,13 +561,13 @@ mod tests {
         let config = ProcessHostConfig::disabled();
         assert_eq!(
             config.authorize("echo").unwrap_err().code(),
-            HostErrorCode::Validation
+            ErrorCode::Validation
         );
         let config =
             ProcessHostConfig::new(enabled(), Grants::none(), Environment::from_parent(), "/")
                 .unwrap();
         let error = config.authorize("echo").unwrap_err();
-        assert_eq!(error.code(), HostErrorCode::Validation);
+        assert_eq!(error.code(), ErrorCode::Validation);
         assert_eq!(error.message(), "capability denied: process.spawn:echo");
     }
 
@@ -598,7 +600,7 @@ mod tests {
         let config = ProcessHostConfig::new(enabled(), grants.clone(), environment, "/").unwrap();
         assert_eq!(
             config.authorize("cat").unwrap_err().code(),
-            HostErrorCode::ProcessSpawn
+            ErrorCode::ProcessSpawn
         );
         let environment = Environment::empty()
             .with("PATH", "/nonexistent:/bin:/usr/bin")

@@ -164,17 +164,17 @@
 //!   descendants that left the group, and its one documented gap.
 
 mod cancel;
-mod command;
-mod error;
+pub(crate) mod command_language;
 mod exec;
+mod exec_image;
 mod grants;
+mod host_call;
+mod host_error;
 mod tree;
-mod wire;
 mod wrappers;
 
 pub use cancel::{Cancel, CancelSignal};
-pub use command::{COMMAND_BYTES_MAX, parse_command};
-pub use error::{HostError, HostErrorCode};
+pub use command_language::{COMMAND_BYTES_MAX, parse_command};
 pub use exec::{
     CommandOutcomeData, OUTCOME_ENCODED_BYTES_MAX, OUTPUT_BYTES_MAX, ProcessRequest, run_command,
 };
@@ -182,5 +182,8 @@ pub use grants::{
     DEFAULT_COMMAND_PIDS_MAX, Environment, Grants, PROCESS_SPAWN_GRANT, PROCESS_SPAWN_GRANT_PREFIX,
     ProcessAccess, ProcessHostConfig,
 };
-pub use wire::{call_deadline, run_host_call};
+pub use host_call::{call_deadline, run_host_call};
+pub use host_error::HostError;
+/// The v1 error codes a [`HostError`] carries (the protocol's own type).
+pub use quirl_lua_protocol::ErrorCode;
 pub use wrappers::{COMMAND_RUNNING_PROGRAMS, runs_arguments_as_command};

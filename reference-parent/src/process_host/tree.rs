@@ -6,9 +6,9 @@
 //! no unrelated process can create a group or session with that id: a
 //! `killpg(pid)` or a session match can only reach processes of this tree.
 //! Every path therefore kills first and reaps the leader last, and nothing is
-//! signalled by group or session id after the reap. This is the same
-//! guarantee Quirl's ADR 0020 gets from a separate anchor process; here the
-//! leader itself is the anchor.
+//! signalled by group or session id after the reap. This is the anchor
+//! argument of SPEC §17.3 (which Quirl gets from a separate anchor
+//! process); here the leader itself is the anchor.
 //!
 //! Descendants that left the group (`setpgid`) stay in the session; those
 //! that also left the session (`setsid`) are still found through their
@@ -32,11 +32,15 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
-use crate::cgroup::{self, ChildCgroup};
+use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
+
+use crate::cgroup::ChildCgroup;
+use crate::poll::{self, PollFd, PollFlags};
+use crate::proc_stat::{ProcStat, read_stat};
 
 /// Rounds of scan-and-stop before giving up on a tree that keeps forking.
 const SWEEP_ROUNDS_MAX: usize = 16;
@@ -47,7 +51,7 @@ const SWEEP_EXIT_WAIT: Duration = Duration::from_secs(1);
 /// once, on every path including unwinding.
 pub(crate) struct OwnedTree {
     child: Child,
-    pid: libc::pid_t,
+    pid: Pid,
     pidfd: Option<OwnedFd>,
     /// The tree was killed after the leader had exited; nothing can have
     /// joined it since.
@@ -62,11 +66,12 @@ pub(crate) struct OwnedTree {
 }
 
 impl OwnedTree {
-    pub(crate) fn new(child: Child, cgroup: Option<ChildCgroup>) -> io::Result<Self> {
-        let pid = libc::pid_t::try_from(child.id())
-            .map_err(|_| io::Error::other("child PID does not fit pid_t"))?;
-        Ok(Self {
-            pidfd: pidfd_open(pid).ok(),
+    /// Own `child` (and its cgroup); without pidfd support the leader's
+    /// exit is polled instead (see `exit_fd`).
+    pub(crate) fn new(child: Child, cgroup: Option<ChildCgroup>) -> Self {
+        let pid = Pid::from_child(&child);
+        Self {
+            pidfd: rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok(),
             child,
             pid,
             killed: false,
@@ -74,7 +79,7 @@ impl OwnedTree {
             cgroup,
             escaped: Vec::new(),
             problems: Vec::new(),
-        })
+        }
     }
 
     /// Processes of the command's cgroup that had left the leader's
@@ -99,29 +104,15 @@ impl OwnedTree {
 
     /// A descriptor that becomes readable when the leader exits, when the
     /// kernel supports pidfds.
-    pub(crate) fn exit_fd(&self) -> Option<libc::c_int> {
-        self.pidfd.as_ref().map(AsRawFd::as_raw_fd)
+    pub(crate) fn exit_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.pidfd.as_ref().map(AsFd::as_fd)
     }
 
     /// Whether the leader has exited, without reaping it.
     pub(crate) fn leader_exited(&self) -> io::Result<bool> {
-        // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `info` is a valid siginfo_t; WNOWAIT leaves the child
-        // unreaped, so its PID stays reserved.
-        let result = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                self.pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        if result != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: waitid filled `info` (or left it zeroed when no child changed state).
-        Ok(unsafe { info.si_pid() } != 0)
+        // WNOWAIT leaves the child unreaped, so its PID stays reserved.
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+        Ok(rustix::process::waitid(WaitId::Pid(self.pid), options)?.is_some())
     }
 
     /// SIGKILL the whole tree; the leader stays unreaped.
@@ -145,18 +136,18 @@ impl OwnedTree {
     fn kill_tree(&mut self, leader_exited: bool) {
         debug_assert!(!self.reaped);
         if let Some(cgroup) = &self.cgroup {
-            let leader = self.pid.cast_unsigned();
+            let leader = self.pid.as_raw_pid().cast_unsigned();
             if let Ok(members) = cgroup.members() {
                 self.escaped = members
                     .into_iter()
-                    .filter(|&pid| pid != leader && cgroup::process_session(pid) != Some(leader))
+                    .filter(|&pid| pid != leader && process_session(pid) != Some(leader))
                     .collect();
             }
             match cgroup.kill() {
                 Ok(()) => {
-                    // SAFETY: killpg only sends a signal. The leader is
-                    // unreaped, so the group id still belongs to this tree.
-                    unsafe { libc::killpg(self.pid, libc::SIGKILL) };
+                    // The leader is unreaped, so the group id still belongs
+                    // to this tree.
+                    let _ = rustix::process::kill_process_group(self.pid, Signal::KILL);
                     self.killed = true;
                     return;
                 }
@@ -167,19 +158,18 @@ impl OwnedTree {
                 )),
             }
         }
-        // SAFETY: killpg only sends a signal. The leader is unreaped, so the
-        // group id still belongs to this tree.
-        unsafe { libc::killpg(self.pid, libc::SIGSTOP) };
-        let alone = leader_exited && last_allocated_pid() == Some(self.pid);
+        // The leader is unreaped, so the group id still belongs to this tree.
+        let _ = rustix::process::kill_process_group(self.pid, Signal::STOP);
+        let leader = self.pid.as_raw_pid();
+        let alone = leader_exited && last_allocated_pid() == Some(leader);
         let pinned = if alone {
             Vec::new()
         } else {
-            freeze_members(self.pid)
+            freeze_members(leader)
         };
-        // SAFETY: as above.
-        unsafe { libc::killpg(self.pid, libc::SIGKILL) };
+        let _ = rustix::process::kill_process_group(self.pid, Signal::KILL);
         for pidfd in &pinned {
-            send_signal(pidfd, libc::SIGKILL);
+            send_signal(pidfd, Signal::KILL);
         }
         wait_for_exit(&pinned);
         self.killed = true;
@@ -218,39 +208,15 @@ fn last_allocated_pid() -> Option<libc::pid_t> {
         .ok()
 }
 
-pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a PID and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let fd = libc::c_int::try_from(fd).map_err(|_| io::Error::other("pidfd out of range"))?;
-    // SAFETY: the kernel returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+/// The session id of cgroup member `pid`, if it still exists.
+fn process_session(pid: u32) -> Option<u32> {
+    let stat = read_stat(libc::pid_t::try_from(pid).ok()?)?;
+    u32::try_from(stat.session).ok()
 }
 
-#[derive(Debug, Clone, Copy)]
-struct ProcStat {
-    ppid: libc::pid_t,
-    session: libc::pid_t,
-    start_time: u64,
-    alive: bool,
-}
-
-fn read_stat(pid: libc::pid_t) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is parenthesised and may contain anything, so the
-    // fields are counted from the last `)`.
-    let rest = text.get(text.rfind(')')? + 1..)?;
-    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
-    // fields[0] = state (3), [1] = ppid (4), [3] = session (6), [19] = starttime (22)
-    let state = fields.first()?;
-    Some(ProcStat {
-        ppid: fields.get(1)?.parse().ok()?,
-        session: fields.get(3)?.parse().ok()?,
-        start_time: fields.get(19)?.parse().ok()?,
-        alive: !matches!(*state, "Z" | "X" | "x"),
-    })
+/// A pidfd for the process `pid` of a `/proc` scan, if it still exists.
+fn open_pidfd(pid: libc::pid_t) -> Option<OwnedFd> {
+    rustix::process::pidfd_open(Pid::from_raw(pid)?, PidfdFlags::empty()).ok()
 }
 
 fn scan() -> HashMap<libc::pid_t, ProcStat> {
@@ -317,13 +283,13 @@ fn freeze_members(leader: libc::pid_t) -> Vec<OwnedFd> {
             break;
         }
         for (pid, start_time) in fresh {
-            let Ok(pidfd) = pidfd_open(pid) else {
+            let Some(pidfd) = open_pidfd(pid) else {
                 continue;
             };
             // The pidfd pins one process; make sure it is the scanned one.
             let same =
                 read_stat(pid).is_some_and(|stat| stat.start_time == start_time && stat.alive);
-            if same && send_signal(&pidfd, libc::SIGSTOP) {
+            if same && send_signal(&pidfd, Signal::STOP) {
                 seen.insert((pid, start_time));
                 pinned.push(pidfd);
             }
@@ -332,52 +298,28 @@ fn freeze_members(leader: libc::pid_t) -> Vec<OwnedFd> {
     pinned
 }
 
-fn send_signal(pidfd: &OwnedFd, signal: libc::c_int) -> bool {
-    // SAFETY: pidfd_send_signal with a valid pidfd, a signal number, no
-    // siginfo and no flags.
-    let sent = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            signal,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    sent == 0
+fn send_signal(pidfd: &OwnedFd, signal: Signal) -> bool {
+    rustix::process::pidfd_send_signal(pidfd, signal).is_ok()
 }
 
 /// Wait (bounded) until every pidfd reports that its process exited.
 fn wait_for_exit(pidfds: &[OwnedFd]) {
     let deadline = Instant::now() + SWEEP_EXIT_WAIT;
-    let mut pending: Vec<libc::pollfd> = pidfds
-        .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+    let mut pending: Vec<BorrowedFd<'_>> = pidfds.iter().map(AsFd::as_fd).collect();
     while !pending.is_empty() {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
+        let mut fds: Vec<PollFd<'_>> = pending
+            .iter()
+            .map(|fd| poll::interest(*fd, PollFlags::IN))
+            .collect();
+        if !matches!(poll::wait_until(&mut fds, deadline), Ok(true)) {
             return;
         }
-        let timeout = libc::c_int::try_from(remaining.as_millis().saturating_add(1))
-            .unwrap_or(libc::c_int::MAX);
-        // SAFETY: `pending` is a valid, exclusively borrowed pollfd array of the given length.
-        let ready =
-            unsafe { libc::poll(pending.as_mut_ptr(), pending.len() as libc::nfds_t, timeout) };
-        if ready < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return;
-        }
-        pending.retain(|fd| fd.revents == 0);
-        for fd in &mut pending {
-            fd.revents = 0;
-        }
+        pending = pending
+            .iter()
+            .zip(&fds)
+            .filter(|(_, slot)| slot.revents().is_empty())
+            .map(|(fd, _)| *fd)
+            .collect();
     }
 }
 
@@ -385,16 +327,6 @@ fn wait_for_exit(pidfds: &[OwnedFd]) {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_its_own_stat_line() {
-        let pid = libc::pid_t::try_from(std::process::id()).unwrap();
-        let stat = read_stat(pid).unwrap();
-        assert!(stat.alive);
-        // SAFETY: getppid and getsid have no preconditions.
-        assert_eq!(stat.ppid, unsafe { libc::getppid() });
-        assert_eq!(stat.session, unsafe { libc::getsid(0) });
-    }
 
     #[test]
     fn membership_follows_session_and_parent_chain() {

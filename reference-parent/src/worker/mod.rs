@@ -1,14 +1,15 @@
 //! The worker handle: one supervised worker process, one request at a time.
 //!
-//! [`Worker::spawn`] starts the worker command contained (see
-//! the private `containment` module) and initializes it with a validated policy. Each
-//! request then runs under an absolute deadline — the policy's wall time
-//! unless the caller gives one — that also covers the host calls the worker
-//! makes while it runs. The calling thread does all the waiting itself, in
-//! one `ppoll` over the worker's output, its pidfd, the cancellation token and
-//! the deadline (see the private `transport` module); no thread is started.
+//! [`Worker::spawn`] starts the worker command contained (see the private
+//! `worker_spawn` and `worker_kill` modules) and initializes it with a
+//! validated policy (SPEC §17.2). Each request then runs under an absolute
+//! deadline — the policy's wall time unless the caller gives one — that
+//! also covers the host calls the worker makes while it runs (SPEC §17.6).
+//! The calling thread does all the waiting itself, in one `ppoll` over the
+//! worker's output, its pidfd, the cancellation token and the deadline (see
+//! the private `transport` module, SPEC §17.3); no thread is started.
 //!
-//! # Failure handling
+//! # Failure handling (SPEC §17.4)
 //!
 //! On a deadline, a cancellation, a crash or exit, a malformed, oversized or
 //! truncated frame, a wrong version, an identity mismatch or any other
@@ -19,244 +20,51 @@
 //! group still holds it (bounded by [`PIPE_RELEASE_WAIT`]); marks itself
 //! poisoned; and returns a typed [`Error`] whose context says what happened,
 //! with any cleanup failure appended as context. Every later call fails at
-//! once with [`ErrorKind::Unavailable`]. Dropping the handle does the same
+//! once with [`ErrorClass::Unavailable`]. Dropping the handle does the same
 //! kill, reap and drain.
 //!
 //! A guest error (a well-formed error response) is not a failure of the
-//! worker: it is returned as [`ErrorKind::Guest`] and the worker stays usable.
+//! worker: it is returned as [`ErrorClass::Guest`] and the worker stays usable.
 //!
 //! What this module is not: a pool, a restart policy or a plugin lifecycle.
-//! Those (issue 6) wrap [`Worker`] values; a poisoned worker is never reused,
-//! a new one is spawned.
+//! Those (the [`crate::lifecycle`] module, SPEC §17.7) wrap [`Worker`]
+//! values; a poisoned worker is never reused, a new one is spawned.
+
+//!
+//! Submodules, one job each: `config` ([`WorkerConfig`] and the supervision
+//! constants) and `request` (one request's exchange and the mapping of its
+//! failures to errors).
+
+mod config;
+mod request;
 
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use quirl_lua_protocol::{
-    ContributionKind, ErrorCode, ErrorKind as ProtocolErrorKind, EventHandlerReport,
-    ExecutionContext, ExecutionOutcome, ExtensionEvent, Operation, OperationResult,
-    ParentConnection, ParentEvent, PluginRegistrations, Policy, ProtocolError, QuirlConfig,
+    ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext, ExecutionOutcome,
+    ExtensionEvent, Operation, OperationResult, ParentConnection, PluginRegistrations, Policy,
+    QuirlConfig,
 };
 use serde_json::Value;
 
 use crate::callback_deadline::{COMPLETION_DEADLINE, CallbackDeadlines, callback_deadline};
-use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind, Containment};
-use crate::command::WorkerCommand;
-use crate::containment::{self, WorkerProcess, describe_status};
-use crate::error::{Error, ErrorKind};
-use crate::host;
-use crate::process_host::{Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig};
-use crate::rlimits::WorkerLimits;
-use crate::transport::{Interrupt, Transport, Watch};
+use crate::error::{Error, ErrorClass};
+use crate::process_host::{Cancel, ProcessHostConfig};
+use crate::transport::Transport;
+use crate::worker_kill::{WorkerProcess, describe_status};
+use crate::worker_spawn;
 
-/// How long spawn + `initialize` may take by default.
-pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long, after the kill, the parent waits for every holder of the
-/// response pipe to be gone before reporting an escaped holder.
-pub const PIPE_RELEASE_WAIT: Duration = Duration::from_millis(500);
-
-/// How long [`Worker::shutdown`] lets a worker exit on its own after its
-/// input is closed, before it is killed.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
-
-/// `pids.max` of a worker's cgroup (SPEC §17.2): the reference worker is
-/// one single-threaded process; a worker command given by the operator may
-/// start a few helpers, and a fork bomb stops here.
-pub const WORKER_PIDS_MAX: u64 = 64;
-
-/// `memory.max` of a worker's cgroup for `policy` (SPEC §17.2): the same
-/// derivation as the address-space limit, `2 × memory_limit_bytes +
-/// 256 MiB` (see [`crate::rlimits`]). The VM's allocator stops the Lua heap
-/// at `memory_limit_bytes` first; this is the second fence behind it. It
-/// never binds a single process before `RLIMIT_AS` would (resident memory
-/// is at most the address space), but it binds the *sum* over every process
-/// of the worker's cgroup, and the kernel memory and page cache charged to
-/// it, which no per-process limit does.
-pub fn worker_memory_max(policy: &Policy) -> u64 {
-    policy
-        .memory_limit_bytes()
-        .saturating_mul(2)
-        .saturating_add(crate::rlimits::ADDRESS_SPACE_MARGIN_BYTES)
-}
-
-/// Everything needed to start and initialize a worker.
-#[derive(Clone, Debug)]
-pub struct WorkerConfig {
-    command: WorkerCommand,
-    policy: Policy,
-    grants: Option<Vec<String>>,
-    process_enabled: bool,
-    startup_timeout: Duration,
-    cancel: Option<Cancel>,
-    process_host: Option<ProcessHostConfig>,
-    limits: WorkerLimits,
-    containment: Containment,
-    command_pids_max: Option<u64>,
-}
-
-impl WorkerConfig {
-    /// Run `command` under `policy`; process access follows
-    /// `policy.allow_process()` and no grants are sent.
-    pub fn new(command: WorkerCommand, policy: Policy) -> Self {
-        Self {
-            command,
-            process_enabled: policy.allow_process(),
-            policy,
-            grants: None,
-            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
-            cancel: None,
-            process_host: None,
-            limits: WorkerLimits::for_policy(&policy),
-            containment: Containment::Auto,
-            command_pids_max: Some(crate::process_host::DEFAULT_COMMAND_PIDS_MAX),
-        }
-    }
-
-    /// `pids.max` of each host command's cgroup in the default process-host
-    /// configuration (see [`ProcessHostConfig::command_pids_max`]).
-    #[must_use]
-    pub fn command_pids_max(mut self, count: Option<u64>) -> Self {
-        self.command_pids_max = count;
-        self
-    }
-
-    /// How the worker and its host commands are contained (default
-    /// [`Containment::Auto`]: a cgroup each when cgroup v2 is writable,
-    /// process groups otherwise; SPEC §17.2–17.3).
-    #[must_use]
-    pub fn containment(mut self, containment: Containment) -> Self {
-        self.containment = containment;
-        self
-    }
-
-    /// The containment this config asks for.
-    pub fn configured_containment(&self) -> Containment {
-        self.containment
-    }
-
-    /// The worker's own cgroup, in cgroup mode.
-    fn worker_cgroup(&self) -> Result<Option<ChildCgroup>, Error> {
-        let failed = |why: String| {
-            Error::new(
-                ErrorKind::Spawn,
-                ErrorCode::ProcessSpawn,
-                "could not contain the Lua worker in a cgroup",
-            )
-            .with_context(why)
-            .with_help("use --containment process-group (or auto) where cgroup v2 is not writable")
-        };
-        let Some(hierarchy) = cgroup::resolve(self.containment).map_err(failed)? else {
-            return Ok(None);
-        };
-        let limits = CgroupLimits {
-            memory_max: Some(worker_memory_max(&self.policy)),
-            pids_max: Some(WORKER_PIDS_MAX),
-        };
-        ChildCgroup::create(hierarchy, ChildKind::Worker, limits)
-            .map(Some)
-            .map_err(|error| failed(format!("creating the worker's cgroup failed: {error}")))
-    }
-
-    /// Resource limits of the worker process (default:
-    /// [`WorkerLimits::for_policy`] of this config's policy).
-    #[must_use]
-    pub fn limits(mut self, limits: WorkerLimits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Capability grants sent with `initialize` (e.g. `process.spawn:echo`).
-    #[must_use]
-    pub fn grants(mut self, grants: Vec<String>) -> Self {
-        self.grants = Some(grants);
-        self
-    }
-
-    /// Whether the parent offers a process host to this worker.
-    ///
-    /// Host calls are accepted only when this is true *and* the policy
-    /// allows processes; any other host call is a protocol violation.
-    #[must_use]
-    pub fn process_enabled(mut self, enabled: bool) -> Self {
-        self.process_enabled = enabled;
-        self
-    }
-
-    /// Deadline for spawning and initializing the worker.
-    #[must_use]
-    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
-        self.startup_timeout = timeout;
-        self
-    }
-
-    /// Observe this token (e.g. one shared by several workers) instead of a
-    /// fresh one.
-    #[must_use]
-    pub fn cancel_token(mut self, token: Cancel) -> Self {
-        self.cancel = Some(token);
-        self
-    }
-
-    /// The token set with [`cancel_token`](Self::cancel_token), if any
-    /// (pools adopt it as their own).
-    pub fn configured_cancel_token(&self) -> Option<&Cancel> {
-        self.cancel.as_ref()
-    }
-
-    /// Run host calls with this process-host configuration.
-    ///
-    /// Default: access from the policy and `process_enabled`, the program
-    /// grants among [`grants`](Self::grants) (`process.spawn:NAME`), `PATH`
-    /// and `HOME` from this process, and this process's working directory.
-    #[must_use]
-    pub fn process_host(mut self, config: ProcessHostConfig) -> Self {
-        self.process_host = Some(config);
-        self
-    }
-
-    fn process_host_config(&self) -> Result<ProcessHostConfig, Error> {
-        if let Some(config) = &self.process_host {
-            return Ok(config.clone());
-        }
-        let invalid = |error: crate::process_host::HostError| {
-            let mut wrapped = Error::new(
-                ErrorKind::InvalidInput,
-                ErrorCode::InvalidArgument,
-                "invalid process-host configuration (grants or working directory)",
-            )
-            .with_context(error.to_string());
-            for context in error.context() {
-                wrapped = wrapped.with_context(context.clone());
-            }
-            for help in error.help() {
-                wrapped = wrapped.with_help(help.clone());
-            }
-            wrapped.with_help("grant programs as process.spawn:NAME")
-        };
-        let grants = Grants::parse(self.grants.iter().flatten()).map_err(invalid)?;
-        let access = ProcessAccess {
-            allow_process: self.policy.allow_process(),
-            process_enabled: self.process_enabled,
-        };
-        if !(access.allow_process && access.process_enabled) {
-            return Ok(ProcessHostConfig::disabled());
-        }
-        let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
-        ProcessHostConfig::new(access, grants, Environment::from_parent(), cwd)
-            .map(|config| {
-                config
-                    .containment(self.containment)
-                    .command_pids_max(self.command_pids_max)
-            })
-            .map_err(invalid)
-    }
-}
+pub use config::{
+    DEFAULT_STARTUP_TIMEOUT, PIPE_RELEASE_WAIT, SHUTDOWN_GRACE, WORKER_PIDS_MAX, WorkerConfig,
+    worker_memory_max,
+};
+use request::{Waiting, check_idle, run_request, violation};
 
 /// A supervised worker process.
 pub struct Worker {
     live: Option<Live>,
-    poisoned_by: Option<(ErrorKind, String)>,
+    poisoned_by: Option<(ErrorClass, String)>,
     cancel: Cancel,
     /// The worker's registration with `cancel`: readable once it fires.
     cancel_wake: Box<dyn AsFd + Send + Sync>,
@@ -269,22 +77,22 @@ pub struct Worker {
 }
 
 /// The parts that exist only while the worker runs.
-struct Live {
-    process: WorkerProcess,
-    transport: Transport,
-    connection: ParentConnection,
+pub(super) struct Live {
+    pub(super) process: WorkerProcess,
+    pub(super) transport: Transport,
+    pub(super) connection: ParentConnection,
     /// The last response was a guest error: a worker may retire its VM
     /// after one (the reference worker does after a tripped budget) and exit.
-    after_guest_error: bool,
+    pub(super) after_guest_error: bool,
 }
 
 /// What the request in flight is, for error context.
 #[derive(Clone, Copy)]
-struct Flight {
-    id: u64,
-    operation: &'static str,
-    started: Instant,
-    deadline: Instant,
+pub(super) struct Flight {
+    pub(super) id: u64,
+    pub(super) operation: &'static str,
+    pub(super) started: Instant,
+    pub(super) deadline: Instant,
 }
 
 impl Worker {
@@ -296,7 +104,7 @@ impl Worker {
         let cancel = config.cancel.clone().unwrap_or_default();
         let registration = cancel.register().map_err(|error| {
             Error::new(
-                ErrorKind::Spawn,
+                ErrorClass::Spawn,
                 ErrorCode::ProcessSpawn,
                 "could not create a cancellation wake pipe",
             )
@@ -306,9 +114,9 @@ impl Worker {
         let cgroup = config.worker_cgroup()?;
         let cgroup_contained = cgroup.is_some();
         let spawned =
-            containment::spawn(&config.command, &config.limits, cgroup).map_err(|error| {
+            worker_spawn::spawn(&config.command, &config.limits, cgroup).map_err(|error| {
                 Error::new(
-                    ErrorKind::Spawn,
+                    ErrorClass::Spawn,
                     ErrorCode::ProcessSpawn,
                     "could not start the Lua worker",
                 )
@@ -337,9 +145,9 @@ impl Worker {
         let started = Instant::now();
         match worker.exchange(initialize, started, started + config.startup_timeout) {
             Ok(_) => Ok(worker),
-            Err(error) if error.kind() == ErrorKind::Guest => {
+            Err(error) if error.class() == ErrorClass::Guest => {
                 let error = error
-                    .with_kind(ErrorKind::Spawn)
+                    .with_class(ErrorClass::Spawn)
                     .with_context("the worker refused initialize");
                 Err(worker.fail(error))
             }
@@ -541,7 +349,7 @@ impl Worker {
     /// operation in flight. Kept as a typed error rather than a panic.
     fn mis_shaped(&mut self, result: &OperationResult) -> Error {
         let error = Error::new(
-            ErrorKind::ProtocolViolation,
+            ErrorClass::ProtocolViolation,
             ErrorCode::Validation,
             "the Lua worker's result does not fit the operation",
         )
@@ -591,12 +399,12 @@ impl Worker {
             return Err(self.unavailable());
         };
         self.poisoned_by = Some((
-            ErrorKind::Unavailable,
+            ErrorClass::Unavailable,
             "the worker was shut down".to_owned(),
         ));
         live.transport.close_input();
         let exited = live.process.exit_fd().map(|fd| {
-            let mut fds = [crate::poll::interest(fd, libc::POLLIN)];
+            let mut fds = [crate::poll::interest(fd, crate::poll::PollFlags::IN)];
             crate::poll::wait_until(&mut fds, Instant::now() + SHUTDOWN_GRACE)
         });
         let (status, problems) = retire(live);
@@ -605,7 +413,7 @@ impl Worker {
             return Ok(());
         }
         let mut error = Error::new(
-            ErrorKind::WorkerCrashed,
+            ErrorClass::WorkerCrashed,
             ErrorCode::Lua,
             "the Lua worker did not exit cleanly",
         );
@@ -620,7 +428,7 @@ impl Worker {
 
     fn unavailable(&self) -> Error {
         let mut error = Error::new(
-            ErrorKind::Unavailable,
+            ErrorClass::Unavailable,
             ErrorCode::Lua,
             "the Lua worker is unavailable",
         )
@@ -663,7 +471,7 @@ impl Worker {
             }
             Err(error) => {
                 return Err(Error::new(
-                    ErrorKind::InvalidInput,
+                    ErrorClass::InvalidInput,
                     ErrorCode::Validation,
                     "the request was rejected before it was sent",
                 )
@@ -703,12 +511,12 @@ impl Worker {
             let (status, problems) = retire(live);
             // A worker that answered with an error and then exited 0 retired
             // its VM on purpose: not a crash, but it cannot serve any more.
-            if error.kind() == ErrorKind::WorkerCrashed
+            if error.class() == ErrorClass::WorkerCrashed
                 && after_guest_error
                 && status.is_some_and(|status| status.success())
             {
                 error = Error::new(
-                    ErrorKind::Unavailable,
+                    ErrorClass::Unavailable,
                     ErrorCode::Lua,
                     "the Lua worker retired after the previous request's error",
                 )
@@ -735,7 +543,7 @@ impl Worker {
             }
         }
         if self.poisoned_by.is_none() {
-            self.poisoned_by = Some((error.kind(), error.message().to_owned()));
+            self.poisoned_by = Some((error.class(), error.message().to_owned()));
         }
         error
     }
@@ -773,245 +581,4 @@ fn retire(mut live: Live) -> (Option<std::process::ExitStatus>, Vec<String>) {
         Err(error) => problems.push(format!("draining the response pipe failed: {error}")),
     }
     (termination.status, problems)
-}
-
-/// The request loop. `Ok(Ok)` = result, `Ok(Err)` = guest error (worker
-/// healthy), `Err` = failure that must kill and poison.
-/// Before a request is sent the worker must have said nothing since its last
-/// response: a frame (or part of one) that arrived while no request was in
-/// flight is an `unexpected_frame` violation, and a closed stream is a crash
-/// noticed before any work is sent. One non-blocking `read` (usually
-/// `EAGAIN`).
-fn check_idle(live: &mut Live, flight: Flight) -> Result<(), Error> {
-    let Live {
-        transport,
-        connection,
-        ..
-    } = live;
-    check_quiet(
-        transport,
-        connection,
-        flight,
-        "while no request was in flight",
-    )
-}
-
-/// Fail with `unexpected_frame` if the worker sent anything (bytes that
-/// arrived now, or bytes left over from an earlier read) at a moment when
-/// it must be silent: between requests, or while its host call is pending
-/// (§9.2, §9.3).
-fn check_quiet(
-    transport: &mut Transport,
-    connection: &mut ParentConnection,
-    flight: Flight,
-    when: &str,
-) -> Result<(), Error> {
-    let arrived = match transport.read_available() {
-        Ok(None) => 0,
-        Ok(Some(bytes)) => {
-            connection
-                .feed(bytes)
-                .map_err(|error| violation(&error, flight))?;
-            bytes.len()
-        }
-        Err(interrupt) => return Err(interrupted(interrupt, connection, flight)),
-    };
-    // Bytes may also be left over from the read that carried the last
-    // frame.
-    if arrived == 0 && connection.is_quiet() {
-        return Ok(());
-    }
-    let error = match connection.poll_event() {
-        Err(error) => error,
-        Ok(_) => ProtocolError::new(
-            ProtocolErrorKind::UnexpectedFrame,
-            format!("the worker sent bytes {when}"),
-        ),
-    };
-    Err(violation(&error, flight))
-}
-
-/// What a request waits on besides the worker, borrowed from the handle.
-#[derive(Clone, Copy)]
-struct Waiting<'a> {
-    cancel: &'a Cancel,
-    cancel_wake: std::os::fd::BorrowedFd<'a>,
-    process_host: &'a ProcessHostConfig,
-}
-
-fn run_request(
-    live: &mut Live,
-    waiting: Waiting<'_>,
-    flight: Flight,
-) -> Result<Result<OperationResult, Error>, Error> {
-    let Live {
-        process,
-        transport,
-        connection,
-        ..
-    } = live;
-    let watch = Watch {
-        deadline: flight.deadline,
-        cancel: waiting.cancel,
-        cancel_wake: waiting.cancel_wake,
-        exit: process.exit_fd(),
-    };
-    transport
-        .write_all(&connection.take_outgoing(), watch)
-        .map_err(|interrupt| interrupted(interrupt, connection, flight))?;
-    loop {
-        let event = loop {
-            match connection.poll_event() {
-                Ok(Some(event)) => break event,
-                Ok(None) => {}
-                Err(error) => return Err(violation(&error, flight)),
-            }
-            let chunk = transport
-                .read_chunk(watch)
-                .map_err(|interrupt| interrupted(interrupt, connection, flight))?;
-            connection
-                .feed(chunk)
-                .map_err(|error| violation(&error, flight))?;
-        };
-        match event {
-            ParentEvent::Response {
-                result: Ok(value), ..
-            } => return Ok(Ok(value)),
-            ParentEvent::Response {
-                result: Err(record),
-                ..
-            } => {
-                return Ok(Err(Error::guest(record)));
-            }
-            ParentEvent::HostCall(call) => {
-                let answer = host::run_host_call(
-                    &call,
-                    waiting.process_host,
-                    flight.deadline,
-                    waiting.cancel,
-                );
-                // A cancellation or deadline that ended the command also ends the request.
-                if waiting.cancel.is_cancelled() {
-                    return Err(interrupted(Interrupt::Cancelled, connection, flight));
-                }
-                if Instant::now() >= flight.deadline {
-                    return Err(interrupted(Interrupt::Deadline, connection, flight));
-                }
-                // While its host call is pending the worker must send nothing.
-                check_quiet(
-                    transport,
-                    connection,
-                    flight,
-                    "while its host call was pending",
-                )?;
-                connection
-                    .host_response(answer)
-                    .map_err(|error| violation(&error, flight))?;
-                transport
-                    .write_all(&connection.take_outgoing(), watch)
-                    .map_err(|interrupt| interrupted(interrupt, connection, flight))?;
-            }
-            other => {
-                let error = ProtocolError::new(
-                    ProtocolErrorKind::UnexpectedFrame,
-                    format!("an event this parent does not handle: {other:?}"),
-                );
-                return Err(violation(&error, flight));
-            }
-        }
-    }
-}
-
-/// The violation in how the worker's stream ended, if any (SPEC §9.5): a
-/// stream cut inside a frame. An end at a frame boundary is no violation
-/// here: mid-request (`unexpected_end`) it is the crash the caller reports.
-fn stream_end_violation(connection: &mut ParentConnection) -> Option<ProtocolError> {
-    loop {
-        match connection.poll_event() {
-            // Every complete frame was handled before the read that ended
-            // the stream; one arriving with the end changes nothing.
-            Ok(Some(_)) => {}
-            Ok(None) => break,
-            Err(error) => return Some(error),
-        }
-    }
-    match connection.end_of_stream() {
-        Err(error) if error.kind() != ProtocolErrorKind::UnexpectedEnd => Some(error),
-        _ => None,
-    }
-}
-
-fn describe_flight(flight: Flight) -> String {
-    format!("request {} ({})", flight.id, flight.operation)
-}
-
-fn violation(error: &ProtocolError, flight: Flight) -> Error {
-    let code = if error.kind() == ProtocolErrorKind::OversizedFrame {
-        ErrorCode::ResourceLimit
-    } else {
-        ErrorCode::Validation
-    };
-    Error::new(
-        ErrorKind::ProtocolViolation,
-        code,
-        "the Lua worker violated the protocol",
-    )
-    .with_protocol_kind(error.kind())
-    .with_context(format!("protocol error: {error}"))
-    .with_context(format!("during {}", describe_flight(flight)))
-    .with_help("the worker was killed; report this if it is the reference worker")
-}
-
-fn interrupted(interrupt: Interrupt, connection: &mut ParentConnection, flight: Flight) -> Error {
-    let budget = flight
-        .deadline
-        .saturating_duration_since(flight.started)
-        .as_millis();
-    match interrupt {
-        Interrupt::Deadline => Error::new(
-            ErrorKind::Deadline,
-            ErrorCode::ResourceLimit,
-            "the Lua request exceeded its deadline",
-        )
-        .with_context(format!(
-            "deadline {budget} ms after {} started",
-            describe_flight(flight)
-        ))
-        .with_help("reduce the work or raise --wall-time-ms; the worker was killed"),
-        Interrupt::Cancelled => Error::new(
-            ErrorKind::Cancelled,
-            ErrorCode::ResourceLimit,
-            "the Lua request was cancelled",
-        )
-        .with_context(format!(
-            "cancelled {} ms into {}",
-            flight.started.elapsed().as_millis(),
-            describe_flight(flight)
-        ))
-        .with_help("the worker was killed; start a new one"),
-        Interrupt::WorkerExited | Interrupt::OutputClosed | Interrupt::InputClosed => {
-            if let Some(error) = stream_end_violation(connection) {
-                return violation(&error, flight);
-            }
-            let how = match interrupt {
-                Interrupt::WorkerExited => "the worker process exited",
-                Interrupt::OutputClosed => "the worker closed its response stream",
-                _ => "the worker closed its input",
-            };
-            Error::new(
-                ErrorKind::WorkerCrashed,
-                ErrorCode::Lua,
-                "the Lua worker ended without answering",
-            )
-            .with_context(format!("{how} during {}", describe_flight(flight)))
-            .with_help("the worker crashed or exited; start a new one")
-        }
-        Interrupt::Io(error) => Error::new(
-            ErrorKind::WorkerCrashed,
-            ErrorCode::Lua,
-            "the Lua worker's pipes failed",
-        )
-        .with_context(format!("{error} during {}", describe_flight(flight)))
-        .with_help("the worker was killed; start a new one"),
-    }
 }

@@ -1,15 +1,23 @@
-//! The command language of `quirl.process.run`: POSIX word splitting and
-//! quoting, nothing else.
+//! The command language of `quirl.process.run` (SPEC §16.4): POSIX word
+//! splitting and quoting, nothing else — and the crate's one POSIX word
+//! splitter, which also reads worker command lines (SPEC §17.2).
 //!
-//! The rule this parser keeps: **an accepted command yields exactly the argv
-//! a POSIX shell would build for it** (with no aliases or functions and the
-//! program found on the granted `PATH`). Quoting, backslash escapes and
-//! blank-separated words are implemented exactly; every other character or
-//! word a shell would treat specially is rejected with `invalid_argument`
-//! rather than passed through with a different meaning. The full rule list
-//! is in the module documentation of [`super`].
+//! The rule this parser keeps for commands: **an accepted command yields
+//! exactly the argv a POSIX shell would build for it** (with no aliases or
+//! functions and the program found on the granted `PATH`). Quoting,
+//! backslash escapes and blank-separated words are implemented exactly;
+//! every other character or word a shell would treat specially is rejected
+//! with `invalid_argument` rather than passed through with a different
+//! meaning. The full rule list is in the module documentation of [`super`].
+//!
+//! A worker command line ([`Dialect::WorkerCommandLine`]) shares the quoting
+//! and escape rules but, as SPEC §17.2 says, "nothing is expanded": the
+//! characters a shell would treat specially are taken literally instead of
+//! being rejected, and a newline is a blank.
 
-use super::error::{HostError, HostErrorCode};
+use quirl_lua_protocol::ErrorCode;
+
+use super::host_error::HostError;
 
 /// Largest accepted command source, in bytes (the v1 host-call bound).
 pub const COMMAND_BYTES_MAX: usize = 1_048_576;
@@ -33,6 +41,20 @@ const RESERVED_WORDS: &[&str] = &[
     "until", "while", "]]", "function", "select",
 ];
 
+/// Which language a line is split in; the two differ only where documented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    /// SPEC §16.4: every construct whose meaning in `sh` differs from a
+    /// plain word (operators, expansions, globs, `~`/`#` at a word start,
+    /// an unquoted newline or control character) is rejected, and the
+    /// first word is checked.
+    CommandLanguage,
+    /// SPEC §17.2: quoting and escapes as in `sh`, nothing expanded; a
+    /// newline separates words like a blank, and every other character
+    /// outside quotes is literal.
+    WorkerCommandLine,
+}
+
 /// Split `source` into the argument vector it denotes, or reject it.
 ///
 /// Errors always have code `invalid_argument`; the message names the form
@@ -46,14 +68,27 @@ pub fn parse_command(source: &str) -> Result<Vec<String>, HostError> {
             ))
             .with_help("Pass large data through a file instead of the command line"));
     }
+    let words = split(source, Dialect::CommandLanguage)?;
+    check_words(&words)?;
+    Ok(words.into_iter().map(|word| word.text).collect())
+}
+
+/// Split `source` into words in `dialect`, without the first-word checks
+/// of the command language (an empty list is possible).
+pub(crate) fn split_words(source: &str, dialect: Dialect) -> Result<Vec<String>, HostError> {
+    Ok(split(source, dialect)?
+        .into_iter()
+        .map(|word| word.text)
+        .collect())
+}
+
+fn split(source: &str, dialect: Dialect) -> Result<Vec<Word>, HostError> {
     if let Some(offset) = source.find('\0') {
         return Err(invalid("command contains a NUL byte")
             .with_context(at(offset))
             .with_help("Operating-system arguments cannot contain NUL bytes"));
     }
-    let words = Lexer::new(source).run()?;
-    check_words(&words)?;
-    Ok(words.into_iter().map(|word| word.text).collect())
+    Lexer::new(source, dialect).run()
 }
 
 #[derive(Debug)]
@@ -81,11 +116,15 @@ struct Lexer<'a> {
     words: Vec<Word>,
     current: Option<Word>,
     assignment: AssignmentScan,
+    /// [`Dialect::WorkerCommandLine`]: shell syntax outside quotes is
+    /// literal instead of rejected.
+    literal: bool,
 }
 
 impl<'a> Lexer<'a> {
-    fn new(source: &'a str) -> Self {
+    fn new(source: &'a str, dialect: Dialect) -> Self {
         Self {
+            literal: dialect == Dialect::WorkerCommandLine,
             source,
             chars: source.char_indices().peekable(),
             words: Vec::new(),
@@ -98,6 +137,7 @@ impl<'a> Lexer<'a> {
         while let Some((offset, character)) = self.chars.next() {
             match character {
                 ' ' | '\t' => self.finish_word(),
+                '\n' if self.literal => self.finish_word(),
                 '\n' => {
                     return Err(invalid("newline command separator is not supported")
                         .with_context(at(offset))
@@ -108,6 +148,7 @@ impl<'a> Lexer<'a> {
                 '\'' => self.single_quoted(offset)?,
                 '"' => self.double_quoted(offset)?,
                 '\\' => self.unquoted_backslash(offset)?,
+                character if self.literal => self.push_unquoted(offset, character),
                 '|' | '&' | ';' | '<' | '>' | '(' | ')' => {
                     return Err(self.operator_error(offset));
                 }
@@ -223,8 +264,8 @@ impl<'a> Lexer<'a> {
                     }
                     _ => self.push_quoted(offset, "\\"),
                 },
-                '$' => self.dollar(offset, true)?,
-                '`' => return Err(backquote_error(offset)),
+                '$' if !self.literal => self.dollar(offset, true)?,
+                '`' if !self.literal => return Err(backquote_error(offset)),
                 character => self.push_quoted(offset, character.encode_utf8(&mut [0_u8; 4])),
             }
         }
@@ -438,7 +479,7 @@ fn backquote_error(offset: usize) -> HostError {
 }
 
 fn invalid(message: impl Into<String>) -> HostError {
-    HostError::new(HostErrorCode::InvalidArgument, message)
+    HostError::new(ErrorCode::InvalidArgument, message)
 }
 
 fn at(offset: usize) -> String {
@@ -456,7 +497,7 @@ mod tests {
 
     fn rejected(source: &str) -> HostError {
         let error = parse_command(source).unwrap_err();
-        assert_eq!(error.code(), HostErrorCode::InvalidArgument, "{source:?}");
+        assert_eq!(error.code(), ErrorCode::InvalidArgument, "{source:?}");
         error
     }
 

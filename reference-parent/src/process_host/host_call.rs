@@ -1,14 +1,18 @@
-//! The thin edge between the host and the v1 records: a validated
-//! [`HostCall`] in, a [`HostResponse`] out.
+//! Answering one host call (SPEC §6.6, §16): a [`HostCall`] the session
+//! machine already accepted in, a [`HostResponse`] out.
+//!
+//! This is the only seam between the worker handle and the process host:
+//! the call's deadline becomes the earlier of its own `deadline_ms` and the
+//! request's absolute deadline (SPEC §16.6), and the outcome or the host's
+//! error record goes straight into the response.
 
 use std::time::{Duration, Instant};
 
 use quirl_lua_protocol::limits::{FRAME_BYTES_MAX, HOST_COMMAND_BYTES_MAX, HOST_OUTPUT_BYTES_MAX};
-use quirl_lua_protocol::{CommandOutcome, ErrorCode, HostCall, HostResponse, ShellError};
+use quirl_lua_protocol::{CommandOutcome, HostCall, HostResponse, ShellError};
 
 use super::cancel::CancelSignal;
-use super::command::COMMAND_BYTES_MAX;
-use super::error::{HostError, HostErrorCode};
+use super::command_language::COMMAND_BYTES_MAX;
 use super::exec::{
     CommandOutcomeData, OUTCOME_ENCODED_BYTES_MAX, OUTPUT_BYTES_MAX, ProcessRequest, run_command,
 };
@@ -41,7 +45,7 @@ pub fn run_host_call(
         call_id: call.call_id,
         result: run_command(config, &request, cancel)
             .map(CommandOutcome::from)
-            .map_err(|error| ShellError::from(&error)),
+            .map_err(ShellError::from),
     }
 }
 
@@ -51,29 +55,6 @@ pub fn call_deadline(call: &HostCall, arrived: Instant, request_deadline: Instan
     arrived
         .checked_add(Duration::from_millis(call.deadline_ms))
         .map_or(request_deadline, |own| own.min(request_deadline))
-}
-
-impl HostErrorCode {
-    /// The v1 error code this category is reported as.
-    pub fn to_wire(self) -> ErrorCode {
-        match self {
-            Self::InvalidArgument => ErrorCode::InvalidArgument,
-            Self::ResourceLimit => ErrorCode::ResourceLimit,
-            Self::ProcessSpawn => ErrorCode::ProcessSpawn,
-            Self::Io => ErrorCode::Io,
-            Self::Validation => ErrorCode::Validation,
-        }
-    }
-}
-
-impl From<&HostError> for ShellError {
-    fn from(error: &HostError) -> Self {
-        let mut record = ShellError::new(error.code().to_wire(), error.message());
-        record.context = error.context().to_vec();
-        record.help = error.help().to_vec();
-        record.exit_status = error.exit_status();
-        record
-    }
 }
 
 impl From<CommandOutcomeData> for CommandOutcome {
@@ -91,6 +72,7 @@ impl From<CommandOutcomeData> for CommandOutcome {
 mod tests {
     use super::*;
     use crate::process_host::{Cancel, Environment, Grants, ProcessAccess};
+    use quirl_lua_protocol::ErrorCode;
     use quirl_lua_protocol::{ParentFrame, encode_parent_frame};
 
     fn call(command: &str) -> HostCall {

@@ -2,17 +2,24 @@
 //!
 //! A [`WorkerCommand`] is plain data: program, arguments, the declared
 //! environment entries (everything else is cleared) and an optional working
-//! directory. Spawning it is the (private) `containment` module's job.
+//! directory. Spawning it is the (private) `worker_spawn` module's job.
 //!
 //! The default is the current executable with [`WORKER_ARGUMENT`], so the
 //! `quirl-lua` binary carries its own worker. Any other command that speaks
 //! `quirl.lua-worker@1` on stdin/stderr works too, e.g. Quirl's own
 //! `quirl --internal-lua-worker-v1`, or a conformance runner's scripted fake
 //! injected through [`WORKER_COMMAND_ENV`].
+//!
+//! A command line is split into words by the crate's one POSIX word
+//! splitter (the process host's command language, SPEC §16.4) in its
+//! worker-command-line dialect: the same quoting and escapes, nothing
+//! expanded, shell syntax taken literally (SPEC §17.2).
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::path::{Path, PathBuf};
+
+use crate::process_host::command_language::{Dialect, split_words as split_posix_words};
 
 /// First argument that selects worker mode in the default worker command.
 pub const WORKER_ARGUMENT: &str = "--internal-lua-worker-v1";
@@ -169,70 +176,16 @@ fn is_executable_file(path: &Path) -> bool {
         .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
 }
 
-/// POSIX-style word splitting without expansion.
+/// POSIX-style word splitting without expansion: the command language's
+/// splitter in its worker-command-line dialect (SPEC §17.2).
 fn split_words(line: &str) -> Result<Vec<String>, CommandLineError> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            ' ' | '\t' | '\n' => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => word.push(c),
-                        None => return Err(CommandLineError::new("unterminated single quote")),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(c @ ('"' | '\\' | '$' | '`')) => word.push(c),
-                            Some('\n') => {}
-                            Some(c) => {
-                                word.push('\\');
-                                word.push(c);
-                            }
-                            None => {
-                                return Err(CommandLineError::new("unterminated double quote"));
-                            }
-                        },
-                        Some(c) => word.push(c),
-                        None => return Err(CommandLineError::new("unterminated double quote")),
-                    }
-                }
-            }
-            '\\' => match chars.next() {
-                Some('\n') => {}
-                Some(c) => {
-                    in_word = true;
-                    word.push(c);
-                }
-                None => return Err(CommandLineError::new("trailing backslash")),
-            },
-            '\0' => return Err(CommandLineError::new("NUL byte in worker command line")),
-            c => {
-                in_word = true;
-                word.push(c);
-            }
+    split_posix_words(line, Dialect::WorkerCommandLine).map_err(|error| {
+        let mut message = format!("worker command line: {}", error.message());
+        for context in error.context() {
+            message.push_str(&format!(" ({context})"));
         }
-    }
-    if in_word {
-        words.push(word);
-    }
-    Ok(words)
+        CommandLineError::new(message)
+    })
 }
 
 #[cfg(test)]
@@ -246,6 +199,17 @@ mod tests {
             split_words(r#"a  'b c' "d \"e\"" f\ g ''"#).unwrap(),
             vec!["a", "b c", "d \"e\"", "f g", ""]
         );
+    }
+
+    #[test]
+    fn shell_syntax_is_literal_and_newlines_are_blanks() {
+        // SPEC §17.2: nothing is expanded; unlike the command language
+        // (SPEC §16.4) nothing is rejected for meaning something in `sh`.
+        assert_eq!(
+            split_words("a|b $HOME *.rs ~ #c; \"$x\" `y`\nz").unwrap(),
+            vec!["a|b", "$HOME", "*.rs", "~", "#c;", "$x", "`y`", "z"]
+        );
+        assert!(split_words("a\0b").is_err());
     }
 
     #[test]

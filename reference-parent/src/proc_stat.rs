@@ -1,0 +1,51 @@
+//! Reading `/proc/PID/stat`: the one parser of the fields the parent uses
+//! (state, parent pid, session id, start time) for the process-tree sweep
+//! (SPEC §16.7) and for telling a cgroup's creator from a reused pid
+//! (SPEC §17.2).
+
+/// State, parent, session and start time of one process.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProcStat {
+    pub(crate) ppid: libc::pid_t,
+    pub(crate) session: libc::pid_t,
+    pub(crate) start_time: u64,
+    pub(crate) alive: bool,
+}
+
+/// The fields of `/proc/PID/stat` the parent uses; `None` when the
+/// process does not exist (any more).
+pub(crate) fn read_stat(pid: libc::pid_t) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is parenthesised and may contain anything, so the
+    // fields are counted from the last `)`.
+    let rest = text.get(text.rfind(')')? + 1..)?;
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // fields[0] = state (3), [1] = ppid (4), [3] = session (6), [19] = starttime (22)
+    let state = fields.first()?;
+    Some(ProcStat {
+        ppid: fields.get(1)?.parse().ok()?,
+        session: fields.get(3)?.parse().ok()?,
+        start_time: fields.get(19)?.parse().ok()?,
+        alive: !matches!(*state, "Z" | "X" | "x"),
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use rustix::process::Pid;
+
+    #[test]
+    fn reads_its_own_stat_line() {
+        let pid = libc::pid_t::try_from(std::process::id()).unwrap();
+        let stat = read_stat(pid).unwrap();
+        assert!(stat.alive);
+        let parent = rustix::process::getppid().map_or(0, Pid::as_raw_pid);
+        assert_eq!(stat.ppid, parent);
+        assert_eq!(
+            stat.session,
+            rustix::process::getsid(None).unwrap().as_raw_pid()
+        );
+    }
+}
