@@ -113,29 +113,63 @@ pub fn rewriter(lua: &Lua) -> mlua::Result<Function> {
 
 /// Replace every Lua function in the global table and in [`LIBRARIES`] by a
 /// library call. Functions already in C (Lua's own) are left as they are.
+///
+/// One walk over the tables through the C API: asking mlua for each
+/// function's debug record allocated several strings per function and was a
+/// fifth of the VM build (BENCHMARKS.md, "Cold start breakdown").
 pub fn install(lua: &Lua, rewriter: &Function) -> mlua::Result<()> {
-    let globals = lua.globals();
-    let mut tables = vec![globals.clone()];
-    for name in LIBRARIES {
-        if let Value::Table(table) = globals.raw_get::<Value>(*name)? {
-            tables.push(table);
-        }
+    // SAFETY: `exec_raw` runs the closure in a protected call with the
+    // rewriter as its one argument (index 1); a C function has LUA_MINSTACK
+    // (20) slots and the walk uses at most six. The global table and each
+    // library table stay on the stack (alive) while they are walked, and
+    // `wrap_lua_functions` only assigns fields that already exist, which
+    // `lua_next` allows during a traversal. A memory error raised by
+    // `lua_pushcclosure` is caught by the protected call; no Rust value with
+    // a destructor lives in this frame. The stack is emptied at the end, so
+    // the call returns no values.
+    unsafe {
+        lua.exec_raw::<()>(rewriter.clone(), |state| {
+            ffi::lua_pushglobaltable(state);
+            wrap_lua_functions(state, 2);
+            for name in LIBRARIES {
+                ffi::lua_pushlstring(state, name.as_ptr().cast(), name.len());
+                if ffi::lua_rawget(state, 2) == ffi::LUA_TTABLE {
+                    wrap_lua_functions(state, 3);
+                }
+                ffi::lua_settop(state, 2);
+            }
+            ffi::lua_settop(state, 0);
+        })
     }
-    for table in tables {
-        let mut replace = Vec::new();
-        for pair in table.pairs::<Value, Value>() {
-            let (key, value) = pair?;
-            if let Value::Function(function) = value
-                && function.info().what == "Lua"
+}
+
+/// Replace each Lua function among the values of the table at stack index
+/// `table` by a library call; the rewriter is at stack index 1.
+///
+/// # Safety
+/// Called inside a protected call (see [`install`]) with a table at
+/// `table`, the rewriter at 1, `table` the top of the stack, and at least
+/// four free stack slots.
+unsafe fn wrap_lua_functions(state: *mut ffi::lua_State, table: c_int) {
+    // SAFETY: the caller's contract; the loop keeps the key on top between
+    // iterations as `lua_next` requires, and assigns only existing keys.
+    unsafe {
+        ffi::lua_pushnil(state);
+        while ffi::lua_next(state, table) != 0 {
+            // key, value
+            if ffi::lua_type(state, -1) == ffi::LUA_TFUNCTION
+                && ffi::lua_iscfunction(state, -1) == 0
             {
-                replace.push((key, function));
+                ffi::lua_pushvalue(state, -2); // key, value, key
+                ffi::lua_insert(state, -2); // key, key, value
+                ffi::lua_pushvalue(state, 1); // key, key, value, rewriter
+                ffi::lua_pushcclosure(state, call_library, 2); // key, key, call
+                ffi::lua_rawset(state, table); // key
+            } else {
+                ffi::lua_settop(state, -2); // key
             }
         }
-        for (key, function) in replace {
-            table.raw_set(key, library_function(lua, function, rewriter)?)?;
-        }
     }
-    Ok(())
 }
 
 /// `luaL_where(L, 1)` for the library call whose rewriter or helper is

@@ -1,7 +1,8 @@
 //! The restricted Lua 5.4 environment.
 //!
 //! [`build`] creates a VM with only `base`, `string`, `table`, `math`,
-//! `utf8` and `coroutine`, runs the trusted prelude (`sandbox.lua`), prunes
+//! `utf8` and `coroutine`, runs the trusted prelude (`sandbox.lua`,
+//! compiled to bytecode by `build.rs`; SPEC §15.3), prunes
 //! the globals to [`GLOBALS`], protects the shared string metatable and
 //! installs the count hook for every thread. It does not set the memory
 //! limit or the allocator gate (the VM owner does that once the SDK is
@@ -52,7 +53,11 @@ pub const GLOBALS: &[&str] = &[
     "xpcall",
 ];
 
-const PRELUDE: &str = include_str!("sandbox.lua");
+/// The trusted prelude `sandbox.lua`, compiled to Lua bytecode by
+/// `build.rs` (with its debug information: positions read `sandbox:N:`).
+/// Only [`build`] loads binary chunks, before any guest code exists; every
+/// guest chunk is loaded as text only (SPEC §15.1, §15.3).
+const PRELUDE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sandbox.luac"));
 
 /// Native loops of more than this many steps are charged.
 const BIG_COUNT: u64 = 64;
@@ -66,18 +71,54 @@ pub struct Sandbox {
     pub next_generation: Function,
 }
 
+/// The steps of [`build`], in order, as [`build_observed`] reports them
+/// (the cold-start bench times each one: BENCHMARKS.md, "Cold start
+/// breakdown").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildStep {
+    /// `lua_newstate` and the five standard libraries opened.
+    LuaState,
+    /// The shared string metatable protected.
+    StringMetatable,
+    /// The Rust helpers the prelude receives created, and the internal
+    /// layout `vm_costs.rs` relies on checked.
+    Helpers,
+    /// The budgeted pattern functions installed (their Lua glue loaded and
+    /// run).
+    Patterns,
+    /// The prelude loaded (not yet run).
+    PreludeLoad,
+    /// The prelude run: the library wrappers in place.
+    PreludeRun,
+    /// Every wrapper put behind a library call.
+    LibraryCalls,
+    /// The globals pruned to [`GLOBALS`].
+    Globals,
+}
+
 /// Build the restricted VM. No guest code has run when this returns.
 pub fn build(meter: &Arc<Meter>) -> mlua::Result<Sandbox> {
+    build_observed(meter, &mut |_| {})
+}
+
+/// [`build`], calling `observe` after each [`BuildStep`] (for timing; it
+/// gets no access to the VM).
+pub fn build_observed(
+    meter: &Arc<Meter>,
+    observe: &mut dyn FnMut(BuildStep),
+) -> mlua::Result<Sandbox> {
     let libs = StdLib::STRING | StdLib::TABLE | StdLib::MATH | StdLib::UTF8 | StdLib::COROUTINE;
     let lua = Lua::new_with(libs, LuaOptions::new())?;
     lua.remove_warning_function();
+    observe(BuildStep::LuaState);
 
     // The string metatable is shared by every string; `__metatable` makes
     // getmetatable("") return `false` instead of the real table.
-    lua.load("getmetatable('').__metatable = false")
-        .set_name("=sandbox")
-        .set_mode(ChunkMode::Text)
-        .exec()?;
+    let strings = lua
+        .type_metatable::<LuaString>()
+        .ok_or_else(|| mlua::Error::runtime("the string library set no string metatable"))?;
+    strings.raw_set("__metatable", false)?;
+    observe(BuildStep::StringMetatable);
 
     let guard = {
         let meter = Arc::clone(meter);
@@ -108,9 +149,11 @@ pub fn build(meter: &Arc<Meter>) -> mlua::Result<Sandbox> {
             i64::try_from(hash).unwrap_or(i64::MAX),
         ))
     })?;
+    observe(BuildStep::Helpers);
     // Budgeted patterns (SPEC §15.4), installed while the original string
     // library is still in place.
     crate::pattern::install(&lua, meter)?;
+    observe(BuildStep::Patterns);
     let rewriter = library_call::rewriter(&lua)?;
     let as_library = {
         let rewriter = rewriter.clone();
@@ -120,21 +163,25 @@ pub fn build(meter: &Arc<Meter>) -> mlua::Result<Sandbox> {
     };
     // Level 0 is this helper; the library call is the first C function above.
     let caller_where = lua.create_function(|lua, ()| Ok(library_call::caller_position(lua, 1)))?;
-    let next_generation: Function = lua
+    let prelude = lua
         .load(PRELUDE)
         .set_name(format!("={}", library_call::SANDBOX_ID))
-        .set_mode(ChunkMode::Text)
-        .call((
-            guard,
-            charge,
-            reserve_rep,
-            plain_find,
-            meter.interval(),
-            as_library,
-            caller_where,
-            table_capacity,
-        ))?;
+        .set_mode(ChunkMode::Binary)
+        .into_function()?;
+    observe(BuildStep::PreludeLoad);
+    let next_generation: Function = prelude.call((
+        guard,
+        charge,
+        reserve_rep,
+        plain_find,
+        meter.interval(),
+        as_library,
+        caller_where,
+        table_capacity,
+    ))?;
+    observe(BuildStep::PreludeRun);
     library_call::install(&lua, &rewriter)?;
+    observe(BuildStep::LibraryCalls);
 
     let globals = lua.globals();
     let mut remove = Vec::new();
@@ -149,6 +196,7 @@ pub fn build(meter: &Arc<Meter>) -> mlua::Result<Sandbox> {
     for key in remove {
         globals.raw_set(key, Value::Nil)?;
     }
+    observe(BuildStep::Globals);
     Ok(Sandbox {
         lua,
         next_generation,

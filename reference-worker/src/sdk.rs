@@ -213,194 +213,203 @@ fn admit<T>(
     ext(registry.admit(item, list))
 }
 
-/// Install the `quirl` global.
+/// Install the `quirl` global: the fields of SPEC §15.9, each built by its
+/// own function below (the insertion order is fixed, so `pairs(quirl)`
+/// visits the fields in the same order in every VM).
 pub fn install(lua: &Lua, state: &Arc<SdkState>) -> mlua::Result<()> {
     let quirl = lua.create_table()?;
     quirl.set("version", env!("CARGO_PKG_VERSION"))?;
-    {
-        let state = Arc::clone(state);
-        quirl.set(
-            "cwd",
-            lua.create_function(move |_, ()| {
-                state.meter.guard()?;
-                Ok(state.cwd.clone())
-            })?,
-        )?;
-    }
-    {
-        let state = Arc::clone(state);
-        quirl.set(
-            "config",
-            lua.create_function(move |lua, value: Table| {
-                state.meter.guard()?;
-                let key = lua.create_registry_value(value.clone())?;
-                if let Ok(mut last) = state.last_config.lock() {
-                    *last = Some(key);
-                }
-                Ok(value)
-            })?,
-        )?;
-    }
-
-    let process = lua.create_table()?;
-    {
-        let state = Arc::clone(state);
-        process.set(
-            "run",
-            lua.create_function(move |lua, command: String| process_run(lua, &state, command))?,
-        )?;
-    }
-    quirl.set("process", process)?;
-
-    let prompt = lua.create_table()?;
-    {
-        let state = Arc::clone(state);
-        prompt.set(
-            "add_segment",
-            lua.create_function(move |lua, spec: Table| {
-                state.meter.guard()?;
-                require(&state, "prompt.register")?;
-                let (r, render) = read_spec(
-                    lua,
-                    &spec,
-                    "render",
-                    "prompt segment",
-                    records_from_lua::prompt_registration,
-                    quirl_lua_protocol::PromptRegistration::check,
-                )?;
-                let function = lua.create_registry_value(render)?;
-                let mut reg = state.registry()?;
-                let (name, deadline) = (r.name.clone(), Duration::from_millis(r.deadline_ms));
-                admit(&mut reg, r, |p| &mut p.prompt_segments)?;
-                reg.prompts.insert(name, Callback { function, deadline });
-                Ok(())
-            })?,
-        )?;
-    }
-    quirl.set("prompt", prompt)?;
-
-    let completion = lua.create_table()?;
-    {
-        let state = Arc::clone(state);
-        completion.set(
-            "add_provider",
-            lua.create_function(move |lua, spec: Table| {
-                state.meter.guard()?;
-                require(&state, "completion.register")?;
-                let (r, complete) = read_spec(
-                    lua,
-                    &spec,
-                    "complete",
-                    "completion provider",
-                    records_from_lua::completion_registration,
-                    quirl_lua_protocol::CompletionRegistration::check,
-                )?;
-                let function = lua.create_registry_value(complete)?;
-                let mut reg = state.registry()?;
-                let command = r.command.clone();
-                admit(&mut reg, r, |p| &mut p.completion_providers)?;
-                reg.completions.insert(command, function);
-                Ok(())
-            })?,
-        )?;
-    }
-    quirl.set("completion", completion)?;
-
-    let plugin = lua.create_table()?;
-    {
-        let state = Arc::clone(state);
-        plugin.set(
-            "command",
-            lua.create_function(move |lua, spec: Table| {
-                state.meter.guard()?;
-                require(&state, "commands.register")?;
-                let (r, run) = read_spec(
-                    lua,
-                    &spec,
-                    "run",
-                    "plugin command",
-                    records_from_lua::command_registration,
-                    quirl_lua_protocol::CommandRegistration::check,
-                )?;
-                let function = lua.create_registry_value(run)?;
-                let mut reg = state.registry()?;
-                let name = r.name.clone();
-                admit(&mut reg, r, |p| &mut p.commands)?;
-                reg.commands.insert(name, function);
-                Ok(())
-            })?,
-        )?;
-    }
-    quirl.set("plugin", plugin)?;
-
-    let events = lua.create_table()?;
-    {
-        let state = Arc::clone(state);
-        events.set(
-            "subscribe",
-            lua.create_function(move |lua, spec: Table| {
-                state.meter.guard()?;
-                require(&state, "events.observe")?;
-                let (r, observe) = read_spec(
-                    lua,
-                    &spec,
-                    "observe",
-                    "event subscription",
-                    records_from_lua::event_subscription,
-                    quirl_lua_protocol::EventSubscription::check,
-                )?;
-                for capability in &r.capabilities {
-                    require(&state, registry::capability_grant(*capability))?;
-                }
-                let function = lua.create_registry_value(observe)?;
-                let mut reg = state.registry()?;
-                let name = r.name.clone();
-                let callback = EventCallback {
-                    callback: Callback {
-                        function,
-                        deadline: Duration::from_millis(r.deadline_ms),
-                    },
-                    events: r.events.clone(),
-                    capabilities: r.capabilities.clone(),
-                };
-                admit(&mut reg, r, |p| &mut p.events)?;
-                reg.events.insert(name, callback);
-                Ok(())
-            })?,
-        )?;
-    }
-    quirl.set("events", events)?;
-
-    let extension = lua.create_table()?;
-    {
-        let state = Arc::clone(state);
-        extension.set(
-            "contribute",
-            lua.create_function(move |lua, spec: Table| {
-                state.meter.guard()?;
-                require(&state, "extension.contribute")?;
-                let (r, provide) = read_spec(
-                    lua,
-                    &spec,
-                    "provide",
-                    "extension contribution",
-                    records_from_lua::contribution_registration,
-                    quirl_lua_protocol::ContributionRegistration::check,
-                )?;
-                require(&state, registry::contribution_grant(r.kind))?;
-                let function = lua.create_registry_value(provide)?;
-                let mut reg = state.registry()?;
-                let key: (ContributionKind, String) = (r.kind, r.name.clone());
-                let deadline = Duration::from_millis(r.deadline_ms);
-                admit(&mut reg, r, |p| &mut p.contributions)?;
-                reg.contributions
-                    .insert(key, Callback { function, deadline });
-                Ok(())
-            })?,
-        )?;
-    }
-    quirl.set("extension", extension)?;
+    quirl.set("cwd", cwd_function(lua, state)?)?;
+    quirl.set("config", config_function(lua, state)?)?;
+    quirl.set("process", process_table(lua, state)?)?;
+    quirl.set(
+        "prompt",
+        registration_table(lua, state, "add_segment", add_prompt_segment)?,
+    )?;
+    quirl.set(
+        "completion",
+        registration_table(lua, state, "add_provider", add_completion_provider)?,
+    )?;
+    quirl.set(
+        "plugin",
+        registration_table(lua, state, "command", add_plugin_command)?,
+    )?;
+    quirl.set(
+        "events",
+        registration_table(lua, state, "subscribe", subscribe_to_events)?,
+    )?;
+    quirl.set(
+        "extension",
+        registration_table(lua, state, "contribute", add_extension_contribution)?,
+    )?;
     lua.globals().set("quirl", quirl)
+}
+
+/// `quirl.cwd()`: the working directory captured at start.
+fn cwd_function(lua: &Lua, state: &Arc<SdkState>) -> mlua::Result<Function> {
+    let state = Arc::clone(state);
+    lua.create_function(move |_, ()| {
+        state.meter.guard()?;
+        Ok(state.cwd.clone())
+    })
+}
+
+/// `quirl.config(t)`: returns `t` and keeps it as the last configuration.
+fn config_function(lua: &Lua, state: &Arc<SdkState>) -> mlua::Result<Function> {
+    let state = Arc::clone(state);
+    lua.create_function(move |lua, value: Table| {
+        state.meter.guard()?;
+        let key = lua.create_registry_value(value.clone())?;
+        if let Ok(mut last) = state.last_config.lock() {
+            *last = Some(key);
+        }
+        Ok(value)
+    })
+}
+
+/// `quirl.process`, with `run` (see [`process_run`]).
+fn process_table(lua: &Lua, state: &Arc<SdkState>) -> mlua::Result<Table> {
+    let process = lua.create_table()?;
+    let state = Arc::clone(state);
+    process.set(
+        "run",
+        lua.create_function(move |lua, command: String| process_run(lua, &state, command))?,
+    )?;
+    Ok(process)
+}
+
+/// A registration function of the SDK: reads and admits one spec table.
+type Register = fn(&Lua, &SdkState, Table) -> mlua::Result<()>;
+
+/// A table with one registration function `field`, which first checks that
+/// the VM has not stopped and then calls `register`.
+fn registration_table(
+    lua: &Lua,
+    state: &Arc<SdkState>,
+    field: &str,
+    register: Register,
+) -> mlua::Result<Table> {
+    let table = lua.create_table()?;
+    let state = Arc::clone(state);
+    table.set(
+        field,
+        lua.create_function(move |lua, spec: Table| {
+            state.meter.guard()?;
+            register(lua, &state, spec)
+        })?,
+    )?;
+    Ok(table)
+}
+
+/// `quirl.prompt.add_segment{…}`.
+fn add_prompt_segment(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result<()> {
+    require(state, "prompt.register")?;
+    let (r, render) = read_spec(
+        lua,
+        &spec,
+        "render",
+        "prompt segment",
+        records_from_lua::prompt_registration,
+        quirl_lua_protocol::PromptRegistration::check,
+    )?;
+    let function = lua.create_registry_value(render)?;
+    let mut reg = state.registry()?;
+    let (name, deadline) = (r.name.clone(), Duration::from_millis(r.deadline_ms));
+    admit(&mut reg, r, |p| &mut p.prompt_segments)?;
+    reg.prompts.insert(name, Callback { function, deadline });
+    Ok(())
+}
+
+/// `quirl.completion.add_provider{…}`.
+fn add_completion_provider(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result<()> {
+    require(state, "completion.register")?;
+    let (r, complete) = read_spec(
+        lua,
+        &spec,
+        "complete",
+        "completion provider",
+        records_from_lua::completion_registration,
+        quirl_lua_protocol::CompletionRegistration::check,
+    )?;
+    let function = lua.create_registry_value(complete)?;
+    let mut reg = state.registry()?;
+    let command = r.command.clone();
+    admit(&mut reg, r, |p| &mut p.completion_providers)?;
+    reg.completions.insert(command, function);
+    Ok(())
+}
+
+/// `quirl.plugin.command{…}`.
+fn add_plugin_command(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result<()> {
+    require(state, "commands.register")?;
+    let (r, run) = read_spec(
+        lua,
+        &spec,
+        "run",
+        "plugin command",
+        records_from_lua::command_registration,
+        quirl_lua_protocol::CommandRegistration::check,
+    )?;
+    let function = lua.create_registry_value(run)?;
+    let mut reg = state.registry()?;
+    let name = r.name.clone();
+    admit(&mut reg, r, |p| &mut p.commands)?;
+    reg.commands.insert(name, function);
+    Ok(())
+}
+
+/// `quirl.events.subscribe{…}`: also needs the grant of every capability
+/// the subscription asks for.
+fn subscribe_to_events(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result<()> {
+    require(state, "events.observe")?;
+    let (r, observe) = read_spec(
+        lua,
+        &spec,
+        "observe",
+        "event subscription",
+        records_from_lua::event_subscription,
+        quirl_lua_protocol::EventSubscription::check,
+    )?;
+    for capability in &r.capabilities {
+        require(state, registry::capability_grant(*capability))?;
+    }
+    let function = lua.create_registry_value(observe)?;
+    let mut reg = state.registry()?;
+    let name = r.name.clone();
+    let callback = EventCallback {
+        callback: Callback {
+            function,
+            deadline: Duration::from_millis(r.deadline_ms),
+        },
+        events: r.events.clone(),
+        capabilities: r.capabilities.clone(),
+    };
+    admit(&mut reg, r, |p| &mut p.events)?;
+    reg.events.insert(name, callback);
+    Ok(())
+}
+
+/// `quirl.extension.contribute{…}`: also needs the grant of the
+/// contribution's kind.
+fn add_extension_contribution(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result<()> {
+    require(state, "extension.contribute")?;
+    let (r, provide) = read_spec(
+        lua,
+        &spec,
+        "provide",
+        "extension contribution",
+        records_from_lua::contribution_registration,
+        quirl_lua_protocol::ContributionRegistration::check,
+    )?;
+    require(state, registry::contribution_grant(r.kind))?;
+    let function = lua.create_registry_value(provide)?;
+    let mut reg = state.registry()?;
+    let key: (ContributionKind, String) = (r.kind, r.name.clone());
+    let deadline = Duration::from_millis(r.deadline_ms);
+    admit(&mut reg, r, |p| &mut p.contributions)?;
+    reg.contributions
+        .insert(key, Callback { function, deadline });
+    Ok(())
 }
 
 fn process_run(lua: &Lua, state: &SdkState, command: String) -> mlua::Result<Table> {

@@ -116,6 +116,66 @@ fn bytecode_is_never_loaded() {
     assert_eq!(error.code, ErrorCode::Lua);
 }
 
+/// SPEC §15.1, §15.3: the worker loads its own prelude as precompiled bytecode, but
+/// every guest source is loaded in text mode only: a source that starts
+/// like a binary chunk is refused by the loader's mode check, whatever the
+/// operation.
+#[test]
+fn guest_sources_are_loaded_as_text_only() {
+    let chunk = "\u{1b}LuaT return 1";
+    let named = |source: &str| (source.to_owned(), "guest.lua".to_owned());
+    let operations = [
+        Operation::Eval {
+            source: chunk.to_owned(),
+        },
+        {
+            let (source, source_name) = named(chunk);
+            Operation::Check {
+                source,
+                source_name,
+            }
+        },
+        {
+            let (source, source_name) = named(chunk);
+            Operation::LoadConfig {
+                source,
+                source_name,
+            }
+        },
+        {
+            let (source, source_name) = named(chunk);
+            Operation::LoadPlugin {
+                source,
+                source_name,
+            }
+        },
+        {
+            let (source, source_name) = named(chunk);
+            Operation::Test {
+                source,
+                source_name,
+            }
+        },
+    ];
+    for operation in operations {
+        let label = format!("{operation:?}");
+        let mut vm = vm();
+        let error = failure(vm.handle(operation));
+        assert_eq!(error.code, ErrorCode::Lua, "{label}");
+        let text = format!("{} {}", error.message, error.context.join(" "));
+        assert!(
+            text.contains("attempt to load a binary chunk (mode is 't')"),
+            "{label}: {text}"
+        );
+        // The VM stays usable, and still has no loader.
+        assert_eq!(
+            success(eval(&mut vm, "return load == nil and string.dump == nil")),
+            json!(true),
+            "{label}"
+        );
+    }
+}
+
 #[test]
 fn patterns_run_in_the_budgeted_engine_and_literal_find_works() {
     // SPEC §15.4: patterns are available; exactness against C Lua is

@@ -22,7 +22,9 @@ use mlua::chunk::ChunkMode;
 use mlua::{Function, LightUserData, Lua, LuaString, MultiValue, Value};
 use std::sync::Arc;
 
-const STRINGS_LUA: &str = include_str!("strings.lua");
+/// `strings.lua`, compiled to Lua bytecode by `build.rs` (trusted, like the
+/// prelude; loaded before any guest code exists).
+const STRINGS_LUA: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/strings.luac"));
 
 /// Results built above this many bytes are charged one unit per 64 bytes
 /// (SPEC §15.6, the rule for large copies).
@@ -347,7 +349,7 @@ pub fn install(lua: &Lua, meter: &Arc<Meter>) -> mlua::Result<()> {
     let chunk: Function = lua
         .load(STRINGS_LUA)
         .set_name("=sandbox")
-        .set_mode(ChunkMode::Text)
+        .set_mode(ChunkMode::Binary)
         .into_function()?;
     chunk.call::<()>((natives, token(&FAIL_TOKEN), token(&DRIVE_TOKEN)))
 }
