@@ -5,6 +5,12 @@
 //! waited for with a deadline (never forever), and is killed as a group and
 //! reaped before its case ends. This module knows nothing about the
 //! protocol.
+//!
+//! Its `/proc/PID/stat` parser ([`stat`], [`all_processes`]) is the
+//! repository's only one: the supervision tests of the reference parent use
+//! it through the test kit (`quirl-lua-testkit`, `procfs`), because the
+//! runner needs it at run time and a product must not depend on a test-only
+//! crate.
 
 use std::ffi::OsString;
 use std::fs::File;
