@@ -9,8 +9,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/procfs.rs"]
-mod procfs;
 #[path = "support/lifecycle.rs"]
 mod support;
 
@@ -224,7 +222,7 @@ fn a_failed_spare_start_counts_against_the_budget_and_pauses_spares() {
     let command = WorkerCommand::new("/bin/sh").arg("-c").arg(format!(
         "[ -e '{}' ] && exec '{}'",
         marker.display(),
-        env!("CARGO_BIN_EXE_quirl-lua-scripted-worker")
+        quirl_lua_testkit::bins::scripted_worker().display()
     ));
     let pool = pool(command, PoolOptions::new().max_restarts(5));
     ready_spares(&pool, 1);
@@ -261,7 +259,7 @@ fn a_spare_start_failure_can_spend_the_budget_and_quarantine() {
     let command = WorkerCommand::new("/bin/sh").arg("-c").arg(format!(
         "[ -e '{}' ] && exec '{}'",
         marker.display(),
-        env!("CARGO_BIN_EXE_quirl-lua-scripted-worker")
+        quirl_lua_testkit::bins::scripted_worker().display()
     ));
     let pool = pool(command, PoolOptions::new().max_restarts(1));
     ready_spares(&pool, 1);
