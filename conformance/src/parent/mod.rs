@@ -22,9 +22,10 @@ use crate::fake_worker::{self, SENTINEL_ENV};
 use crate::proc::{self, Contained};
 use crate::report::Verdict;
 use cases::{Bound, ParentCaseData, ParentCaseFile};
+use rustix::event::PollFlags;
 use std::ffi::OsString;
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -306,18 +307,10 @@ fn wait_for_activity(
 ) {
     let mut polls = Vec::new();
     for file in pipes.into_iter().flatten() {
-        polls.push(libc::pollfd {
-            fd: file.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        });
+        polls.push((file.as_fd(), PollFlags::IN));
     }
     if !exited && let Some(fd) = child.exit_fd() {
-        polls.push(libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        });
+        polls.push((fd, PollFlags::IN));
     }
     let wait = if exited {
         Duration::from_millis(20)
@@ -327,7 +320,7 @@ fn wait_for_activity(
     if polls.is_empty() {
         std::thread::sleep(wait.min(Duration::from_millis(5)));
     } else {
-        let _ = proc::poll(&mut polls, wait.min(limit.saturating_duration_since(now)));
+        let _ = proc::wait_ready(&polls, wait.min(limit.saturating_duration_since(now)));
     }
 }
 
