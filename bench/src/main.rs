@@ -196,7 +196,10 @@ fn run() -> Result<(), BoxError> {
     let chosen = supervise::CONTAINMENT.get().copied().unwrap_or_default();
     println!("- containment: {}", containment_report(chosen).summary());
     if options.ballast_mib > 0 {
-        println!("- ballast: {} MiB touched in this process", options.ballast_mib);
+        println!(
+            "- ballast: {} MiB touched in this process",
+            options.ballast_mib
+        );
     }
     println!(
         "- mode: {}",
