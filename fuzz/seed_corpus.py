@@ -102,7 +102,7 @@ def builtin_seeds(written):
     write("decoder_chunking", "header-cap", bytes([0x00]) + struct.pack(">I", 5_242_880) + b"0123456789", written)
     write("decoder_chunking", "header-cap-plus-one", bytes([0x00]) + struct.pack(">I", 5_242_881), written)
     write("decoder_chunking", "header-zero", bytes([0x00, 0, 0, 0, 0]), written)
-    # Session happy paths (action bytes as decoded by fuzz/src/sessions.rs):
+    # Session happy paths (action bytes as decoded by testkit/src/sessions.rs):
     # initialize with process access (policy and flag), ok; eval; one host call and its
     # response; the eval's response.
     write("worker_session", "happy-path", bytes([
@@ -134,7 +134,7 @@ def generated_seeds(written):
 
 
 # pattern_differential: header (kind, sel, a, b), then subject, pattern and
-# replacement separated by 0xff (see src/patterns.rs).
+# replacement separated by 0xff (see testkit/src/patterns.rs).
 PATTERN_SEEDS = [
     (0, 0, 0, 0, b"key=val", b"(%w+)=(%w+)", b""),
     (1, 0, 0, 0, b"  padded  ", b"^%s*(.-)%s*$", b""),

@@ -4,7 +4,6 @@
 //! for the pinned variant and the side-by-side table.
 //!
 //! ```sh
-//! cargo build --release -p quirl-lua-reference-parent --bins
 //! cargo bench -p quirl-lua-bench --bench round_trip
 //! ```
 //!

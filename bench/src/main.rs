@@ -2,15 +2,19 @@
 //! printed side by side with its baseline and the ratio.
 //!
 //! ```sh
-//! cargo build --release -p quirl-lua-reference-parent -p quirl-lua-bench --bins
+//! cargo build --release -p quirl-lua-reference-parent -p quirl-lua-testkit -p quirl-lua-bench --bins
 //! target/release/quirl-lua-bench            # full run (about a minute)
 //! target/release/quirl-lua-bench --quick    # fewer samples, a smoke test
 //! ```
 //!
 //! Options: `--quick`; `--only X1,X2,…` (sections X1–X6, `L`, the Lua
-//! compute rows, `C`, and `B1`/`B2`, the budget and callback-deadline
-//! rows); `--worker "CMD …"` (the worker command; default: the
-//! `quirl-lua` binary next to this one with `--internal-lua-worker-v1`);
+//! compute rows, `C`, `B1`/`B2`, the budget and callback-deadline rows,
+//! `T`, the first request after a limit trip with and without a warm
+//! spare, and `S`, the throughput/latency curve of pools); `--worker "CMD
+//! …"` (the worker command; default: the `quirl-lua` binary next to this
+//! one with `--internal-lua-worker-v1`; given several times, every section
+//! uses the first, and X2, X3, X4 and L are also measured for each command,
+//! interleaved round by round, in a side-by-side table: `sidebyside`);
 //! `--compare-arg ARG` (repeat the pinned X2 row with ARG appended to the
 //! worker command, e.g. `--no-lockdown`); `--kill-source LUA` (what the
 //! stuck worker of X4 evaluates); `--containment auto|cgroup|process-group`
@@ -30,7 +34,9 @@ mod budget;
 mod codec;
 mod inproc;
 mod pingpong;
+mod pools;
 mod report;
+mod sidebyside;
 mod supervise;
 
 use std::process::ExitCode;
@@ -55,10 +61,13 @@ const KILL_SOURCE: &str = "table.move({}, 1, 90000000, 2)";
 /// CPU-bound script of X6 (about 12 M VM instructions).
 const POOL_SCRIPT: &str = "local s = 0 for i = 1, 3000000 do s = s + i % 7 end return s";
 
+/// Script of the throughput curve (S): about a millisecond of Lua.
+const CURVE_SCRIPT: &str = "local s = 0 for i = 1, 50000 do s = s + i % 7 end return s";
+
 struct Options {
     quick: bool,
     only: Option<Vec<String>>,
-    worker: Option<WorkerCommand>,
+    workers: Vec<WorkerCommand>,
     compare_args: Vec<String>,
     kill_source: String,
     ballast_mib: usize,
@@ -85,7 +94,7 @@ fn parse() -> Result<Options, BoxError> {
     let mut options = Options {
         quick: false,
         only: None,
-        worker: None,
+        workers: Vec::new(),
         compare_args: Vec::new(),
         kill_source: KILL_SOURCE.to_owned(),
         ballast_mib: 0,
@@ -100,7 +109,7 @@ fn parse() -> Result<Options, BoxError> {
             }
             "--worker" => {
                 let line = args.next().ok_or("--worker needs a command")?;
-                options.worker = Some(WorkerCommand::parse(&line)?);
+                options.workers.push(WorkerCommand::parse(&line)?);
             }
             "--compare-arg" => {
                 options
@@ -125,8 +134,10 @@ fn parse() -> Result<Options, BoxError> {
             }
             "-h" | "--help" => {
                 println!(
-                    "quirl-lua-bench [--quick] [--only X1,X2,X3,X4,X5,X6,L,C,B1,B2] [--worker CMD] \
-                     [--compare-arg ARG] [--kill-source LUA] [--containment MODE] [--ballast-mib N]"
+                    "quirl-lua-bench [--quick] [--only X1,X2,X3,X4,X5,X6,L,C,B1,B2,T,S] [--worker CMD]... \
+                     [--compare-arg ARG] [--kill-source LUA] [--containment MODE] [--ballast-mib N]\n\
+                     --worker may be given several times: every section uses the first; \
+                     X2, X3, X4 and L are then also measured for each, interleaved, in a side-by-side table"
                 );
                 std::process::exit(0);
             }
@@ -144,7 +155,7 @@ fn sibling(name: &str) -> Result<std::path::PathBuf, BoxError> {
         Ok(path)
     } else {
         Err(format!(
-            "{} not found; build it with `cargo build --release -p quirl-lua-reference-parent -p quirl-lua-reference-worker --bins`",
+            "{} not found; build it with `cargo build --release -p quirl-lua-reference-parent -p quirl-lua-reference-worker -p quirl-lua-testkit --bins`",
             path.display()
         )
         .into())
@@ -178,10 +189,10 @@ fn run() -> Result<(), BoxError> {
     // Host memory a spawn might have to copy page tables of; touched so
     // every page is mapped, kept alive (and read at the end) for the run.
     let ballast = vec![1_u8; options.ballast_mib << 20];
-    let needs_worker = ["X2", "X3", "X4", "X5", "X6", "L", "C", "B2"]
+    let needs_worker = ["X2", "X3", "X4", "X5", "X6", "L", "C", "B2", "T", "S"]
         .iter()
         .any(|section| options.wants(section));
-    let worker = match &options.worker {
+    let worker = match options.workers.first() {
         Some(worker) => worker.clone(),
         None if needs_worker => default_worker()?,
         None => WorkerCommand::new("quirl-lua").arg(WORKER_ARGUMENT),
@@ -193,6 +204,9 @@ fn run() -> Result<(), BoxError> {
     println!();
     println!("- machine: {}", report::machine());
     println!("- worker: `{worker}`; CPUs available: {cpus:?}");
+    for (index, other) in options.workers.iter().enumerate().skip(1) {
+        println!("- worker {}: `{other}` (side-by-side table)", index + 1);
+    }
     let chosen = supervise::CONTAINMENT.get().copied().unwrap_or_default();
     println!("- containment: {}", containment_report(chosen).summary());
     if options.ballast_mib > 0 {
@@ -233,11 +247,29 @@ fn run() -> Result<(), BoxError> {
         rows.extend(x5(&worker, &mut notes)?);
     }
     if options.wants("X6") {
-        rows.extend(x6(&options, &worker)?);
+        rows.extend(x6(&options, &worker, &mut notes)?);
     }
     if options.wants("L") {
         rows.extend(lua_compute(&options, &worker)?);
     }
+    if options.wants("T") {
+        rows.extend(trip_latency(&options, &worker, &mut notes)?);
+    }
+    let curve = if options.wants("S") {
+        Some(throughput_curve(&options, &worker)?)
+    } else {
+        None
+    };
+    let side_by_side = (options.workers.len() > 1).then(|| {
+        let started = report::load();
+        let rows = sidebyside::run(&options, &options.workers);
+        let note = format!(
+            "{} rounds, commands interleaved within each round; ratio = median over rounds of the per-round median ratio; {started} at the start, {} at the end",
+            if options.quick { 3 } else { 10 },
+            report::load()
+        );
+        sidebyside::render(&rows, &options.workers, &note)
+    });
     if options.wants("C") {
         rows.extend(containment_costs(&options, &worker, &mut notes)?);
     }
@@ -253,6 +285,14 @@ fn run() -> Result<(), BoxError> {
     }
     print!("{}", report::render(&rows));
     println!();
+    if let Some(curve) = curve {
+        println!("{curve}");
+    }
+    if let Some(table) = side_by_side {
+        println!("Side by side:");
+        println!();
+        println!("{table}");
+    }
     for note in notes {
         println!("- {note}");
     }
@@ -629,21 +669,203 @@ fn x5(worker: &WorkerCommand, notes: &mut Vec<String>) -> Result<Vec<Row>, BoxEr
     Ok(rows)
 }
 
-fn x6(options: &Options, worker: &WorkerCommand) -> Result<Vec<Row>, BoxError> {
-    let calls = if options.quick { 4 } else { 16 };
-    let one = supervise::pool_rate(worker, 1, 2, calls, POOL_SCRIPT)?;
-    let two = supervise::pool_rate(worker, 2, 2, calls, POOL_SCRIPT)?;
-    let ratio = two / one;
-    Ok(vec![Row {
-        id: "X6",
-        what: format!("CPU-bound evals/s, pool of 2 (2 callers x {calls})"),
-        unit: Unit::Rate,
-        ours: Value::single(two),
-        baseline_name: "pool of 1".to_owned(),
-        baseline: Some(Value::single(one)),
-        target: ">= 1.8x".to_owned(),
-        met: Some(ratio >= 1.8),
-    }])
+/// X6: a pool of 2 against a pool of 1 (two callers, CPU-bound evals), and
+/// the same ratio without a pool (two independent workers on two threads
+/// against one), in interleaved rounds: the ceiling the machine allows.
+fn x6(
+    options: &Options,
+    worker: &WorkerCommand,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Row>, BoxError> {
+    let calls = if options.quick { 2 } else { 4 };
+    let rounds = if options.quick { 2 } else { 9 };
+    let (mut pool_ratios, mut ceiling_ratios) = (Vec::new(), Vec::new());
+    let (mut ones, mut twos, mut singles, mut pairs) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        // ABBA: the pool pair and the no-pool pair swap order every round.
+        let (one, two, single, pair) = if round % 2 == 0 {
+            let one = pools::pool_rate(worker, 1, 2, calls, POOL_SCRIPT)?.0;
+            let two = pools::pool_rate(worker, 2, 2, calls, POOL_SCRIPT)?.0;
+            let pair = pools::independent_rate(worker, 2, calls, POOL_SCRIPT)?;
+            let single = pools::independent_rate(worker, 1, 2 * calls, POOL_SCRIPT)?;
+            (one, two, single, pair)
+        } else {
+            let single = pools::independent_rate(worker, 1, 2 * calls, POOL_SCRIPT)?;
+            let pair = pools::independent_rate(worker, 2, calls, POOL_SCRIPT)?;
+            let two = pools::pool_rate(worker, 2, 2, calls, POOL_SCRIPT)?.0;
+            let one = pools::pool_rate(worker, 1, 2, calls, POOL_SCRIPT)?.0;
+            (one, two, single, pair)
+        };
+        pool_ratios.push(two / one);
+        ceiling_ratios.push(pair / single);
+        ones.push(one);
+        twos.push(two);
+        singles.push(single);
+        pairs.push(pair);
+    }
+    let median = |values: &[f64]| {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        sorted[sorted.len() / 2]
+    };
+    let list = |values: &[f64]| {
+        values
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let pool = median(&pool_ratios);
+    let ceiling = median(&ceiling_ratios);
+    notes.push(format!(
+        "X6: {rounds} rounds of 2 callers x {calls} calls, pool and no-pool pairs in ABBA order; pool ratios {}; ceiling ratios (independent workers, no pool) {}; median pool ratio / median ceiling ratio {:.2}",
+        list(&pool_ratios),
+        list(&ceiling_ratios),
+        pool / ceiling
+    ));
+    // Rates shown are medians; a row's ratio column is the median of the
+    // per-round ratios, so the upper rate is shown as baseline x ratio.
+    let one = median(&ones);
+    let single = median(&singles);
+    Ok(vec![
+        Row {
+            id: "X6",
+            what: format!(
+                "CPU-bound evals/s, pool of 2 (2 callers x {calls}), median of {rounds} rounds"
+            ),
+            unit: Unit::Rate,
+            ours: Value::single(one * pool),
+            baseline_name: "pool of 1".to_owned(),
+            baseline: Some(Value::single(one)),
+            target: ">= 1.8x".to_owned(),
+            met: Some(pool >= 1.8),
+        },
+        Row {
+            id: "X6",
+            what: format!("ceiling: 2 workers on 2 threads, no pool (median of {rounds} rounds)"),
+            unit: Unit::Rate,
+            ours: Value::single(single * ceiling),
+            baseline_name: "1 worker, 1 thread".to_owned(),
+            baseline: Some(Value::single(single)),
+            target: String::new(),
+            met: None,
+        },
+    ])
+}
+
+/// T: the first request after a limit trip, on a pool of one with and
+/// without a warm spare, against a warm round trip on the same pool;
+/// trials alternate between the two pools.
+fn trip_latency(
+    options: &Options,
+    worker: &WorkerCommand,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Row>, BoxError> {
+    let trials = options.n(100);
+    let mut with = pools::TripPool::start(worker, 1)?;
+    let mut without = pools::TripPool::start(worker, 0)?;
+    let mut spare = pools::TripLatency::default();
+    let mut cold = pools::TripLatency::default();
+    for _ in 0..trials {
+        with.trial(&mut spare)?;
+        without.trial(&mut cold)?;
+    }
+    with.finish()?;
+    without.finish()?;
+    notes.push(format!(
+        "T: {trials} trials per pool (size 1, instruction limit 100,000; `while true do end` trips it), alternating; each trial waits until the pool is at rest (spare ready, the swapped-out worker checked), warms the member (20 calls), times one warm call back to back and one after {} ms idle, trips it, then times the next `eval \"return 1\"`", pools::IDLE.as_millis()
+    ));
+    let idle_ms = pools::IDLE.as_millis();
+    let rows = vec![
+        time_row(
+            "T",
+            "first request after a limit trip, 1 warm spare",
+            &spare.first,
+            &format!("warm round trip after {idle_ms} ms idle"),
+            Some(&spare.idle),
+            Some(2.0),
+        )?,
+        time_row(
+            "T",
+            "first request after a limit trip, 1 warm spare",
+            &spare.first,
+            "warm round trip, back to back",
+            Some(&spare.warm),
+            None,
+        )?,
+        time_row(
+            "T",
+            "first request after a limit trip, no spare",
+            &cold.first,
+            "warm round trip, back to back",
+            Some(&cold.warm),
+            None,
+        )?,
+        time_row(
+            "T",
+            format!("warm round trip after {idle_ms} ms idle (pool without spare)"),
+            &cold.idle,
+            "warm round trip, back to back",
+            Some(&cold.warm),
+            None,
+        )?,
+        time_row(
+            "T",
+            "first request after a limit trip: spare / no spare",
+            &spare.first,
+            "no spare",
+            Some(&cold.first),
+            None,
+        )?,
+    ];
+    Ok(rows)
+}
+
+/// S: requests/s and latency of 1–8 callers on pools of 1, 2 and 4
+/// (CURVE_SCRIPT, about a millisecond of Lua), pool sizes interleaved for
+/// each caller count.
+fn throughput_curve(options: &Options, worker: &WorkerCommand) -> Result<String, BoxError> {
+    use std::fmt::Write as _;
+    let sizes = [1_usize, 2, 4];
+    let calls = if options.quick { 5 } else { 40 };
+    let mut cells = Vec::new();
+    for callers in 1..=8 {
+        for size in sizes {
+            let (rate, latencies) = pools::curve_cell(worker, size, callers, calls, CURVE_SCRIPT)?;
+            let summary = Summary::of(&latencies).ok_or("no samples")?;
+            cells.push((callers, size, rate, summary));
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Throughput/latency curve (S): `{CURVE_SCRIPT}`, {calls} calls per caller; requests/s, p50 / p99 per call"
+    );
+    let _ = writeln!(out);
+    let _ = write!(out, "| callers |");
+    for size in sizes {
+        let _ = write!(out, " pool {size}: req/s | p50 | p99 |");
+    }
+    let _ = writeln!(out);
+    let _ = write!(out, "| ---: |");
+    for _ in sizes {
+        let _ = write!(out, " ---: | ---: | ---: |");
+    }
+    let _ = writeln!(out);
+    for callers in 1..=8 {
+        let _ = write!(out, "| {callers} |");
+        for (_, _, rate, summary) in cells.iter().filter(|cell| cell.0 == callers) {
+            let _ = write!(
+                out,
+                " {rate:.0} | {} | {} |",
+                report::format_time(summary.p50),
+                report::format_time(summary.p99)
+            );
+        }
+        let _ = writeln!(out);
+    }
+    Ok(out)
 }
 
 fn lua_compute(options: &Options, worker: &WorkerCommand) -> Result<Vec<Row>, BoxError> {

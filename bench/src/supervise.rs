@@ -1,6 +1,6 @@
 //! Measurements through the parent library: warm round trips (X2), cold
-//! start (X3), kill latency (X4), pool scaling (X6), and the RSS figures of
-//! X5.
+//! start (X3), kill latency (X4), and the RSS figures of X5 (pools:
+//! `pools`).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -31,7 +31,7 @@ pub fn policy() -> Result<Policy, BoxError> {
 /// The containment of every section (`--containment`; default `auto`).
 pub static CONTAINMENT: OnceLock<Containment> = OnceLock::new();
 
-fn containment() -> Containment {
+pub fn containment() -> Containment {
     CONTAINMENT.get().copied().unwrap_or_default()
 }
 
@@ -247,51 +247,6 @@ pub fn host_commands_in(
         samples.push(started.elapsed());
     }
     Ok(samples)
-}
-
-/// X6: CPU-bound evals per second through a pool of `size` workers, from
-/// `callers` threads making `calls` calls each.
-pub fn pool_rate(
-    command: &WorkerCommand,
-    size: usize,
-    callers: usize,
-    calls: usize,
-    script: &str,
-) -> Result<f64, BoxError> {
-    let pool = WorkerPool::start("bench", config(command)?, PoolOptions::new().size(size))?;
-    // Warm every member once.
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..size)
-            .map(|_| scope.spawn(|| pool.eval(script).map(drop)))
-            .collect();
-        handles.into_iter().try_for_each(|h| {
-            h.join()
-                .map_err(|_| "caller panicked".to_owned())?
-                .map_err(|e| e.to_string())
-        })
-    })?;
-    let started = Instant::now();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..callers)
-            .map(|_| {
-                scope.spawn(|| -> Result<(), String> {
-                    for _ in 0..calls {
-                        pool.eval(script).map_err(|e| e.to_string())?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .try_for_each(|h| h.join().map_err(|_| "caller panicked".to_owned())?)
-    })?;
-    let elapsed = started.elapsed().as_secs_f64();
-    let report = pool.shutdown(Duration::from_secs(5));
-    if !report.is_clean() {
-        return Err(format!("pool shutdown was not clean: {report:?}").into());
-    }
-    Ok((callers * calls) as f64 / elapsed)
 }
 
 /// `VmRSS` of a process, in bytes.

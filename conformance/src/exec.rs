@@ -77,6 +77,43 @@ pub fn run_suite<C: Case, W: Write + Send>(
         json: options.json,
         error: None,
     });
+    run_in_parallel(&selected, options, &printer);
+    let mut printer = printer
+        .into_inner()
+        .map_err(|_| std::io::Error::other("report printer poisoned"))?;
+    let mut reports: Vec<CaseReport> = printer.pending.drain(..).flatten().collect();
+    // A listed name that is no case of the suite is a stale entry.
+    let known: BTreeSet<&str> = cases.iter().map(Case::name).collect();
+    for name in options.expected.unknown(&known) {
+        let line = CaseReport {
+            name: name.to_owned(),
+            status: Status::Fail,
+            detail: "listed in the expected failures but no such case (stale list)".to_owned(),
+            spec: String::new(),
+            profile: String::new(),
+            reason_key: None,
+            millis: 0,
+        };
+        if !options.json {
+            writeln!(printer.out, "{}", line.line())?;
+        }
+        reports.push(line);
+    }
+    if let Some(error) = printer.error.take() {
+        return Err(error);
+    }
+    let summary = report::summarize(&reports, skipped, started.elapsed());
+    write_report(&mut printer.out, options, &reports, &summary)?;
+    Ok(summary)
+}
+
+/// Run the selected cases on `options.jobs` threads (at most 64), each
+/// taking the next case in turn; the printer puts the lines back in order.
+fn run_in_parallel<C: Case, W: Write + Send>(
+    selected: &[&C],
+    options: &RunOptions,
+    printer: &Mutex<Printer<W>>,
+) {
     let cursor = AtomicUsize::new(0);
     let jobs = options.jobs.clamp(1, 64);
     std::thread::scope(|scope| {
@@ -104,53 +141,33 @@ pub fn run_suite<C: Case, W: Write + Send>(
             });
         }
     });
-    let mut printer = printer
-        .into_inner()
-        .map_err(|_| std::io::Error::other("report printer poisoned"))?;
-    let mut reports: Vec<CaseReport> = printer.pending.drain(..).flatten().collect();
-    // A listed name that is no case of the suite is a stale entry.
-    let known: BTreeSet<&str> = cases.iter().map(Case::name).collect();
-    for name in options.expected.unknown(&known) {
-        let line = CaseReport {
-            name: name.to_owned(),
-            status: Status::Fail,
-            detail: "listed in the expected failures but no such case (stale list)".to_owned(),
-            spec: String::new(),
-            profile: String::new(),
-            reason_key: None,
-            millis: 0,
-        };
-        if !options.json {
-            writeln!(printer.out, "{}", line.line())?;
-        }
-        reports.push(line);
-    }
-    if let Some(error) = printer.error.take() {
-        return Err(error);
-    }
-    let summary = report::summarize(&reports, skipped, started.elapsed());
+}
+
+/// After the case lines: the JSON report, or the breakdown and summary lines.
+fn write_report<W: Write>(
+    out: &mut W,
+    options: &RunOptions,
+    reports: &[CaseReport],
+    summary: &Summary,
+) -> std::io::Result<()> {
     if options.json {
         report::write_json(
-            &mut printer.out,
+            out,
             &JsonReport {
                 suite: &options.suite,
                 command: &options.command,
-                cases: &reports,
-                summary: &summary,
+                cases: reports,
+                summary,
             },
         )?;
     } else {
-        for line in report::breakdown_lines(&summary) {
-            writeln!(printer.out, "{line}")?;
+        for line in report::breakdown_lines(summary) {
+            writeln!(out, "{line}")?;
         }
-        writeln!(
-            printer.out,
-            "{}",
-            report::summary_line(&options.suite, &summary)
-        )?;
-        printer.out.flush()?;
+        writeln!(out, "{}", report::summary_line(&options.suite, summary))?;
+        out.flush()?;
     }
-    Ok(summary)
+    Ok(())
 }
 
 /// Run a case; a panic inside the runner is reported as a failure of the case.

@@ -91,8 +91,8 @@ pub fn main(case: &str, pid_file: &Path) -> ExitCode {
 
 /// `spawn <pgid> <sid> <tty> <stdout> <env-leaked> <fds>`.
 fn spawn_facts() -> String {
-    // SAFETY: getpgid(0) and getsid(0) query this process.
-    let (pgid, sid) = unsafe { (libc::getpgid(0), libc::getsid(0)) };
+    let pgid = rustix::process::getpgid(None).map_or(-1, rustix::process::Pid::as_raw_pid);
+    let sid = rustix::process::getsid(None).map_or(-1, rustix::process::Pid::as_raw_pid);
     let tty = proc::stat(proc::own_pid()).map_or(-1, |s| s.tty_nr);
     let stdout = std::fs::read_link("/proc/self/fd/1")
         .map_or_else(|_| "closed".to_owned(), |p| p.display().to_string());
@@ -367,14 +367,18 @@ impl Fake {
             FakeStep::Exit(code) => Flow::Exit(*code),
             FakeStep::Signal(name) => die_of(name),
             FakeStep::CloseOutput(_) => {
-                // SAFETY: closing our own stderr descriptor; nothing else uses it.
-                unsafe {
-                    libc::close(2);
+                // The frame stream ends: descriptor 2 stops referring to the
+                // pipe (it becomes /dev/null, so later writes vanish instead
+                // of landing on a reused descriptor number).
+                if let Ok(null) = File::open("/dev/null") {
+                    let _ = rustix::stdio::dup2_stderr(&null);
                 }
                 Flow::Go
             }
             FakeStep::IgnoreSigterm(_) => {
-                // SAFETY: setting the disposition of SIGTERM to ignore.
+                // SAFETY: sets the disposition of SIGTERM to ignore; no
+                // handler runs. No safe library sets a disposition (rustix
+                // offers `sigaction` only as an unsafe runtime call).
                 unsafe {
                     libc::signal(libc::SIGTERM, libc::SIG_IGN);
                 }
@@ -520,14 +524,16 @@ fn die_of(name: &str) -> Flow {
         "TERM" => libc::SIGTERM,
         _ => libc::SIGKILL,
     };
-    let no_core = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    let no_core = rustix::process::Rlimit {
+        current: Some(0),
+        maximum: Some(0),
     };
-    // SAFETY: setrlimit with a valid struct; restore the default action and
-    // raise the signal against ourselves.
+    let _ = rustix::process::setrlimit(rustix::process::Resource::Core, no_core);
+    // SAFETY: restores the default action of one signal and raises it
+    // against this process; no handler of ours is left to run. The Rust
+    // runtime installs its own SIGSEGV handler, and no safe library resets a
+    // disposition (rustix offers `sigaction` only as an unsafe runtime call).
     unsafe {
-        libc::setrlimit(libc::RLIMIT_CORE, &raw const no_core);
         libc::signal(signal, libc::SIG_DFL);
         libc::raise(signal);
     }

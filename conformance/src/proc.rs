@@ -5,26 +5,25 @@
 //! waited for with a deadline (never forever), and is killed as a group and
 //! reaped before its case ends. This module knows nothing about the
 //! protocol.
+//!
+//! Its `/proc/PID/stat` parser ([`stat`], [`all_processes`]) is the
+//! repository's only one: the supervision tests of the reference parent use
+//! it through the test kit (`quirl-lua-testkit`, `procfs`), because the
+//! runner needs it at run time and a product must not depend on a test-only
+//! crate.
 
+use rustix::event::{PollFd, PollFlags, Timespec};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// Nanoseconds on `CLOCK_MONOTONIC`, comparable between processes of one machine.
 pub fn monotonic_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut now) };
-    if rc != 0 {
-        return 0;
-    }
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     let secs = u64::try_from(now.tv_sec).unwrap_or(0);
     let nanos = u64::try_from(now.tv_nsec).unwrap_or(0);
     secs.saturating_mul(1_000_000_000).saturating_add(nanos)
@@ -39,54 +38,46 @@ pub fn own_pid() -> i32 {
 /// (`PR_SET_CHILD_SUBREAPER`), so that a process a parent under test
 /// abandons is re-parented here, where the runner can see it.
 pub fn become_subreaper() -> io::Result<()> {
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes one integer argument.
-    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    // Any pid is a non-zero argument, which switches the attribute on.
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    Ok(())
 }
 
 /// Reap every zombie child of this process without blocking.
 pub fn reap_orphans() -> usize {
     let mut reaped = 0;
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid with WNOHANG on any child; status is ours.
-        let pid = unsafe { libc::waitpid(-1, &raw mut status, libc::WNOHANG) };
-        if pid <= 0 {
-            return reaped;
-        }
+    while let Ok(Some(_)) = rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG) {
         reaped += 1;
     }
+    reaped
 }
 
 /// Reap one specific child if it is a zombie (never blocks).
 pub fn reap_if_zombie(pid: i32) -> bool {
-    let mut status = 0;
-    // SAFETY: waitpid with WNOHANG on one pid; status is ours.
-    let rc = unsafe { libc::waitpid(pid, &raw mut status, libc::WNOHANG) };
-    rc == pid
+    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
+        return false;
+    };
+    matches!(
+        rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG),
+        Ok(Some(_))
+    )
 }
 
 /// Send SIGKILL to a process group (errors ignored: it may be gone).
 pub fn kill_group(pgid: i32) {
-    if pgid > 1 {
-        // SAFETY: killpg with a positive group id.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
+    if pgid > 1
+        && let Some(pgid) = rustix::process::Pid::from_raw(pgid)
+    {
+        let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
     }
 }
 
 /// Send SIGKILL to one process (errors ignored).
 pub fn kill_pid(pid: i32) {
-    if pid > 1 {
-        // SAFETY: kill with a positive pid.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-        }
+    if pid > 1
+        && let Some(pid) = rustix::process::Pid::from_raw(pid)
+    {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
     }
 }
 
@@ -272,63 +263,49 @@ impl Drop for Contained {
 }
 
 fn open_pidfd(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open(pid, 0) returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
-    // SAFETY: fd is a fresh descriptor that nothing else owns.
-    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+    let pid = rustix::process::Pid::from_raw(pid)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
 }
 
 /// Wait until one of `fds` is readable (or hung up), or `timeout` passes.
 /// Returns the indices that are ready.
 pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<Vec<usize>> {
-    let mut polls: Vec<libc::pollfd> = fds
+    let interests: Vec<_> = fds.iter().map(|fd| (*fd, PollFlags::IN)).collect();
+    wait_ready(&interests, timeout)
+}
+
+/// Wait until one descriptor of `interests` is ready for its events (or
+/// hung up), or `timeout` passes; EINTR is a spurious wake-up (nothing
+/// ready). Returns the indices that are ready.
+pub fn wait_ready(
+    interests: &[(BorrowedFd<'_>, PollFlags)],
+    timeout: Duration,
+) -> io::Result<Vec<usize>> {
+    let mut polls: Vec<PollFd<'_>> = interests
         .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
+        .map(|(fd, events)| PollFd::from_borrowed_fd(*fd, *events))
         .collect();
-    poll(&mut polls, timeout)?;
+    let timeout = Timespec::try_from(timeout).unwrap_or(Timespec {
+        tv_sec: i64::MAX,
+        tv_nsec: 0,
+    });
+    match rustix::event::poll(&mut polls, Some(&timeout)) {
+        Ok(_) => {}
+        Err(rustix::io::Errno::INTR) => return Ok(Vec::new()),
+        Err(error) => return Err(error.into()),
+    }
     Ok(polls
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.revents != 0)
+        .filter(|(_, p)| !p.revents().is_empty())
         .map(|(i, _)| i)
         .collect())
 }
 
-/// `poll(2)` with a timeout rounded up to whole milliseconds; EINTR is a
-/// spurious wake-up (returns 0).
-pub fn poll(polls: &mut [libc::pollfd], timeout: Duration) -> io::Result<usize> {
-    let millis = timeout.as_micros().div_ceil(1000);
-    let millis = i32::try_from(millis).unwrap_or(i32::MAX);
-    let count = libc::nfds_t::try_from(polls.len()).unwrap_or(0);
-    // SAFETY: polls is a valid slice of pollfd of the given length.
-    let rc = unsafe { libc::poll(polls.as_mut_ptr(), count, millis) };
-    if rc < 0 {
-        let error = io::Error::last_os_error();
-        if error.kind() == io::ErrorKind::Interrupted {
-            return Ok(0);
-        }
-        return Err(error);
-    }
-    Ok(usize::try_from(rc).unwrap_or(0))
-}
-
 /// Put a descriptor into non-blocking mode.
 pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: fcntl on a valid descriptor.
-    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    let rc = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let flags = rustix::fs::fcntl_getfl(fd)?;
+    rustix::fs::fcntl_setfl(fd, flags | rustix::fs::OFlags::NONBLOCK)?;
     Ok(())
 }
 

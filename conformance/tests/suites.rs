@@ -8,14 +8,16 @@
 //! §19, the installed-binary flow of conformance/README.md).
 //!
 //! The peers live in other packages of the workspace, so Cargo does not
-//! build them for this test: it runs `cargo build` for them itself, with the
-//! same profile and target directory as this test binary.
+//! build them for this test: the test kit's `bin_path` runs `cargo build`
+//! for them, with the same profile and target directory as this test binary.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
+
+use quirl_lua_testkit::bins::{bin_path, example_path};
 
 /// The suites are timing-sensitive and use both cores: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -30,60 +32,12 @@ fn runner() -> &'static str {
     env!("CARGO_BIN_EXE_quirl-conformance")
 }
 
-/// `target/<profile>`, derived from this test binary (`target/<profile>/deps/…`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
-}
-
 /// Build `quirl-worker` and `quirl-lua` with this test's profile and target
-/// directory; return that directory.
+/// directory (`quirl_lua_testkit::bin_path`); return that directory.
 fn peers() -> PathBuf {
-    static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
-    let mut built = BUILT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(dir) = built.as_ref() {
-        return dir.clone();
-    }
-    let dir = profile_dir();
-    let target_dir = dir.parent().unwrap();
-    let profile = dir.file_name().unwrap().to_str().unwrap();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
-    command
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "quirl-lua-reference-worker",
-            "-p",
-            "quirl-lua-reference-parent",
-            "--bins",
-        ])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-    match profile {
-        "debug" => {}
-        "release" => {
-            command.arg("--release");
-        }
-        other => {
-            command.args(["--profile", other]);
-        }
-    }
-    let status = command.status().expect("cargo runs");
-    assert!(status.success(), "building the peers failed: {status}");
-    for name in ["quirl-worker", "quirl-lua"] {
-        assert!(
-            dir.join(name).is_file(),
-            "{} missing",
-            dir.join(name).display()
-        );
-    }
-    *built = Some(dir.clone());
-    dir
+    bin_path("quirl-lua-reference-parent", "quirl-lua");
+    let worker = bin_path("quirl-lua-reference-worker", "quirl-worker");
+    worker.parent().unwrap().to_path_buf()
 }
 
 /// The runner copied into an empty directory of its own (removed on drop).
@@ -336,30 +290,7 @@ fn a_worker_without_lua_passes_every_protocol_only_case() {
         );
         return;
     }
-    let dir = profile_dir();
-    let target_dir = dir.parent().unwrap();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
-    command
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "quirl-lua-protocol",
-            "--example",
-            "worker",
-        ])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-    if dir.file_name().and_then(|n| n.to_str()) == Some("release") {
-        command.arg("--release");
-    }
-    assert!(
-        command.status().expect("cargo runs").success(),
-        "building the example failed"
-    );
-    let worker = dir.join("examples/worker");
+    let worker = example_path("quirl-lua-protocol", "worker");
     let _serial = serial();
     let installed = Installed::new("protocol-only");
     let output = installed.run(&["worker", "--protocol-only", "--", worker.to_str().unwrap()]);

@@ -1,6 +1,6 @@
 #![no_main]
-//! libFuzzer wrapper; the logic is `quirl_lua_protocol_fuzz::targets::decoder_chunking`.
+//! libFuzzer wrapper; the logic is `quirl_lua_testkit::targets::decoder_chunking`.
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| quirl_lua_protocol_fuzz::targets::decoder_chunking(data));
+fuzz_target!(|data: &[u8]| quirl_lua_testkit::targets::decoder_chunking(data));

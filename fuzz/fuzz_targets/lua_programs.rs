@@ -1,6 +1,6 @@
 #![no_main]
-//! libFuzzer wrapper; the logic is `quirl_lua_protocol_fuzz::lua_programs::run`.
+//! libFuzzer wrapper; the logic is `quirl_lua_testkit::lua_programs::run`.
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| quirl_lua_protocol_fuzz::lua_programs::run(data));
+fuzz_target!(|data: &[u8]| quirl_lua_testkit::lua_programs::run(data));

@@ -1,6 +1,6 @@
 #![no_main]
-//! libFuzzer wrapper; the logic is `quirl_lua_protocol_fuzz::patterns::pattern_differential`.
+//! libFuzzer wrapper; the logic is `quirl_lua_testkit::patterns::pattern_differential`.
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| quirl_lua_protocol_fuzz::patterns::pattern_differential(data));
+fuzz_target!(|data: &[u8]| quirl_lua_testkit::patterns::pattern_differential(data));

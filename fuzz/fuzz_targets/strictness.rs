@@ -1,6 +1,6 @@
 #![no_main]
-//! libFuzzer wrapper; the logic is `quirl_lua_protocol_fuzz::targets::strictness`.
+//! libFuzzer wrapper; the logic is `quirl_lua_testkit::targets::strictness`.
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| quirl_lua_protocol_fuzz::targets::strictness(data));
+fuzz_target!(|data: &[u8]| quirl_lua_testkit::targets::strictness(data));

@@ -110,38 +110,12 @@ impl FrameDecoder {
         if let Some(error) = &self.failed {
             return Err(error.clone());
         }
-        let mut consumed = 0;
-        let length = match self.expected {
-            Some(length) => length,
-            None => {
-                let take = (FRAME_HEADER_BYTES - self.header_len).min(input.len());
-                self.header[self.header_len..self.header_len + take]
-                    .copy_from_slice(&input[..take]);
-                self.header_len += take;
-                consumed += take;
-                if self.header_len < FRAME_HEADER_BYTES {
-                    return Ok(Feed::NeedMore);
-                }
-                let declared = u32::from_be_bytes(self.header);
-                let length = usize::try_from(declared).unwrap_or(usize::MAX);
-                if length == 0 {
-                    return Err(self.fail(ProtocolError::new(
-                        ErrorKind::EmptyFrame,
-                        "frame header declares an empty payload",
-                    )));
-                }
-                if length > self.max_payload {
-                    return Err(self.fail(ProtocolError::new(
-                        ErrorKind::OversizedFrame,
-                        format!(
-                            "frame header declares {declared} bytes; the limit is {}",
-                            self.max_payload
-                        ),
-                    )));
-                }
-                self.expected = Some(length);
-                length
-            }
+        let (mut consumed, length) = match self.expected {
+            Some(length) => (0, length),
+            None => match self.read_header(input)? {
+                (_, None) => return Ok(Feed::NeedMore),
+                (taken, Some(length)) => (taken, length),
+            },
         };
         let rest = &input[consumed..];
         let needed = length - self.buffer.len();
@@ -171,6 +145,37 @@ impl FrameDecoder {
         } else {
             Ok(Feed::NeedMore)
         }
+    }
+
+    /// Take header bytes from `input`. Returns how many it took and, once
+    /// the header is complete, the declared payload length, checked against
+    /// the empty and oversized rules (SPEC §4.3).
+    fn read_header(&mut self, input: &[u8]) -> Result<(usize, Option<usize>), ProtocolError> {
+        let take = (FRAME_HEADER_BYTES - self.header_len).min(input.len());
+        self.header[self.header_len..self.header_len + take].copy_from_slice(&input[..take]);
+        self.header_len += take;
+        if self.header_len < FRAME_HEADER_BYTES {
+            return Ok((take, None));
+        }
+        let declared = u32::from_be_bytes(self.header);
+        let length = usize::try_from(declared).unwrap_or(usize::MAX);
+        if length == 0 {
+            return Err(self.fail(ProtocolError::new(
+                ErrorKind::EmptyFrame,
+                "frame header declares an empty payload",
+            )));
+        }
+        if length > self.max_payload {
+            return Err(self.fail(ProtocolError::new(
+                ErrorKind::OversizedFrame,
+                format!(
+                    "frame header declares {declared} bytes; the limit is {}",
+                    self.max_payload
+                ),
+            )));
+        }
+        self.expected = Some(length);
+        Ok((take, Some(length)))
     }
 
     fn reset(&mut self) {

@@ -80,7 +80,7 @@
 //!
 //! # Features
 //!
-//! - `schema` (default): the [`schema`] module, JSON Schema of both frame
+//! - `schema` (default): the `schema` module, JSON Schema of both frame
 //!   directions via `schemars`. Without it the crate needs no proc-macro
 //!   crate besides serde's derive.
 //! - `tokio`: the async adapters, module `tokio_io`.

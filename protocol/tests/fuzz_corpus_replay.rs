@@ -1,21 +1,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Replays every committed fuzz corpus file and crash regression through
-//! the same target functions the libFuzzer harness runs (`fuzz/src/`), on
+//! the same target functions the libFuzzer harness runs (`quirl_lua_testkit`), on
 //! the stable toolchain, so a regression fails `cargo test`.
 //!
 //! Layout: `fuzz/corpus/<target>/<file>` (seeds, see `fuzz/seed_corpus.py`)
 //! and `fuzz/artifacts-regressions/<target>/<file>` (minimized crash inputs
 //! of bugs that were fixed).
 
-#[allow(dead_code)]
-#[path = "../../fuzz/src/generate.rs"]
-mod generate;
-#[allow(dead_code)]
-#[path = "../../fuzz/src/sessions.rs"]
-mod sessions;
-#[allow(dead_code)]
-#[path = "../../fuzz/src/targets.rs"]
-mod targets;
+use quirl_lua_testkit::{sessions, targets};
 
 use std::path::{Path, PathBuf};
 

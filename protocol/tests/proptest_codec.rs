@@ -2,19 +2,12 @@
 //! Property tests of the codec: round trip, canonical encoding, chunking
 //! independence and strictness. Records are generated from random bytes by
 //! the same structure-aware generator the fuzz targets use
-//! (`fuzz/src/generate.rs`), so proptest shrinks the bytes.
+//! (`quirl_lua_testkit::generate`), so proptest shrinks the bytes.
 
-#[allow(dead_code)]
-#[path = "../../fuzz/src/generate.rs"]
-mod generate;
-#[allow(dead_code)]
-#[path = "../../fuzz/src/targets.rs"]
-mod targets;
-
-use generate::Source;
 use proptest::prelude::*;
 use quirl_lua_protocol::*;
-use targets::{Ending, Mutation, reference_split};
+use quirl_lua_testkit::generate::{self, Source};
+use quirl_lua_testkit::targets::{self, Ending, Mutation, reference_split};
 
 fn bytes() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(any::<u8>(), 0..400)

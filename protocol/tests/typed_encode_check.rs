@@ -5,11 +5,6 @@
 //! encoding-then-decoding accepts, with the same bytes and the same error
 //! kind, and whatever it accepts must decode back to the same frame.
 
-#[allow(dead_code)]
-#[path = "../../fuzz/src/generate.rs"]
-mod generate;
-
-use generate::Source;
 use proptest::prelude::*;
 use quirl_lua_protocol::codec::{
     TYPED_VALUE_DEPTH_MAX, encode_parent_frame_by_redecoding, encode_worker_frame_by_redecoding,
@@ -19,6 +14,7 @@ use quirl_lua_protocol::limits::{
     JSON_DEPTH_MAX, SOURCE_BYTES_MAX,
 };
 use quirl_lua_protocol::*;
+use quirl_lua_testkit::generate::{self, Source};
 use serde_json::Value;
 
 fn nested(depth: usize) -> Value {

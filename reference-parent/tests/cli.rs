@@ -3,14 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/procfs.rs"]
-mod procfs;
+use quirl_lua_testkit::procfs;
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 const CLI: &str = env!("CARGO_BIN_EXE_quirl-lua");
-const FAKE: &str = env!("CARGO_BIN_EXE_quirl-lua-fake-worker");
 
 fn quirl_lua(worker_env: Option<&str>, args: &[&str], stdin: &str) -> Output {
     let mut command = Command::new(CLI);
@@ -34,7 +32,10 @@ fn quirl_lua(worker_env: Option<&str>, args: &[&str], stdin: &str) -> Output {
 }
 
 fn fake(scenario: &str) -> String {
-    format!("{FAKE} {scenario}")
+    format!(
+        "{} {scenario}",
+        quirl_lua_testkit::bins::fake_worker().display()
+    )
 }
 
 fn stdout(output: &Output) -> String {
@@ -243,9 +244,10 @@ fn a_stuck_callback_is_killed_at_its_own_deadline_plus_the_slack() {
     // The parent kills at 8 ms + CALLBACK_SLACK, not at the wall time.
     let plugin = std::env::temp_dir().join(format!("quirl-stuck-{}.lua", std::process::id()));
     std::fs::write(&plugin, "-- answered by the scripted worker").unwrap();
+    let worker = fake("plugin-then-hang");
     let started = std::time::Instant::now();
     let output = quirl_lua(
-        Some(&fake("plugin-then-hang")),
+        Some(&worker),
         &[
             "--wall-time-ms",
             "5000",

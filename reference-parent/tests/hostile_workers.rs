@@ -11,8 +11,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/procfs.rs"]
-mod procfs;
+use quirl_lua_testkit::procfs;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -36,7 +35,7 @@ fn serial() -> MutexGuard<'static, ()> {
 
 fn fake(args: &[&str]) -> WorkerCommand {
     args.iter().fold(
-        WorkerCommand::new(env!("CARGO_BIN_EXE_quirl-lua-fake-worker")),
+        WorkerCommand::new(quirl_lua_testkit::bins::fake_worker()),
         |c, a| c.arg(a),
     )
 }

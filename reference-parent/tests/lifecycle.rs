@@ -7,8 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/procfs.rs"]
-mod procfs;
+use quirl_lua_testkit::procfs;
 #[path = "support/lifecycle.rs"]
 mod support;
 
@@ -494,7 +493,9 @@ fn shutdown_cancels_busy_calls_and_wakes_queued_callers() {
 
 #[test]
 fn a_worker_that_retired_after_an_error_is_replaced_and_counted_as_a_failure() {
-    let pool = eval_pool(1, 1_000, PoolOptions::new().max_restarts(1));
+    // Without a spare the next call finds the retirement (with one, the
+    // slot is swapped at once: `lifecycle_spares.rs`).
+    let pool = eval_pool(1, 1_000, PoolOptions::new().max_restarts(1).spares(0));
     let first = member_pids(&pool.stats())[0];
     let error = pool.eval("retire()").unwrap_err();
     assert_eq!(error.class(), ErrorClass::Guest);
@@ -541,6 +542,11 @@ fn the_callers_cancellation_token_cancels_the_whole_pool() {
     assert!(!stats.quarantined, "cancellations are not failures");
     assert_eq!(stats.failures_in_window, 0);
     assert_eq!(stats.totals.cancellations, 1);
+    // The spare keeper stops too: no start loop against a fired token.
+    std::thread::sleep(Duration::from_millis(50));
+    let stats = pool.stats();
+    assert!(stats.spares_started <= 1, "{stats:?}");
+    assert_eq!(stats.spare_failures, 0);
 }
 
 #[test]

@@ -3,8 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/procfs.rs"]
-mod procfs;
+use quirl_lua_testkit::procfs;
 #[path = "support/lifecycle.rs"]
 mod support;
 
@@ -171,6 +170,7 @@ fn pool_size_and_restart_budget_are_range_checked() {
         &["batch", "--pool", "0"][..],
         &["batch", "--pool", "65"],
         &["batch", "--max-restarts", "-1"],
+        &["batch", "--spares", "9"],
     ] {
         let (lines, status, _) = batch(args, "");
         assert!(lines.is_empty());
@@ -180,10 +180,21 @@ fn pool_size_and_restart_budget_are_range_checked() {
 
 #[test]
 fn a_finished_batch_leaves_no_worker_behind() {
-    let (lines, status, stderr) =
-        batch(&["batch", "--pool", "3", "--stats"], &eval_line("return 1"));
+    let (lines, status, stderr) = batch(
+        &["batch", "--pool", "3", "--spares", "1", "--stats"],
+        &eval_line("local s = 0 for i = 1, 3000000 do s = s + i end return s"),
+    );
     assert_eq!(status, Some(0), "{stderr}");
     let stats = &lines[1].0;
+    // The warm spare (SPEC §17.7) is a worker too; it is reaped with them.
+    assert_eq!(stats["spare_capacity"], 1, "{stats}");
+    for pid in stats["spare_pids"].as_array().unwrap() {
+        let pid = i32::try_from(pid.as_u64().unwrap()).unwrap();
+        assert!(
+            procfs::living_members_after(pid, Duration::from_secs(2)).is_empty(),
+            "spare {pid} outlived quirl-lua"
+        );
+    }
     for member in stats["members"].as_array().unwrap() {
         let pid = i32::try_from(member["pid"].as_u64().unwrap()).unwrap();
         assert!(

@@ -4,8 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/procfs.rs"]
-mod procfs;
+use quirl_lua_testkit::procfs;
 #[path = "support/lifecycle.rs"]
 mod support;
 
@@ -189,7 +188,10 @@ fn a_tripped_instruction_budget_retires_the_vm_and_counts_against_the_budget() {
     })
     .unwrap();
     let config = WorkerConfig::new(real_worker(), policy);
-    let pool = WorkerPool::start("budget", config, PoolOptions::new().max_restarts(1)).unwrap();
+    // No spare: the next call finds the retirement (with a spare, see the
+    // next test).
+    let options = PoolOptions::new().max_restarts(1).spares(0);
+    let pool = WorkerPool::start("budget", config, options).unwrap();
     let error = pool.eval("while true do end").unwrap_err();
     assert_eq!(error.class(), ErrorClass::Guest, "{error}");
     assert_eq!(error.code(), ErrorCode::ResourceLimit);
@@ -204,4 +206,40 @@ fn a_tripped_instruction_budget_retires_the_vm_and_counts_against_the_budget() {
         pool.eval("return 1").unwrap_err().class(),
         ErrorClass::Quarantined
     );
+}
+
+#[test]
+fn a_tripped_budget_hands_the_slot_to_the_spare_and_still_counts() {
+    // SPEC §17.7: the spare, started before the trip, takes the slot when
+    // the tripped answer returns; the retirement is still a failure.
+    let policy = Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 10_000,
+        wall_time_ms: 5_000,
+    })
+    .unwrap();
+    let config = WorkerConfig::new(real_worker(), policy);
+    let options = PoolOptions::new().max_restarts(1).spares(1);
+    let pool = WorkerPool::start("budget", config, options).unwrap();
+    let patience = Duration::from_secs(10);
+    assert!(eventually(patience, || pool.stats().spares == 1));
+    let spare = pool.stats().spare_pids[0];
+    let first = member_pids(&pool.stats())[0];
+    let error = pool.eval("while true do end").unwrap_err();
+    assert_eq!(error.code(), ErrorCode::ResourceLimit, "{error}");
+    assert_eq!(member_pids(&pool.stats()), vec![spare]);
+    assert_eq!(pool.eval("return 1").unwrap(), json!(1));
+    assert!(eventually(patience, || pool.stats().totals.retirements == 1));
+    assert_eq!(pool.stats().failures_in_window, 1);
+    assert!(leftovers(first).is_empty());
+    // The second trip spends the budget of 1: quarantine.
+    assert!(eventually(patience, || pool.stats().spares == 1));
+    pool.eval("while true do end").unwrap_err();
+    assert!(eventually(patience, || pool.is_quarantined()));
+    assert_eq!(
+        pool.eval("return 1").unwrap_err().class(),
+        ErrorClass::Quarantined
+    );
+    assert_eq!(pool.stats().spares, 0, "quarantine closes the spare");
 }

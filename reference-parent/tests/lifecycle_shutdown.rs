@@ -5,8 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/procfs.rs"]
-mod procfs;
+use quirl_lua_testkit::procfs;
 #[path = "support/lifecycle.rs"]
 mod support;
 
@@ -37,8 +36,11 @@ fn check_shutdown(worker: WorkerCommand) {
         .policy(policy(30_000))
         .pool(PoolOptions::new().size(4).queue_capacity(8));
     let host = PluginHost::start(manifest).unwrap();
-    let pids = member_pids(&host.stats());
+    let mut pids = member_pids(&host.stats());
     assert_eq!(pids.len(), 4);
+    // The default warm spare (SPEC §17.7) is reaped too.
+    assert!(eventually(Duration::from_secs(10), || host.stats().spares == 1));
+    pids.extend(host.stats().spare_pids);
 
     let report = std::thread::scope(|scope| {
         // Two members spin (far longer than the test); two stay idle.
@@ -55,6 +57,7 @@ fn check_shutdown(worker: WorkerCommand) {
     });
     assert!(report.is_clean(), "{report:?}");
     assert_eq!((report.cancelled, report.retired), (2, 2));
+    assert_eq!(report.spares_retired, 1);
     assert!(report.elapsed < Duration::from_secs(3), "{report:?}");
 
     // Nothing of any worker is left, zombies included, and no thread.
@@ -91,7 +94,9 @@ fn check_shutdown(worker: WorkerCommand) {
         .policy(policy(30_000))
         .pool_size(3);
     let host = PluginHost::start(manifest).unwrap();
-    let pids = member_pids(&host.stats());
+    let mut pids = member_pids(&host.stats());
+    assert!(eventually(Duration::from_secs(10), || host.stats().spares == 1));
+    pids.extend(host.stats().spare_pids);
     drop(host);
     for pid in &pids {
         assert!(leftovers(*pid).is_empty(), "worker {pid} left something");

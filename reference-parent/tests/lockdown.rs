@@ -12,8 +12,7 @@
 ))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/procfs.rs"]
-mod procfs;
+use quirl_lua_testkit::procfs;
 
 use std::time::Duration;
 

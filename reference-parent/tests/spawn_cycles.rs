@@ -9,8 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/procfs.rs"]
-mod procfs;
+use quirl_lua_testkit::procfs;
 
 use std::time::{Duration, Instant};
 
@@ -51,7 +50,7 @@ fn cgroup_leftovers(own: &Path) -> (Vec<PathBuf>, Vec<String>) {
 }
 
 fn thousand_cycles(containment: Containment) {
-    let command = WorkerCommand::new(env!("CARGO_BIN_EXE_quirl-lua-fake-worker")).arg("echo");
+    let command = WorkerCommand::new(quirl_lua_testkit::bins::fake_worker()).arg("echo");
     let policy = Policy::new(PolicySettings {
         allow_process: false,
         memory_limit_bytes: 32 << 20,
@@ -100,7 +99,7 @@ fn thousand_cycles(containment: Containment) {
 /// chdir step; a missing program: exec) report the OS error and leave no
 /// zombie, descriptor, cgroup or process (SPEC §17.2).
 fn failed_spawns_leave_nothing(containment: Containment, policy: &Policy) {
-    let command = WorkerCommand::new(env!("CARGO_BIN_EXE_quirl-lua-fake-worker")).arg("echo");
+    let command = WorkerCommand::new(quirl_lua_testkit::bins::fake_worker()).arg("echo");
     let config =
         |command: WorkerCommand| WorkerConfig::new(command, *policy).containment(containment);
     let no_dir = config(command.current_dir("/nonexistent/quirl-spawn-cycles"));

@@ -62,6 +62,24 @@ fn read(value: &Json) -> Result<QuirlConfig, ReadError> {
     let schema_version = top
         .optional_integer("schema_version")?
         .unwrap_or(SCHEMA_VERSION);
+    let editor = read_editor(&mut top)?;
+    let picker = read_picker(&mut top)?;
+    let prompt = read_prompt(&mut top)?;
+    let ui = read_ui(&mut top)?;
+    let completion = read_completion(&mut top)?;
+    top.finish()?;
+    Ok(QuirlConfig {
+        schema_version,
+        editor,
+        picker,
+        prompt,
+        ui,
+        completion,
+    })
+}
+
+/// The `editor` table, with Quirl's defaults.
+fn read_editor(top: &mut Fields<'_>) -> Result<EditorConfig, ReadError> {
     let mut editor = top.nested("editor")?;
     let editor_config = EditorConfig {
         keymap: editor.string_or("keymap", "emacs")?,
@@ -69,12 +87,22 @@ fn read(value: &Json) -> Result<QuirlConfig, ReadError> {
         banner: editor.string_or("banner", "compact")?,
     };
     editor.finish()?;
+    Ok(editor_config)
+}
+
+/// The `picker` table, with Quirl's defaults.
+fn read_picker(top: &mut Fields<'_>) -> Result<PickerConfig, ReadError> {
     let mut picker = top.nested("picker")?;
     let picker_config = PickerConfig {
         layout: picker.string_or("layout", "adaptive")?,
         preview: picker.bool_or("preview", true)?,
     };
     picker.finish()?;
+    Ok(picker_config)
+}
+
+/// The `prompt` table, with Quirl's defaults.
+fn read_prompt(top: &mut Fields<'_>) -> Result<PromptConfig, ReadError> {
     let mut prompt = top.nested("prompt")?;
     let prompt_config = PromptConfig {
         symbols: prompt.string_or("symbols", "auto")?,
@@ -87,9 +115,32 @@ fn read(value: &Json) -> Result<QuirlConfig, ReadError> {
         transient: prompt.bool_or("transient", true)?,
     };
     prompt.finish()?;
+    Ok(prompt_config)
+}
+
+/// The `ui` table (its custom themes and `statusline` included), with
+/// Quirl's defaults.
+fn read_ui(top: &mut Fields<'_>) -> Result<UiConfig, ReadError> {
     let mut ui = top.nested("ui")?;
     let surface = ui.string_or("surface", "auto")?;
     let theme = ui.string_or("theme", "tokyo-night")?;
+    let themes = read_themes(&mut ui)?;
+    let mut statusline = ui.nested("statusline")?;
+    let statusline_config = StatuslineConfig {
+        hints: statusline.bool_or("hints", true)?,
+    };
+    statusline.finish()?;
+    ui.finish()?;
+    Ok(UiConfig {
+        surface,
+        theme,
+        themes,
+        statusline: statusline_config,
+    })
+}
+
+/// `ui.themes`: each custom theme with every colour role present.
+fn read_themes(ui: &mut Fields<'_>) -> Result<BTreeMap<String, ThemeColors>, ReadError> {
     let mut themes = BTreeMap::new();
     if let Some(value) = ui.value("themes") {
         for (name, colors) in Fields::of(value, "ui.themes")?.entries() {
@@ -102,33 +153,18 @@ fn read(value: &Json) -> Result<QuirlConfig, ReadError> {
             themes.insert(name.clone(), ThemeColors::from_colors(read));
         }
     }
-    let mut statusline = ui.nested("statusline")?;
-    let statusline_config = StatuslineConfig {
-        hints: statusline.bool_or("hints", true)?,
-    };
-    statusline.finish()?;
-    ui.finish()?;
-    let ui_config = UiConfig {
-        surface,
-        theme,
-        themes,
-        statusline: statusline_config,
-    };
+    Ok(themes)
+}
+
+/// The `completion` table, with Quirl's defaults.
+fn read_completion(top: &mut Fields<'_>) -> Result<CompletionConfig, ReadError> {
     let mut completion = top.nested("completion")?;
     let completion_config = CompletionConfig {
         auto: completion.bool_or("auto", true)?,
         min_chars: completion.optional_integer("min_chars")?.unwrap_or(1),
     };
     completion.finish()?;
-    top.finish()?;
-    Ok(QuirlConfig {
-        schema_version,
-        editor: editor_config,
-        picker: picker_config,
-        prompt: prompt_config,
-        ui: ui_config,
-        completion: completion_config,
-    })
+    Ok(completion_config)
 }
 
 fn owned(names: &[&str]) -> Vec<String> {
@@ -259,26 +295,7 @@ fn validate_themes(config: &QuirlConfig, source: &str) -> Result<(), OpError> {
                 format!("custom theme `{name}` must not shadow a built-in theme"),
             ));
         }
-        for (role, color) in ThemeColors::ROLES.into_iter().zip(colors.colors()) {
-            if color.len() > 7 {
-                return Err(theme_limit(
-                    source,
-                    &format!("ui.themes.{name}.{role}"),
-                    format!("bytes: {}; limit: 7", color.len()),
-                    "theme color is too long",
-                    "Use one exact #RRGGBB color",
-                ));
-            }
-            let valid = color.len() == 7
-                && color.starts_with('#')
-                && color.as_bytes()[1..].iter().all(u8::is_ascii_hexdigit);
-            if !valid {
-                return Err(schema_error(
-                    source,
-                    format!("ui.themes.{name}.{role} must be an exact #RRGGBB color"),
-                ));
-            }
-        }
+        check_theme_colors(source, name, colors)?;
     }
     if !BUILTIN_THEMES.contains(&config.ui.theme.as_str())
         && !config.ui.themes.contains_key(&config.ui.theme)
@@ -290,6 +307,31 @@ fn validate_themes(config: &QuirlConfig, source: &str) -> Result<(), OpError> {
                 config.ui.theme
             ),
         ));
+    }
+    Ok(())
+}
+
+/// Every colour of custom theme `name` is an exact `#RRGGBB`.
+fn check_theme_colors(source: &str, name: &str, colors: &ThemeColors) -> Result<(), OpError> {
+    for (role, color) in ThemeColors::ROLES.into_iter().zip(colors.colors()) {
+        if color.len() > 7 {
+            return Err(theme_limit(
+                source,
+                &format!("ui.themes.{name}.{role}"),
+                format!("bytes: {}; limit: 7", color.len()),
+                "theme color is too long",
+                "Use one exact #RRGGBB color",
+            ));
+        }
+        let valid = color.len() == 7
+            && color.starts_with('#')
+            && color.as_bytes()[1..].iter().all(u8::is_ascii_hexdigit);
+        if !valid {
+            return Err(schema_error(
+                source,
+                format!("ui.themes.{name}.{role} must be an exact #RRGGBB color"),
+            ));
+        }
     }
     Ok(())
 }

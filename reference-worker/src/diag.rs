@@ -211,34 +211,8 @@ pub fn lua_failure(error: &mlua::Error, chunks: &[&Chunk]) -> OpError {
         return op;
     }
     match error {
-        mlua::Error::SyntaxError { message, .. } => {
-            let first = message.lines().next().unwrap_or_default();
-            let text = without_position(first, chunks);
-            let mut op = OpError::lua(format!("Lua syntax error: {text}"))
-                .with_context("lua failure: syntax")
-                .with_help("Fix the Lua syntax at the labelled line");
-            if let Some(label) = position_label(message, chunks, text) {
-                op.labels.push(label);
-            }
-            op
-        }
-        mlua::Error::RuntimeError(text) => {
-            let text = &hide_addresses(text);
-            let (message, traceback) = split_traceback(text);
-            let shown = without_position(message, chunks);
-            let mut op = OpError::lua(format!("Lua runtime error: {shown}"))
-                .with_context("lua failure: runtime")
-                .with_help("Fix the Lua error at the labelled line");
-            if let Some(label) = position_label(message, chunks, shown)
-                .or_else(|| traceback.and_then(|t| position_label(t, chunks, shown)))
-            {
-                op.labels.push(label);
-            }
-            if let Some(traceback) = traceback {
-                op.context.extend(traceback_context(traceback));
-            }
-            op
-        }
+        mlua::Error::SyntaxError { message, .. } => syntax_failure(message, chunks),
+        mlua::Error::RuntimeError(text) => runtime_failure(text, chunks),
         mlua::Error::CallbackError { traceback, cause } => {
             let mut op = lua_failure(cause, chunks);
             if op.labels.is_empty()
@@ -264,6 +238,41 @@ pub fn lua_failure(error: &mlua::Error, chunks: &[&Chunk]) -> OpError {
             op
         }
     }
+}
+
+/// A compile error: its first line, without the chunk position (which
+/// becomes the label).
+fn syntax_failure(message: &str, chunks: &[&Chunk]) -> OpError {
+    let first = message.lines().next().unwrap_or_default();
+    let text = without_position(first, chunks);
+    let mut op = OpError::lua(format!("Lua syntax error: {text}"))
+        .with_context("lua failure: syntax")
+        .with_help("Fix the Lua syntax at the labelled line");
+    if let Some(label) = position_label(message, chunks, text) {
+        op.labels.push(label);
+    }
+    op
+}
+
+/// A runtime error: its message without the chunk position and with
+/// addresses hidden, labelled at the position in the message or else in the
+/// traceback, whose frames become context.
+fn runtime_failure(text: &str, chunks: &[&Chunk]) -> OpError {
+    let text = &hide_addresses(text);
+    let (message, traceback) = split_traceback(text);
+    let shown = without_position(message, chunks);
+    let mut op = OpError::lua(format!("Lua runtime error: {shown}"))
+        .with_context("lua failure: runtime")
+        .with_help("Fix the Lua error at the labelled line");
+    if let Some(label) = position_label(message, chunks, shown)
+        .or_else(|| traceback.and_then(|t| position_label(t, chunks, shown)))
+    {
+        op.labels.push(label);
+    }
+    if let Some(traceback) = traceback {
+        op.context.extend(traceback_context(traceback));
+    }
+    op
 }
 
 #[cfg(test)]

@@ -128,7 +128,7 @@ fn structured_at(value: &Json) -> Result<StructuredValue, OpError> {
         .and_then(Json::as_str)
         .ok_or_else(|| abi_error("a structured value needs a string `type`"))?;
     let content = object.get("value");
-    let need = |what: &str| abi_error(format!("a `{kind}` value needs {what}"));
+    let need = |what: &str| content_error(kind, what);
     let text = || {
         content
             .and_then(Json::as_str)
@@ -162,47 +162,63 @@ fn structured_at(value: &Json) -> Result<StructuredValue, OpError> {
         "path" => StructuredValue::Path(text()?),
         "date_time" => StructuredValue::DateTime(text()?),
         "pattern" => StructuredValue::Pattern(text()?),
-        "list" => {
-            let items: &[Json] = match content {
-                Some(Json::Array(items)) => items,
-                Some(Json::Object(map)) if map.is_empty() => &[],
-                _ => return Err(need("a list")),
-            };
-            StructuredValue::List(items.iter().map(structured_at).collect::<Result<_, _>>()?)
-        }
-        "record" => {
-            let map = content
-                .and_then(Json::as_object)
-                .ok_or_else(|| need("a record"))?;
-            StructuredValue::Record(
-                map.iter()
-                    .map(|(key, item)| Ok((key.clone(), structured_at(item)?)))
-                    .collect::<Result<_, OpError>>()?,
-            )
-        }
-        "duration" | "size" => {
-            let field = if kind == "duration" {
-                "nanoseconds"
-            } else {
-                "bytes"
-            };
-            let inner = content
-                .and_then(Json::as_object)
-                .filter(|m| m.len() == 1)
-                .and_then(|m| m.get(field))
-                .and_then(Json::as_u64)
-                .ok_or_else(|| need(&format!("`{{{field} = <unsigned integer>}}`")))?;
-            if kind == "duration" {
-                StructuredValue::Duration { nanoseconds: inner }
-            } else {
-                StructuredValue::Size { bytes: inner }
-            }
-        }
+        "list" => structured_list(content)?,
+        "record" => structured_record(content)?,
+        "duration" | "size" => structured_measure(kind, content)?,
         other => {
             return Err(abi_error(format!(
                 "unknown structured value type `{other}`"
             )));
         }
+    })
+}
+
+/// A structured value of type `kind` whose content is not `what` it needs.
+fn content_error(kind: &str, what: &str) -> OpError {
+    abi_error(format!("a `{kind}` value needs {what}"))
+}
+
+/// A `list` value's items (an empty table reads as an empty list).
+fn structured_list(content: Option<&Json>) -> Result<StructuredValue, OpError> {
+    let items: &[Json] = match content {
+        Some(Json::Array(items)) => items,
+        Some(Json::Object(map)) if map.is_empty() => &[],
+        _ => return Err(content_error("list", "a list")),
+    };
+    Ok(StructuredValue::List(
+        items.iter().map(structured_at).collect::<Result<_, _>>()?,
+    ))
+}
+
+/// A `record` value's members.
+fn structured_record(content: Option<&Json>) -> Result<StructuredValue, OpError> {
+    let map = content
+        .and_then(Json::as_object)
+        .ok_or_else(|| content_error("record", "a record"))?;
+    Ok(StructuredValue::Record(
+        map.iter()
+            .map(|(key, item)| Ok((key.clone(), structured_at(item)?)))
+            .collect::<Result<_, OpError>>()?,
+    ))
+}
+
+/// A `duration` (`{nanoseconds = n}`) or `size` (`{bytes = n}`) value.
+fn structured_measure(kind: &str, content: Option<&Json>) -> Result<StructuredValue, OpError> {
+    let field = if kind == "duration" {
+        "nanoseconds"
+    } else {
+        "bytes"
+    };
+    let inner = content
+        .and_then(Json::as_object)
+        .filter(|m| m.len() == 1)
+        .and_then(|m| m.get(field))
+        .and_then(Json::as_u64)
+        .ok_or_else(|| content_error(kind, &format!("`{{{field} = <unsigned integer>}}`")))?;
+    Ok(if kind == "duration" {
+        StructuredValue::Duration { nanoseconds: inner }
+    } else {
+        StructuredValue::Size { bytes: inner }
     })
 }
 
@@ -301,30 +317,35 @@ fn read_label(value: &Json) -> Result<Label, String> {
 /// Read the `error` of a failed result into the protocol's error record,
 /// within the runner ABI's bounds; it must also pass the record's own
 /// validation.
-fn script_error(value: &Json) -> Result<OpError, OpError> {
-    let read = |value: &Json| -> Result<(String, ShellError), String> {
-        let mut fields = Fields::of(value, "error")?;
-        let code = fields.string("code")?;
-        let message = fields.string("message")?;
-        let labels = fields
-            .optional_list("labels")?
-            .unwrap_or_default()
-            .iter()
-            .map(read_label)
-            .collect::<Result<Vec<_>, _>>()?;
-        let record = ShellError {
-            code: ErrorCode::Lua,
-            message,
-            labels,
-            context: fields.optional_strings("context")?.unwrap_or_default(),
-            help: fields.optional_strings("help")?.unwrap_or_default(),
-            command: fields.optional_string("command")?,
-            exit_status: fields.optional_integer("exit_status")?,
-        };
-        fields.finish().map(|()| (code, record))
+/// Read the members of an ABI v1 result error: its code name and the record
+/// (with a placeholder code until the name is checked).
+fn read_script_error(value: &Json) -> Result<(String, ShellError), String> {
+    let mut fields = Fields::of(value, "error")?;
+    let code = fields.string("code")?;
+    let message = fields.string("message")?;
+    let labels = fields
+        .optional_list("labels")?
+        .unwrap_or_default()
+        .iter()
+        .map(read_label)
+        .collect::<Result<Vec<_>, _>>()?;
+    let record = ShellError {
+        code: ErrorCode::Lua,
+        message,
+        labels,
+        context: fields.optional_strings("context")?.unwrap_or_default(),
+        help: fields.optional_strings("help")?.unwrap_or_default(),
+        command: fields.optional_string("command")?,
+        exit_status: fields.optional_integer("exit_status")?,
     };
-    let (code, mut record) =
-        read(value).map_err(|e| abi_error(format!("invalid ABI v1 result error: {e}")))?;
+    fields.finish().map(|()| (code, record))
+}
+
+/// A script's ABI v1 result error, read and held to the error bounds
+/// (item counts, terminal-safe text, labels, retained bytes).
+fn script_error(value: &Json) -> Result<OpError, OpError> {
+    let (code, mut record) = read_script_error(value)
+        .map_err(|e| abi_error(format!("invalid ABI v1 result error: {e}")))?;
     record.code = ErrorCode::from_name(&code)
         .ok_or_else(|| abi_error(format!("unknown error code `{code}`")))?;
     error_text("Lua ShellError message", &record.message)?;
@@ -348,39 +369,7 @@ fn script_error(value: &Json) -> Result<OpError, OpError> {
         error_text("Lua ShellError command", command)?;
     }
     for label in &record.labels {
-        error_text("Lua ShellError label message", &label.message)?;
-        match &label.source {
-            Some(source) => {
-                if source.len() > LABEL_SOURCE_BYTES_MAX {
-                    return Err(limit_error(
-                        "Lua ShellError label source bytes",
-                        LABEL_SOURCE_BYTES_MAX,
-                        source.len(),
-                    ));
-                }
-                if has_terminal_controls(source) {
-                    return Err(abi_error(
-                        "Lua ShellError label source contains forbidden terminal control bytes",
-                    ));
-                }
-                let (s, e) = (label.start as usize, label.end as usize);
-                if !(s <= e
-                    && e <= source.len()
-                    && source.is_char_boundary(s)
-                    && source.is_char_boundary(e))
-                {
-                    return Err(abi_error(
-                        "Lua ShellError label is not a valid UTF-8 byte range",
-                    ));
-                }
-            }
-            None if label.start != 0 || label.end != 0 => {
-                return Err(abi_error(
-                    "Lua ShellError label without source must use the empty 0..0 span",
-                ));
-            }
-            None => {}
-        }
+        check_label(label)?;
     }
     let total = record.text_bytes();
     if total > ERROR_TEXT_BYTES_MAX {
@@ -394,6 +383,45 @@ fn script_error(value: &Json) -> Result<OpError, OpError> {
         .validate()
         .map_err(|e| abi_error(format!("invalid Lua ShellError: {}", e.message())))?;
     Ok(record.into())
+}
+
+/// One label of a script's error: terminal-safe text, a bounded source, and
+/// a span on UTF-8 boundaries of it (the empty 0..0 span without a source).
+fn check_label(label: &Label) -> Result<(), OpError> {
+    error_text("Lua ShellError label message", &label.message)?;
+    match &label.source {
+        Some(source) => {
+            if source.len() > LABEL_SOURCE_BYTES_MAX {
+                return Err(limit_error(
+                    "Lua ShellError label source bytes",
+                    LABEL_SOURCE_BYTES_MAX,
+                    source.len(),
+                ));
+            }
+            if has_terminal_controls(source) {
+                return Err(abi_error(
+                    "Lua ShellError label source contains forbidden terminal control bytes",
+                ));
+            }
+            let (s, e) = (label.start as usize, label.end as usize);
+            if !(s <= e
+                && e <= source.len()
+                && source.is_char_boundary(s)
+                && source.is_char_boundary(e))
+            {
+                return Err(abi_error(
+                    "Lua ShellError label is not a valid UTF-8 byte range",
+                ));
+            }
+        }
+        None if label.start != 0 || label.end != 0 => {
+            return Err(abi_error(
+                "Lua ShellError label without source must use the empty 0..0 span",
+            ));
+        }
+        None => {}
+    }
+    Ok(())
 }
 
 fn typed_output(output: &Json) -> Result<ExecutionOutput, OpError> {

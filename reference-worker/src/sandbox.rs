@@ -6,7 +6,7 @@
 //! the globals to [`GLOBALS`], protects the shared string metatable and
 //! installs the count hook for every thread. It does not set the memory
 //! limit or the allocator gate (the VM owner does that once the SDK is
-//! installed, see `vm.rs`), and it knows nothing about the protocol.
+//! installed, see `vm/mod.rs`), and it knows nothing about the protocol.
 //!
 //! Removed: `load`, `loadstring`, `loadfile`, `dofile`, `require`, `print`,
 //! `warn`, `io`, `os`, `package`, `debug`, `string.dump`, the

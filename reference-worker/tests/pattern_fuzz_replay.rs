@@ -1,12 +1,11 @@
 //! Replays the committed seeds of the `pattern_differential` fuzz target
 //! (`fuzz/corpus/pattern_differential/seed-*`, and crash regressions in
 //! `fuzz/artifacts-regressions/pattern_differential/`) through the same
-//! function libFuzzer runs (`fuzz/src/patterns.rs`), so `cargo test` checks
+//! function libFuzzer runs (`quirl_lua_testkit::patterns`), so `cargo test` checks
 //! them against C Lua without nightly (SPEC §15.4).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../fuzz/src/patterns.rs"]
-mod patterns;
+use quirl_lua_testkit::patterns;
 
 use std::path::{Path, PathBuf};
 

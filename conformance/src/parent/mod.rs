@@ -22,9 +22,10 @@ use crate::fake_worker::{self, SENTINEL_ENV};
 use crate::proc::{self, Contained};
 use crate::report::Verdict;
 use cases::{Bound, ParentCaseData, ParentCaseFile};
+use rustix::event::PollFlags;
 use std::ffi::OsString;
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -275,33 +276,13 @@ fn run_parent(
                 RUN_LIMIT.as_secs()
             ));
         }
-        let mut polls = Vec::new();
-        for file in [stdout.as_ref(), stderr.as_ref()].into_iter().flatten() {
-            polls.push(libc::pollfd {
-                fd: file.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
-        }
-        if exited_ns == 0
-            && let Some(fd) = child.exit_fd()
-        {
-            polls.push(libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
-        }
-        let wait = if exited_ns == 0 {
-            Duration::from_millis(if child.exit_fd().is_some() { 1000 } else { 2 })
-        } else {
-            Duration::from_millis(20)
-        };
-        if polls.is_empty() {
-            std::thread::sleep(wait.min(Duration::from_millis(5)));
-        } else {
-            let _ = proc::poll(&mut polls, wait.min(limit.saturating_duration_since(now)));
-        }
+        wait_for_activity(
+            [stdout.as_ref(), stderr.as_ref()],
+            &child,
+            exited_ns != 0,
+            limit,
+            now,
+        );
     }
     let status = child.try_status();
     Ok(Outcome {
@@ -312,6 +293,35 @@ fn run_parent(
         stdout: out,
         stderr: err,
     })
+}
+
+/// Sleep until one of the parent's open output pipes is readable or (before
+/// it exited) the parent exits, at most a short interval and never past
+/// `limit`.
+fn wait_for_activity(
+    pipes: [Option<&File>; 2],
+    child: &Contained,
+    exited: bool,
+    limit: Instant,
+    now: Instant,
+) {
+    let mut polls = Vec::new();
+    for file in pipes.into_iter().flatten() {
+        polls.push((file.as_fd(), PollFlags::IN));
+    }
+    if !exited && let Some(fd) = child.exit_fd() {
+        polls.push((fd, PollFlags::IN));
+    }
+    let wait = if exited {
+        Duration::from_millis(20)
+    } else {
+        Duration::from_millis(if child.exit_fd().is_some() { 1000 } else { 2 })
+    };
+    if polls.is_empty() {
+        std::thread::sleep(wait.min(Duration::from_millis(5)));
+    } else {
+        let _ = proc::wait_ready(&polls, wait.min(limit.saturating_duration_since(now)));
+    }
 }
 
 fn abbreviate(bytes: &[u8]) -> String {
@@ -368,19 +378,49 @@ fn judge(case: &ParentCaseData, outcome: &Outcome, pid_file: &Path) -> Verdict {
             .map(|e| format!("the parent broke the protocol: {e}")),
     );
     let expect = &case.expect;
+    problems.extend(exit_problem(expect, outcome));
+    output_problems(expect, outcome, &mut problems);
+    if let Some(bound) = &expect.bound {
+        problems.extend(bound_problem(case, bound, outcome, &record));
+    }
+    if let Some(init) = &record.init {
+        init_problems(case, init, &mut problems);
+    }
+    if let Some(checks) = &expect.spawn {
+        match &record.spawn {
+            Some(facts) => problems.extend(spawn_problems(checks, facts, &record)),
+            None => problems.push("the fake worker recorded no spawn facts".to_owned()),
+        }
+    }
+    problems.extend(leftovers(&record, pid_file));
+    cleanup(&record, pid_file);
+    if problems.is_empty() {
+        Verdict::Pass
+    } else {
+        Verdict::fail(problems.join("; "))
+    }
+}
+
+/// The parent's exit status against the expected ones.
+fn exit_problem(expect: &cases::ParentExpect, outcome: &Outcome) -> Option<String> {
     match outcome.status.and_then(|s| s.code()) {
-        Some(code) if expect.exit.contains(code) => {}
-        Some(code) => problems.push(format!(
+        Some(code) if expect.exit.contains(code) => None,
+        Some(code) => Some(format!(
             "exit status {code}, expected {}",
             expect.exit.describe()
         )),
-        None => problems.push(format!(
+        None => Some(format!(
             "the parent ended with {}",
             outcome
                 .status
                 .map_or_else(|| "no status".to_owned(), proc::describe_status)
         )),
     }
+}
+
+/// The parent's stderr (naming the error code) and stdout (the JSON value,
+/// or a subset of it, and text it must not contain) against the expectation.
+fn output_problems(expect: &cases::ParentExpect, outcome: &Outcome, problems: &mut Vec<String>) {
     let stderr = String::from_utf8_lossy(&outcome.stderr);
     if let Some(codes) = &expect.code
         && !codes.list().iter().any(|code| names_code(&stderr, code))
@@ -427,63 +467,61 @@ fn judge(case: &ParentCaseData, outcome: &Outcome, pid_file: &Path) -> Verdict {
             abbreviate(&outcome.stdout)
         ));
     }
-    if let Some(bound) = &expect.bound {
-        let from = record
-            .requests
-            .iter()
-            .rev()
-            .find(|(_, op)| op != "initialize")
-            .or_else(|| record.requests.last())
-            .map_or(outcome.spawned_ns, |(at, _)| *at);
-        let elapsed_ms = outcome.exited_ns.saturating_sub(from) / 1_000_000;
-        let (limit, what) = match bound {
-            Bound::Named(name) if name == "deadline" => (
-                case.wall_time_ms + DEADLINE_SLACK_MS,
-                "the deadline + 200 ms",
-            ),
-            Bound::Named(name) if name == "prompt" => (
-                case.wall_time_ms / 2,
-                "half the wall time (the parent must not wait for its deadline)",
-            ),
-            Bound::Named(_) => (0, "an unknown bound"),
-            Bound::Millis(ms) => (*ms, "the case's bound"),
-        };
-        if elapsed_ms > limit {
-            problems.push(format!(
-                "the parent exited {elapsed_ms} ms after the request; the bound is {limit} ms ({what})"
-            ));
-        }
+}
+
+/// How long after the (last non-`initialize`) request the parent exited,
+/// against the case's bound.
+fn bound_problem(
+    case: &ParentCaseData,
+    bound: &Bound,
+    outcome: &Outcome,
+    record: &Record,
+) -> Option<String> {
+    let from = record
+        .requests
+        .iter()
+        .rev()
+        .find(|(_, op)| op != "initialize")
+        .or_else(|| record.requests.last())
+        .map_or(outcome.spawned_ns, |(at, _)| *at);
+    let elapsed_ms = outcome.exited_ns.saturating_sub(from) / 1_000_000;
+    let (limit, what) = match bound {
+        Bound::Named(name) if name == "deadline" => (
+            case.wall_time_ms + DEADLINE_SLACK_MS,
+            "the deadline + 200 ms",
+        ),
+        Bound::Named(name) if name == "prompt" => (
+            case.wall_time_ms / 2,
+            "half the wall time (the parent must not wait for its deadline)",
+        ),
+        Bound::Named(_) => (0, "an unknown bound"),
+        Bound::Millis(ms) => (*ms, "the case's bound"),
+    };
+    (elapsed_ms > limit).then(|| {
+        format!(
+            "the parent exited {elapsed_ms} ms after the request; the bound is {limit} ms ({what})"
+        )
+    })
+}
+
+/// The policy `initialize` carried (as the fake worker recorded it) against
+/// the command line the parent was given.
+fn init_problems(case: &ParentCaseData, init: &[String], problems: &mut Vec<String>) {
+    let wall = init.first().and_then(|w| w.parse::<u64>().ok());
+    if wall != Some(case.wall_time_ms) {
+        problems.push(format!(
+            "initialize carried wall_time_ms {}, not the --wall-time-ms {} it was given",
+            init.first().map_or("?", String::as_str),
+            case.wall_time_ms
+        ));
     }
-    if let Some(init) = &record.init {
-        let wall = init.first().and_then(|w| w.parse::<u64>().ok());
-        if wall != Some(case.wall_time_ms) {
-            problems.push(format!(
-                "initialize carried wall_time_ms {}, not the --wall-time-ms {} it was given",
-                init.first().map_or("?", String::as_str),
-                case.wall_time_ms
-            ));
-        }
-        let allow = init.get(1).map(String::as_str);
-        if allow != Some(if case.allow_process { "true" } else { "false" }) {
-            problems.push(format!(
-                "initialize carried allow_process {}, the command line said {}",
-                allow.unwrap_or("?"),
-                case.allow_process
-            ));
-        }
-    }
-    if let Some(checks) = &expect.spawn {
-        match &record.spawn {
-            Some(facts) => problems.extend(spawn_problems(checks, facts, &record)),
-            None => problems.push("the fake worker recorded no spawn facts".to_owned()),
-        }
-    }
-    problems.extend(leftovers(&record, pid_file));
-    cleanup(&record, pid_file);
-    if problems.is_empty() {
-        Verdict::Pass
-    } else {
-        Verdict::fail(problems.join("; "))
+    let allow = init.get(1).map(String::as_str);
+    if allow != Some(if case.allow_process { "true" } else { "false" }) {
+        problems.push(format!(
+            "initialize carried allow_process {}, the command line said {}",
+            allow.unwrap_or("?"),
+            case.allow_process
+        ));
     }
 }
 

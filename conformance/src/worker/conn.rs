@@ -9,6 +9,7 @@
 
 use crate::proc::{self, Contained};
 use quirl_lua_protocol::{FrameInbox, ProtocolError, WorkerFrame, decode_worker_frame};
+use rustix::event::PollFlags;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs::File;
@@ -163,30 +164,26 @@ impl WorkerConn {
         let mut polls = Vec::with_capacity(4);
         let mut slots = Vec::new();
         if let Some(stderr) = &self.stderr {
-            polls.push(pollfd(stderr, libc::POLLIN));
+            polls.push((stderr.as_fd(), PollFlags::IN));
             slots.push(0);
         }
         if let Some(stdout) = &self.stdout {
-            polls.push(pollfd(stdout, libc::POLLIN));
+            polls.push((stdout.as_fd(), PollFlags::IN));
             slots.push(1);
         }
         if want_write && let Some(stdin) = &self.stdin {
-            polls.push(pollfd(stdin, libc::POLLOUT));
+            polls.push((stdin.as_fd(), PollFlags::OUT));
             slots.push(2);
         }
         if let Some(fd) = self.child.exit_fd() {
-            polls.push(libc::pollfd {
-                fd: std::os::fd::AsRawFd::as_raw_fd(&fd),
-                events: libc::POLLIN,
-                revents: 0,
-            });
+            polls.push((fd, PollFlags::IN));
             slots.push(3);
         }
         if polls.is_empty() {
             std::thread::sleep(timeout.min(Duration::from_millis(5)));
             return;
         }
-        let _ = proc::poll(&mut polls, timeout);
+        let _ = proc::wait_ready(&polls, timeout);
         self.drain();
     }
 
@@ -313,13 +310,5 @@ impl WorkerConn {
     pub fn kill(&mut self) -> Option<ExitStatus> {
         self.stdin = None;
         self.child.kill_and_reap()
-    }
-}
-
-fn pollfd(file: &File, events: i16) -> libc::pollfd {
-    libc::pollfd {
-        fd: std::os::fd::AsRawFd::as_raw_fd(file),
-        events,
-        revents: 0,
     }
 }

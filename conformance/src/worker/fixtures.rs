@@ -155,108 +155,12 @@ pub fn cases(fixtures: &Fixtures) -> Result<Vec<CaseData>, String> {
         let code = entry.code.clone().unwrap_or_default();
         match (entry.direction.as_str(), entry.expect.as_str()) {
             ("parent_to_worker", "reject") => {
-                let spec = section_of(&code);
-                let must = format!(
-                    "A worker MUST reject {name} ({code}: {}) and end the session without a frame and with a nonzero exit (§13.1)",
-                    entry.note
-                );
-                let (frames, rest) = split_frames(&bytes, entry.frames)
-                    .ok_or_else(|| format!("{}: fewer frames than the manifest says", entry.file))?;
-                let mut steps = vec![init_zero()];
-                for frame in frames {
-                    let (id, kind) = request_of(&frame).ok_or_else(|| {
-                        format!("{}: a leading frame is not a request", entry.file)
-                    })?;
-                    steps.push(Step::SendRequestRaw(frame, id, kind));
-                    steps.push(Step::ExpectResponse(Expect {
-                        any_answer: true,
-                        ..Expect::default()
-                    }));
-                }
-                steps.push(Step::SendRaw(rest.clone()));
-                if is_truncation(&code) {
-                    steps.push(Step::Close(true));
-                }
-                steps.push(Step::ExpectViolation(ViolationStep::default()));
-                out.push(case(format!("rejects_fixture.{name}"), spec, must, steps));
-                if before_initialize(entry, &name, &bytes) {
-                    let mut steps = vec![Step::SendRaw(bytes.clone())];
-                    if is_truncation(&code) {
-                        steps.push(Step::Close(true));
-                    }
-                    steps.push(Step::ExpectViolation(ViolationStep::default()));
-                    before.push(case(
-                        format!("rejects_fixture_before_initialize.{name}"),
-                        spec,
-                        format!(
-                            "A worker MUST reject {name} ({code}) as the first bytes of a session, build no VM and exit nonzero (§13.1, §15)"
-                        ),
-                        steps,
-                    ));
-                }
+                let (rejects, first_bytes) = reject_cases(entry, &name, &code, &bytes)?;
+                out.push(rejects);
+                before.extend(first_bytes);
             }
-            ("parent_to_worker", "accept") => {
-                if entry.frames == 0 {
-                    accepts.push(case(
-                        format!("accepts_fixture.{name}"),
-                        "§3.3",
-                        "End of input before any frame is a clean end: the worker exits 0 (§3.3, §9.5)".to_owned(),
-                        vec![Step::Close(true), Step::ExpectExit(ExitStep::default())],
-                    ));
-                    continue;
-                }
-                if entry.frames != 1 {
-                    continue;
-                }
-                match request_of(&bytes) {
-                    Some((id, OperationKind::Initialize)) => accepts.push(case(
-                        format!("accepts_fixture.{name}"),
-                        "§7.1, §9.3",
-                        format!("A worker MUST answer the valid initialize {name} ({}) with a response of its id, and exit 0 at end of input (§9.5)", entry.note),
-                        vec![
-                            Step::SendRequestRaw(bytes.clone(), id, OperationKind::Initialize),
-                            Step::ExpectResponse(Expect { any_answer: true, ..Expect::default() }),
-                            Step::Close(true),
-                            Step::ExpectExit(ExitStep::default()),
-                        ],
-                    )),
-                    Some((id, kind)) => accepts.push(case(
-                        format!("accepts_fixture.{name}"),
-                        "§6, §7.1",
-                        format!("A worker MUST accept the valid request {name} ({}) and answer it with a response of its id (§9.1)", entry.note),
-                        vec![
-                            init_zero(),
-                            Step::SendRequestRaw(bytes.clone(), id, kind),
-                            Step::ExpectResponse(Expect { any_answer: true, ..Expect::default() }),
-                            Step::Close(true),
-                            Step::ExpectExit(ExitStep::default()),
-                        ],
-                    )),
-                    None => accepts.push(case(
-                        format!("rejects_unsolicited_host_response.{name}"),
-                        "§9.3",
-                        format!("A host response while no host call is pending is unexpected_frame: the worker MUST end the session ({})", entry.note),
-                        vec![
-                            init_zero(),
-                            Step::SendRaw(bytes.clone()),
-                            Step::ExpectViolation(ViolationStep::default()),
-                        ],
-                    )),
-                }
-            }
-            ("worker_to_parent", "accept") => reversed.push(case(
-                format!("rejects_worker_frame.{name}"),
-                "§6.3",
-                format!(
-                    "A frame of the worker's own direction sent to the worker is unknown_variant: it MUST end the session ({})",
-                    entry.note
-                ),
-                vec![
-                    init_zero(),
-                    Step::SendRaw(bytes.clone()),
-                    Step::ExpectViolation(ViolationStep::default()),
-                ],
-            )),
+            ("parent_to_worker", "accept") => accepts.extend(accept_case(entry, &name, &bytes)),
+            ("worker_to_parent", "accept") => reversed.push(reversed_case(entry, &name, &bytes)),
             _ => {}
         }
     }
@@ -264,6 +168,141 @@ pub fn cases(fixtures: &Fixtures) -> Result<Vec<CaseData>, String> {
     out.extend(accepts);
     out.extend(reversed);
     Ok(out)
+}
+
+/// The cases of a fixture the worker must reject: after a valid
+/// `initialize` (and the fixture's leading requests), and, where the fixture
+/// makes sense as a session's first bytes, before any `initialize`.
+fn reject_cases(
+    entry: &Entry,
+    name: &str,
+    code: &str,
+    bytes: &[u8],
+) -> Result<(CaseData, Option<CaseData>), String> {
+    let spec = section_of(code);
+    let must = format!(
+        "A worker MUST reject {name} ({code}: {}) and end the session without a frame and with a nonzero exit (§13.1)",
+        entry.note
+    );
+    let (frames, rest) = split_frames(bytes, entry.frames)
+        .ok_or_else(|| format!("{}: fewer frames than the manifest says", entry.file))?;
+    let mut steps = vec![init_zero()];
+    for frame in frames {
+        let (id, kind) = request_of(&frame)
+            .ok_or_else(|| format!("{}: a leading frame is not a request", entry.file))?;
+        steps.push(Step::SendRequestRaw(frame, id, kind));
+        steps.push(Step::ExpectResponse(Expect {
+            any_answer: true,
+            ..Expect::default()
+        }));
+    }
+    steps.push(Step::SendRaw(rest.clone()));
+    if is_truncation(code) {
+        steps.push(Step::Close(true));
+    }
+    steps.push(Step::ExpectViolation(ViolationStep::default()));
+    let rejects = case(format!("rejects_fixture.{name}"), spec, must, steps);
+    let first_bytes = before_initialize(entry, name, bytes).then(|| {
+        let mut steps = vec![Step::SendRaw(bytes.to_vec())];
+        if is_truncation(code) {
+            steps.push(Step::Close(true));
+        }
+        steps.push(Step::ExpectViolation(ViolationStep::default()));
+        case(
+            format!("rejects_fixture_before_initialize.{name}"),
+            spec,
+            format!(
+                "A worker MUST reject {name} ({code}) as the first bytes of a session, build no VM and exit nonzero (§13.1, §15)"
+            ),
+            steps,
+        )
+    });
+    Ok((rejects, first_bytes))
+}
+
+/// The case of a fixture the worker must accept (an end of input, an
+/// `initialize` or another request), or must refuse as unsolicited (a host
+/// response); none for fixtures of several frames.
+fn accept_case(entry: &Entry, name: &str, bytes: &[u8]) -> Option<CaseData> {
+    if entry.frames == 0 {
+        return Some(case(
+            format!("accepts_fixture.{name}"),
+            "§3.3",
+            "End of input before any frame is a clean end: the worker exits 0 (§3.3, §9.5)"
+                .to_owned(),
+            vec![Step::Close(true), Step::ExpectExit(ExitStep::default())],
+        ));
+    }
+    if entry.frames != 1 {
+        return None;
+    }
+    Some(match request_of(bytes) {
+        Some((id, OperationKind::Initialize)) => case(
+            format!("accepts_fixture.{name}"),
+            "§7.1, §9.3",
+            format!(
+                "A worker MUST answer the valid initialize {name} ({}) with a response of its id, and exit 0 at end of input (§9.5)",
+                entry.note
+            ),
+            vec![
+                Step::SendRequestRaw(bytes.to_vec(), id, OperationKind::Initialize),
+                Step::ExpectResponse(Expect {
+                    any_answer: true,
+                    ..Expect::default()
+                }),
+                Step::Close(true),
+                Step::ExpectExit(ExitStep::default()),
+            ],
+        ),
+        Some((id, kind)) => case(
+            format!("accepts_fixture.{name}"),
+            "§6, §7.1",
+            format!(
+                "A worker MUST accept the valid request {name} ({}) and answer it with a response of its id (§9.1)",
+                entry.note
+            ),
+            vec![
+                init_zero(),
+                Step::SendRequestRaw(bytes.to_vec(), id, kind),
+                Step::ExpectResponse(Expect {
+                    any_answer: true,
+                    ..Expect::default()
+                }),
+                Step::Close(true),
+                Step::ExpectExit(ExitStep::default()),
+            ],
+        ),
+        None => case(
+            format!("rejects_unsolicited_host_response.{name}"),
+            "§9.3",
+            format!(
+                "A host response while no host call is pending is unexpected_frame: the worker MUST end the session ({})",
+                entry.note
+            ),
+            vec![
+                init_zero(),
+                Step::SendRaw(bytes.to_vec()),
+                Step::ExpectViolation(ViolationStep::default()),
+            ],
+        ),
+    })
+}
+
+/// The case of a valid frame of the worker's own direction, sent to the worker.
+fn reversed_case(entry: &Entry, name: &str, bytes: &[u8]) -> CaseData {
+    case(
+        format!("rejects_worker_frame.{name}"),
+        "§6.3",
+        format!(
+            "A frame of the worker's own direction sent to the worker is unknown_variant: it MUST end the session ({})",
+            entry.note
+        ),
+        vec![
+            init_zero(),
+            Step::SendRaw(bytes.to_vec()),
+            Step::ExpectViolation(ViolationStep::default()),
+        ],
+    )
 }
 
 #[cfg(test)]

@@ -123,7 +123,7 @@ pub(crate) enum Command {
     Stats(BatchArgs),
 }
 
-/// `quirl-lua batch [--pool N] [--max-restarts N] [--stats] [--plugin FILE]`.
+/// `quirl-lua batch [--pool N] [--max-restarts N] [--spares N] [--stats] [--plugin FILE]`.
 #[derive(Debug, Args)]
 pub(crate) struct BatchArgs {
     /// Number of workers; lines then run concurrently, results stay in input order.
@@ -134,6 +134,11 @@ pub(crate) struct BatchArgs {
     /// pool and every later line fails at once (exit 5).
     #[arg(long = "max-restarts", value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     pub(crate) max_restarts: u32,
+    /// Warm spare workers kept ready in the background, so that replacing a
+    /// failed worker costs the next line no cold start (SPEC §17.7). None by
+    /// default: a batch is short, and a spare costs a cold start of its own.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=8))]
+    pub(crate) spares: u8,
     /// After all results, print the pool's stats as one JSON line.
     #[arg(long)]
     pub(crate) stats: bool,

@@ -68,7 +68,8 @@ impl Pool {
     fn start(config: WorkerConfig, options: &BatchArgs) -> Result<Self, Failure> {
         let pool = PoolOptions::new()
             .size(usize::from(options.pool))
-            .max_restarts(options.max_restarts);
+            .max_restarts(options.max_restarts)
+            .spares(usize::from(options.spares));
         Ok(match &options.plugin {
             None => Self::Plain(Box::new(WorkerPool::start("batch", config, pool)?)),
             Some(file) => {

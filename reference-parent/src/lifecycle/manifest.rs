@@ -32,6 +32,10 @@ pub const POOL_SIZE_MAX: usize = 64;
 pub const MAX_RESTARTS_MAX: u32 = 10_000;
 /// Largest queue.
 pub const QUEUE_CAPACITY_MAX: usize = 65_536;
+/// Default number of warm spare workers a pool keeps (SPEC §17.7).
+pub const DEFAULT_SPARES: usize = 1;
+/// Most warm spares a pool may keep.
+pub const SPARES_MAX: usize = 8;
 /// Longest plugin name, in bytes.
 pub const PLUGIN_NAME_BYTES_MAX: usize = 128;
 
@@ -43,6 +47,7 @@ pub struct PoolOptions {
     restart_window: Option<Duration>,
     queue_capacity: usize,
     queue_timeout: Duration,
+    spares: usize,
 }
 
 impl Default for PoolOptions {
@@ -53,6 +58,7 @@ impl Default for PoolOptions {
             restart_window: Some(DEFAULT_RESTART_WINDOW),
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             queue_timeout: DEFAULT_QUEUE_TIMEOUT,
+            spares: DEFAULT_SPARES,
         }
     }
 }
@@ -103,6 +109,22 @@ impl PoolOptions {
         self
     }
 
+    /// Warm spare workers kept ready (0..=[`SPARES_MAX`], default
+    /// [`DEFAULT_SPARES`]): spawned, initialized and loaded with the plugin
+    /// in the background, so that replacing a failed or retired member
+    /// costs its caller no cold start (SPEC §17.7). 0 keeps no spare: a
+    /// replacement starts on the caller's path.
+    #[must_use]
+    pub fn spares(mut self, spares: usize) -> Self {
+        self.spares = spares;
+        self
+    }
+
+    /// Number of warm spares.
+    pub fn spare_count(&self) -> usize {
+        self.spares
+    }
+
     /// Number of workers.
     pub fn pool_size(&self) -> usize {
         self.size
@@ -144,6 +166,12 @@ impl PoolOptions {
         if self.restart_window == Some(Duration::ZERO) {
             return Err(invalid("the restart window must not be zero")
                 .with_help("use None to never forgive failures"));
+        }
+        if self.spares > SPARES_MAX {
+            return Err(invalid(format!(
+                "spares {} is above {SPARES_MAX}",
+                self.spares
+            )));
         }
         if self.queue_capacity > QUEUE_CAPACITY_MAX {
             return Err(invalid(format!(

@@ -14,8 +14,9 @@
 //!   [`ShutdownReport`] says what a shutdown did.
 //!
 //! What this module is not: a scheduler with priorities, or a process
-//! supervisor that outlives its handle. It starts no long-lived thread:
-//! every call runs on the caller's thread.
+//! supervisor that outlives its handle. Every call runs on the caller's
+//! thread; the one thread a pool owns keeps its warm spares and is joined
+//! when the pool shuts down.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -108,6 +109,22 @@
 //! proceed. Which member serves a call is not specified, so state a plugin
 //! keeps in Lua globals is per member.
 //!
+//! # Warm spares
+//!
+//! A pool keeps [`PoolOptions::spares`] (default [`DEFAULT_SPARES`], at
+//! most [`SPARES_MAX`]) warm spare workers, started by its keeper thread
+//! off the callers' path: spawned, initialized, loaded with the serving
+//! generation's plugin and warmed with one `eval "return nil"`. A member
+//! that needs a fresh worker takes a spare instead of a cold start (still
+//! a restart); after a call answered with a tripped limit the slot takes
+//! the spare at once, and the keeper checks whether the old worker retired
+//! (then it is counted exactly as a retirement found by the next call) or
+//! kept its session (then it is killed, and nothing is counted). The next
+//! spare starts 20 ms after one is taken. A spare start that fails is a
+//! failure against the restart budget and pauses spares until a restart
+//! on a caller's path succeeds, a reload, or a reset. Quarantine, reload
+//! and shutdown close spares; shutdown joins the keeper.
+//!
 //! # Stats
 //!
 //! [`PluginHost::stats`] returns a [`PoolStats`]: name, generation,
@@ -116,7 +133,9 @@
 //! `timeouts`, `crashes`, `violations`, `cancellations`, `spawn_failures`,
 //! `restarts`), the last error code and class, latency percentiles
 //! (p50/p90/p99/max over each member's last [`LATENCY_SAMPLES_MAX`] calls,
-//! measured from dispatch to return, including a restart) and one
+//! measured from dispatch to return, including a restart), the spares
+//! (`spares`, `spare_capacity`, `spare_pids`, `spares_started`,
+//! `spares_used`, `spare_failures`, `spares_paused`) and one
 //! [`MemberStats`] per member (generation, pid, running, state, the same
 //! counters, last error, latency).
 //!
@@ -127,8 +146,8 @@
 //! them), gives idle workers their end of input and
 //! [`SHUTDOWN_GRACE`](crate::worker::SHUTDOWN_GRACE) to exit (in parallel,
 //! on threads joined before it returns; killed at once when the bound is
-//! shorter than that), reaps them, and waits up to the bound for busy
-//! members to return. The [`ShutdownReport`] lists anything that was not
+//! shorter than that), reaps them, closes the spares the same way, joins
+//! the keeper, and waits up to the bound for busy members to return. The [`ShutdownReport`] lists anything that was not
 //! clean. Dropping a host or pool shuts it down with
 //! [`DEFAULT_SHUTDOWN_BOUND`].
 
@@ -143,8 +162,8 @@ use std::time::Duration;
 
 pub use manifest::{
     DEFAULT_MAX_RESTARTS, DEFAULT_QUEUE_CAPACITY, DEFAULT_QUEUE_TIMEOUT, DEFAULT_RESTART_WINDOW,
-    MAX_RESTARTS_MAX, PLUGIN_NAME_BYTES_MAX, POOL_SIZE_MAX, PluginManifest, PoolOptions,
-    QUEUE_CAPACITY_MAX,
+    DEFAULT_SPARES, MAX_RESTARTS_MAX, PLUGIN_NAME_BYTES_MAX, POOL_SIZE_MAX, PluginManifest,
+    PoolOptions, QUEUE_CAPACITY_MAX, SPARES_MAX,
 };
 pub use plugin::{PluginHost, Reload};
 pub use pool::ShutdownReport;

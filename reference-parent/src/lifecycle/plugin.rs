@@ -241,11 +241,11 @@ impl PluginHost {
     /// Stop the host: refuse new calls (they fail with
     /// [`Unavailable`](crate::ErrorClass::Unavailable)), wake queued
     /// callers, cancel busy requests (their workers are killed and reaped
-    /// by the calls that hold them), close every idle worker and reap it,
-    /// and wait up to `bound` for busy members to come back.
+    /// by the calls that hold them), close every idle worker and warm spare
+    /// and reap it, and wait up to `bound` for busy members to come back.
     ///
-    /// The host starts no threads of its own besides short-lived ones that
-    /// close idle workers in parallel, all joined before this returns.
+    /// The host's threads (the spare keeper, and short-lived ones that
+    /// close idle workers in parallel) are all joined before this returns.
     /// Idempotent; dropping the host does the same with
     /// [`DEFAULT_SHUTDOWN_BOUND`].
     pub fn shutdown(&self, bound: Duration) -> ShutdownReport {

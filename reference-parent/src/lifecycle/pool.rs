@@ -2,16 +2,23 @@
 //! [`PluginHost`](super::PluginHost): members, dispatch, the bounded queue,
 //! the restart budget, quarantine, reload installation, stats and shutdown.
 //!
-//! The pool owns no thread. A call runs on the caller's thread: it takes an
-//! idle member out of the pool under the lock (waiting in the queue if
-//! none is idle), runs the request with the lock released, and puts the
-//! member back. The lock is never held while a worker runs, starts or is
-//! killed, so one member's slow or failing request never blocks the
-//! others. Only [`Core::shutdown`] starts threads (scoped, to retire idle
-//! workers in parallel), and joins them before it returns.
+//! A call runs on the caller's thread: it takes an idle member out of the
+//! pool under the lock (waiting in the queue if none is idle), runs the
+//! request with the lock released, and puts the member back. The lock is
+//! never held while a worker runs, starts or is killed, so one member's slow
+//! or failing request never blocks the others.
+//!
+//! A pool configured with warm spares (SPEC §17.7) owns one thread, the
+//! *keeper*: it starts spares off the callers' path, checks whether a
+//! worker swapped out after a tripped limit retired, and exits when the
+//! pool shuts down ([`Core::shutdown`] joins it). [`Shared::shutdown`] also
+//! starts scoped threads to retire idle workers in parallel, joined before
+//! it returns.
 
 use std::collections::VecDeque;
+use std::ops::Deref;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use quirl_lua_protocol::{ErrorCode, PluginRegistrations};
@@ -59,6 +66,8 @@ pub struct ShutdownReport {
     /// Workers that did not exit cleanly by themselves, and other cleanup
     /// problems, one sentence each.
     pub problems: Vec<String>,
+    /// Warm spares (and workers waiting for the retirement check) closed.
+    pub spares_retired: usize,
     /// How long shutdown took.
     pub elapsed: Duration,
 }
@@ -70,7 +79,31 @@ impl ShutdownReport {
     }
 }
 
+/// How long the keeper waits for a worker swapped out after a tripped limit
+/// to exit (a retirement, SPEC §15.8) before deciding it kept serving.
+const RETIREMENT_CHECK: Duration = Duration::from_millis(200);
+
+/// How long after a spare was taken the keeper waits before checking the
+/// worker it replaced and starting the next spare, so that neither (a
+/// reap; a fork, an exec and a VM build) competes for the CPU with the
+/// call the spare was taken for.
+const SPARE_RESTART_DELAY: Duration = Duration::from_millis(20);
+
+/// A pool: the shared core plus its keeper thread, if it keeps spares.
 pub(crate) struct Core {
+    shared: Arc<Shared>,
+    keeper: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Deref for Core {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+pub(crate) struct Shared {
     name: String,
     options: PoolOptions,
     config: WorkerConfig,
@@ -78,6 +111,9 @@ pub(crate) struct Core {
     shutdown_token: Cancel,
     state: Mutex<State>,
     changed: Condvar,
+    /// Wakes the keeper: a spare was taken, a worker awaits its
+    /// retirement check, the generation changed, or the pool is closing.
+    keeper_wake: Condvar,
 }
 
 struct State {
@@ -93,6 +129,37 @@ struct State {
     closing: bool,
     rejected: u64,
     last_error: Option<(ErrorCode, &'static str)>,
+    /// Warm spares, ready to take a member's slot.
+    spares: Vec<Spare>,
+    /// The keeper is starting a spare.
+    spare_starting: bool,
+    /// A spare start failed: no further spare is started until a restart
+    /// on a caller's path succeeds, a reload installs a generation, or a
+    /// reset (SPEC §17.7).
+    spares_paused: bool,
+    /// Workers swapped out after answering with a tripped limit, waiting
+    /// for the keeper to check whether they retired.
+    suspects: Vec<Suspect>,
+    spare_counters: SpareCounters,
+    /// No spare start before this instant (see [`SPARE_RESTART_DELAY`]).
+    spares_not_before: Option<Instant>,
+}
+
+struct Spare {
+    generation: u64,
+    worker: Worker,
+}
+
+struct Suspect {
+    index: usize,
+    worker: Worker,
+}
+
+#[derive(Default, Clone, Copy)]
+struct SpareCounters {
+    started: u64,
+    used: u64,
+    failures: u64,
 }
 
 struct Quarantine {
@@ -133,8 +200,65 @@ struct Checkout {
 
 impl Core {
     /// Start `workers` (already spawned and loaded with `generation`) as
-    /// the pool's members.
+    /// the pool's members, and the keeper thread if the pool keeps spares.
     pub(crate) fn new(
+        name: String,
+        options: PoolOptions,
+        config: WorkerConfig,
+        shutdown_token: Cancel,
+        generation: Generation,
+        workers: Vec<Worker>,
+    ) -> Self {
+        let shared = Arc::new(Shared::new(
+            name,
+            options,
+            config,
+            shutdown_token,
+            generation,
+            workers,
+        ));
+        let keeper = (options.spare_count() > 0)
+            .then(|| {
+                let shared = Arc::clone(&shared);
+                std::thread::Builder::new()
+                    .name("quirl-lua-spares".to_owned())
+                    .spawn(move || shared.keep())
+                    .ok()
+            })
+            .flatten();
+        if keeper.is_none() && options.spare_count() > 0 {
+            // No thread, no spares: replacements start on the caller's
+            // path, as with `spares(0)`.
+            shared.lock().spares_paused = true;
+        }
+        Self {
+            shared,
+            keeper: Mutex::new(keeper),
+        }
+    }
+
+    /// Shut the pool down ([`Shared::shutdown_members`]) and join the
+    /// keeper, which reaps any spare it was starting.
+    pub(crate) fn shutdown(&self, bound: Duration) -> ShutdownReport {
+        let mut report = self.shared.shutdown_members(bound);
+        let keeper = self
+            .keeper
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(keeper) = keeper
+            && keeper.join().is_err()
+        {
+            report
+                .problems
+                .push(format!("{}: the spare keeper thread panicked", self.name));
+        }
+        report
+    }
+}
+
+impl Shared {
+    fn new(
         name: String,
         options: PoolOptions,
         config: WorkerConfig,
@@ -171,8 +295,15 @@ impl Core {
                 closing: false,
                 rejected: 0,
                 last_error: None,
+                spares: Vec::new(),
+                spare_starting: false,
+                spares_paused: false,
+                suspects: Vec::new(),
+                spare_counters: SpareCounters::default(),
+                spares_not_before: None,
             }),
             changed: Condvar::new(),
+            keeper_wake: Condvar::new(),
         }
     }
 
@@ -324,12 +455,32 @@ impl Core {
         generation: &Generation,
         started: Instant,
     ) -> Result<Worker, Error> {
+        let spare = {
+            let mut state = self.lock();
+            let spare = state.take_spare(generation.number);
+            if let Some(worker) = &spare {
+                let member = &mut state.members[index];
+                member.pid = Some(worker.pid());
+                member.generation = generation.number;
+            }
+            spare
+        };
+        if let Some(worker) = spare {
+            // The keeper starts the next spare, off this caller's path.
+            self.keeper_wake.notify_one();
+            return Ok(worker);
+        }
         match start_worker(&self.config, &self.shutdown_token, generation) {
             Ok(worker) => {
                 let mut state = self.lock();
                 let member = &mut state.members[index];
                 member.pid = Some(worker.pid());
                 member.generation = generation.number;
+                if state.spares_paused && self.options.spare_count() > 0 {
+                    // A restart on the caller's path worked: try spares again.
+                    state.spares_paused = false;
+                    self.keeper_wake.notify_one();
+                }
                 Ok(worker)
             }
             Err(error) => {
@@ -370,8 +521,10 @@ impl Core {
             if my_turn && let Some(index) = state.pick_idle() {
                 if ticket.is_some() {
                     state.queue.pop_front();
-                    // The next in line may find another idle member.
-                    self.changed.notify_all();
+                    if !state.queue.is_empty() {
+                        // The next in line may find another idle member.
+                        self.changed.notify_all();
+                    }
                 }
                 return Ok(state.take(index));
             }
@@ -452,6 +605,24 @@ impl Core {
                     member.slot = Slot::Idle(Box::new(fresh));
                 } else if member.generation == current {
                     member.slot = Slot::Idle(Box::new(worker));
+                    if tripped_limit(&outcome)
+                        && let Some(spare) = state.take_spare(current)
+                    {
+                        // The worker may retire after this answer (SPEC
+                        // §15.8): its slot takes the spare now, and the
+                        // keeper checks the old worker off this path.
+                        let member = &mut state.members[index];
+                        member.pid = Some(spare.pid());
+                        if let Slot::Idle(old) =
+                            std::mem::replace(&mut member.slot, Slot::Idle(Box::new(spare)))
+                        {
+                            state.suspects.push(Suspect {
+                                index,
+                                worker: *old,
+                            });
+                        }
+                        self.keeper_wake.notify_one();
+                    }
                 } else {
                     retire.push(worker);
                     member.slot = Slot::Vacant {
@@ -492,8 +663,13 @@ impl Core {
         if last_error.is_some() {
             state.last_error = last_error;
         }
+        // Only queued callers and a shutdown waiting for busy members wait
+        // on `changed`; an uncontended call makes no wake-up system call.
+        let waiters = !state.queue.is_empty() || state.closing;
         drop(state);
-        self.changed.notify_all();
+        if waiters {
+            self.changed.notify_all();
+        }
         retire
     }
 
@@ -536,8 +712,12 @@ impl Core {
                 }
             }
         }
+        // Spares of the old generation go; the keeper starts new ones.
+        retire.extend(state.spares.drain(..).map(|spare| spare.worker));
+        state.spares_paused = false;
         drop(state);
         self.changed.notify_all();
+        self.keeper_wake.notify_one();
         drop(retire);
         Ok(())
     }
@@ -553,8 +733,10 @@ impl Core {
                 *after_failure = false;
             }
         }
+        state.spares_paused = false;
         drop(state);
         self.changed.notify_all();
+        self.keeper_wake.notify_one();
         was
     }
 
@@ -619,6 +801,17 @@ impl Core {
             last_error_code: state.last_error.map(|(code, _)| code),
             last_error_kind: state.last_error.map(|(_, kind)| kind),
             latency: Latency::of(all_samples),
+            spares: state.spares.len(),
+            spare_capacity: self.options.spare_count(),
+            spare_pids: state
+                .spares
+                .iter()
+                .map(|spare| spare.worker.pid())
+                .collect(),
+            spares_started: state.spare_counters.started,
+            spares_used: state.spare_counters.used,
+            spare_failures: state.spare_counters.failures,
+            spares_paused: state.spares_paused,
             members,
             containment: crate::cgroup::containment_report(self.config.configured_containment()),
         }
@@ -632,11 +825,12 @@ impl Core {
     /// otherwise; either way they are reaped before this returns. Returns
     /// within about `bound` (plus [`PIPE_RELEASE_WAIT`] if a killed worker's
     /// pipe is held by an escaped process). Idempotent.
-    pub(crate) fn shutdown(&self, bound: Duration) -> ShutdownReport {
+    pub(crate) fn shutdown_members(&self, bound: Duration) -> ShutdownReport {
         let started = Instant::now();
         let deadline = started + bound;
         let mut report = ShutdownReport::default();
         let mut idle = Vec::new();
+        let suspects_and_spares;
         {
             let mut state = self.lock();
             let first = !state.closing;
@@ -660,9 +854,22 @@ impl Core {
                     vacant @ Slot::Vacant { .. } => member.slot = vacant,
                 }
             }
+            let spares: Vec<Worker> = std::mem::take(&mut state.spares)
+                .into_iter()
+                .map(|spare| spare.worker)
+                .chain(
+                    std::mem::take(&mut state.suspects)
+                        .into_iter()
+                        .map(|s| s.worker),
+                )
+                .collect();
+            report.spares_retired = spares.len();
+            suspects_and_spares = spares;
         }
         self.changed.notify_all();
+        self.keeper_wake.notify_all();
         report.retired = idle.len();
+        idle.extend(suspects_and_spares);
         report.problems = retire_all(idle, deadline);
         let mut state = self.lock();
         loop {
@@ -753,6 +960,26 @@ impl Core {
 }
 
 impl State {
+    /// Take a ready spare of generation `number`, if any.
+    fn take_spare(&mut self, number: u64) -> Option<Worker> {
+        let position = self
+            .spares
+            .iter()
+            .position(|spare| spare.generation == number)?;
+        self.spare_counters.used += 1;
+        self.spares_not_before = Some(Instant::now() + SPARE_RESTART_DELAY);
+        Some(self.spares.swap_remove(position).worker)
+    }
+
+    /// Whether the keeper should start a spare now.
+    fn wants_spare(&self, target: usize) -> bool {
+        !self.closing
+            && self.quarantine.is_none()
+            && !self.spares_paused
+            && !self.spare_starting
+            && self.spares.len() < target
+    }
+
     /// Round-robin among members that are not busy, starting at the cursor.
     fn pick_idle(&mut self) -> Option<usize> {
         let count = self.members.len();
@@ -802,6 +1029,7 @@ impl State {
             failures,
             cause,
         });
+        retire.extend(self.spares.drain(..).map(|spare| spare.worker));
         for member in &mut self.members {
             retire.extend(member.pending.take());
             if matches!(member.slot, Slot::Idle(_))
@@ -815,6 +1043,171 @@ impl State {
                 retire.push(*worker);
             }
         }
+    }
+}
+
+/// Whether a call's outcome is an answer after which the worker may retire
+/// its VM: a limit tripped inside the request (SPEC §15.8).
+fn tripped_limit(outcome: &Result<(), &Error>) -> bool {
+    outcome.as_ref().err().is_some_and(|error| {
+        error.class() == ErrorClass::Guest && error.code() == ErrorCode::ResourceLimit
+    })
+}
+
+/// What the keeper does next.
+enum Chore {
+    Check(Box<Suspect>),
+    Start(Arc<Generation>),
+}
+
+impl Shared {
+    /// The keeper thread: start spares and check swapped-out workers until
+    /// the pool closes. Anything it holds when the pool closes is killed
+    /// and reaped before it returns.
+    fn keep(&self) {
+        let target = self.options.spare_count();
+        loop {
+            let chore = {
+                let mut state = self.lock();
+                loop {
+                    if state.closing {
+                        break None;
+                    }
+                    if self.shutdown_token.is_cancelled() {
+                        // Every call fails now; close what the keeper
+                        // holds and stop (shutdown still joins it).
+                        let spares: Vec<Worker> = std::mem::take(&mut state.spares)
+                            .into_iter()
+                            .map(|spare| spare.worker)
+                            .chain(
+                                std::mem::take(&mut state.suspects)
+                                    .into_iter()
+                                    .map(|suspect| suspect.worker),
+                            )
+                            .collect();
+                        drop(state);
+                        drop(spares);
+                        return;
+                    }
+                    let work = !state.suspects.is_empty() || state.wants_spare(target);
+                    let now = Instant::now();
+                    if work && let Some(at) = state.spares_not_before.filter(|at| *at > now) {
+                        // A spare was just taken: leave the CPU to the call
+                        // it was taken for.
+                        state = self
+                            .keeper_wake
+                            .wait_timeout(state, at - now)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0;
+                        continue;
+                    }
+                    if let Some(suspect) = state.suspects.pop() {
+                        break Some(Chore::Check(Box::new(suspect)));
+                    }
+                    if work {
+                        state.spares_not_before = None;
+                        state.spare_starting = true;
+                        break Some(Chore::Start(Arc::clone(&state.generation)));
+                    }
+                    state = self
+                        .keeper_wake
+                        .wait(state)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            };
+            match chore {
+                None => return,
+                Some(Chore::Check(suspect)) => self.check_retirement(*suspect),
+                Some(Chore::Start(generation)) => self.start_spare(&generation),
+            }
+        }
+    }
+
+    /// Start one spare of `generation`. A failure (other than a
+    /// cancellation) counts against the restart budget like a failed
+    /// restart and pauses spares (SPEC §17.7).
+    fn start_spare(&self, generation: &Generation) {
+        // One `eval "return nil"` warms the spare (its first request pays
+        // for page faults and a compile); it changes no global.
+        let started =
+            start_worker(&self.config, &self.shutdown_token, generation).and_then(|mut worker| {
+                worker.eval("return nil")?;
+                Ok(worker)
+            });
+        let now = Instant::now();
+        let mut retire = Vec::new();
+        let mut state = self.lock();
+        state.spare_starting = false;
+        match started {
+            Ok(worker) => {
+                if state.closing
+                    || state.quarantine.is_some()
+                    || state.generation.number != generation.number
+                {
+                    retire.push(worker);
+                } else {
+                    state.spare_counters.started += 1;
+                    state.spares.push(Spare {
+                        generation: generation.number,
+                        worker,
+                    });
+                }
+            }
+            Err(error) => {
+                let cancelled = error.class() == ErrorClass::Cancelled
+                    || state.closing
+                    || self.shutdown_token.is_cancelled();
+                if !cancelled && state.quarantine.is_none() {
+                    let error =
+                        error.with_context(format!("{}: could not start a warm spare", self.name));
+                    state.spare_counters.failures += 1;
+                    state.spares_paused = true;
+                    state.last_error = Some((error.code(), error.class().as_str()));
+                    if state.budget.record_failure(now) == Verdict::Quarantine {
+                        let failures = state.budget.failures_in_window(now);
+                        state.enter_quarantine(now, failures, error.to_string(), &mut retire);
+                    }
+                }
+            }
+        }
+        drop(state);
+        self.changed.notify_all();
+        drop(retire);
+    }
+
+    /// A worker was swapped out after answering with a tripped limit: if it
+    /// exits within [`RETIREMENT_CHECK`], it retired its VM — a failure and
+    /// a restart of its member, as if the next call had found it gone.
+    /// Otherwise it kept its session (a worker may, SPEC §15.8) and is
+    /// killed and reaped, which is no failure: its member already serves on
+    /// the spare.
+    fn check_retirement(&self, suspect: Suspect) {
+        let Suspect { index, worker } = suspect;
+        let retired = worker.wait_for_exit(Instant::now() + RETIREMENT_CHECK);
+        // Reaped (or, if it kept serving, killed and reaped) here.
+        drop(worker);
+        let now = Instant::now();
+        let mut retire = Vec::new();
+        let mut state = self.lock();
+        if retired && !state.closing {
+            state.members[index].counters.retirements += 1;
+            if state.quarantine.is_none() {
+                if state.budget.record_failure(now) == Verdict::Quarantine {
+                    let failures = state.budget.failures_in_window(now);
+                    state.enter_quarantine(
+                        now,
+                        failures,
+                        "the worker retired its VM after a tripped budget".to_owned(),
+                        &mut retire,
+                    );
+                } else {
+                    state.members[index].counters.restarts += 1;
+                }
+            }
+        }
+        drop(state);
+        self.changed.notify_all();
+        drop(retire);
     }
 }
 

@@ -53,6 +53,22 @@ pub struct PoolStats {
     pub last_error_kind: Option<&'static str>,
     /// Percentiles over every member's recent samples.
     pub latency: Latency,
+    /// Warm spares ready to take a member's slot (SPEC §17.7); not
+    /// counted in `running`.
+    pub spares: usize,
+    /// Most spares the pool keeps (0: none).
+    pub spare_capacity: usize,
+    /// Process ids of the ready spares.
+    pub spare_pids: Vec<u32>,
+    /// Spares started (by the keeper, off the callers' path).
+    pub spares_started: u64,
+    /// Spares that took a member's slot.
+    pub spares_used: u64,
+    /// Spare starts that failed; each counts against the restart budget.
+    pub spare_failures: u64,
+    /// Whether spare starts are paused after a failure (until a restart on
+    /// a caller's path succeeds, a reload, or a reset).
+    pub spares_paused: bool,
     /// Per-member detail, in member order.
     pub members: Vec<MemberStats>,
     /// How the pool's workers and their host commands are contained:

@@ -385,6 +385,19 @@ impl Worker {
         self.poisoned_by.is_some()
     }
 
+    /// Wait until `until` for the worker process to exit by itself (e.g.
+    /// after retiring its VM, SPEC §15.8); whether it has. Reaps nothing:
+    /// dropping the handle does. `false` without a pidfd to wait on.
+    pub(crate) fn wait_for_exit(&self, until: Instant) -> bool {
+        let Some(live) = self.live.as_ref() else {
+            return true;
+        };
+        live.process.exit_fd().is_some_and(|fd| {
+            let mut fds = [crate::poll::interest(fd, crate::poll::PollFlags::IN)];
+            matches!(crate::poll::wait_until(&mut fds, until), Ok(true))
+        })
+    }
+
     /// The policy the worker was initialized with.
     pub fn policy(&self) -> Policy {
         self.policy

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use quirl_lua_reference_parent::lifecycle::PoolStats;
 use quirl_lua_reference_parent::{Policy, PolicySettings, WorkerCommand};
 
-use super::procfs;
+use quirl_lua_testkit::procfs;
 
-/// The scripted test double (see `support/scripted_worker.rs`).
+/// The scripted test double (`quirl_lua_testkit::bins::scripted_worker`).
 pub fn scripted_worker() -> WorkerCommand {
-    WorkerCommand::new(env!("CARGO_BIN_EXE_quirl-lua-scripted-worker"))
+    WorkerCommand::new(quirl_lua_testkit::bins::scripted_worker())
 }
 
 /// A policy without process access and the given wall time.

@@ -8,7 +8,9 @@
 //!   forever; `spin(MS)` spins for MS milliseconds and returns MS;
 //!   `crash()` aborts; `hang()` sleeps forever; `retire()` answers with a
 //!   guest `resource_limit` error and exits 0 (as the reference worker
-//!   does after a tripped budget); `return N` (a JSON
+//!   does after a tripped budget); `trip()` answers with the same error
+//!   and keeps serving (as a worker that resets its budget may, SPEC
+//!   §15.8); `return N` (a JSON
 //!   number) returns N; anything else returns `null`.
 //! - `load_plugin`: a source containing `syntax error` is refused with a
 //!   guest `lua` error; a source starting with `while true do end` spins
@@ -80,6 +82,8 @@ fn eval(id: u64, source: &str) {
     } else if source.contains("retire()") {
         guest_error(id, "resource_limit", "Lua exceeded its instruction budget");
         std::process::exit(0);
+    } else if source.contains("trip()") {
+        guest_error(id, "resource_limit", "Lua exceeded its instruction budget");
     } else if source.contains("hang()") {
         loop {
             std::thread::sleep(Duration::from_secs(3600));

@@ -2,8 +2,8 @@
 //! fuzzer bytes, and a small order- and duplicate-preserving JSON tree used
 //! to rewrite encoded frames (key permutation, whitespace, inserted members).
 //!
-//! Depends only on `quirl_lua_protocol` and `serde_json`, so the stable test
-//! suite of the protocol crate can include it with `#[path]`.
+//! Depends only on `quirl_lua_protocol` and `serde_json`, so the protocol
+//! crate's tests use it without linking Lua.
 
 use quirl_lua_protocol::{
     CommandOutcome, ContributionKind, ErrorCode, ErrorLabel, ExecutionContext, ExecutionEffects,

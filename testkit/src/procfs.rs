@@ -1,53 +1,15 @@
-//! /proc observations shared by the supervision tests.
+//! `/proc` observations of the supervision tests: the members of a process
+//! group or session, this process's children and zombies, its threads and
+//! open descriptors.
 //!
-//! Everything here reads Linux procfs: the members of a process group, this
-//! process's zombie children, threads and open descriptors.
-
-#![allow(dead_code)]
+//! `/proc/PID/stat` itself is read by the conformance runner's parser
+//! ([`quirl_lua_conformance::proc`], re-exported here): the runner needs
+//! it at run time and a product must not depend on this test-only crate, so
+//! the one parser lives in the product and the tests use it from there.
 
 use std::time::{Duration, Instant};
 
-/// One line of `/proc/PID/stat`, the fields the tests need.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcStat {
-    pub pid: i32,
-    pub comm: String,
-    pub state: char,
-    pub ppid: i32,
-    pub pgrp: i32,
-    pub session: i32,
-}
-
-pub fn stat(pid: i32) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let comm = text.get(open + 1..close)?.to_owned();
-    let mut rest = text.get(close + 2..)?.split_ascii_whitespace();
-    let state = rest.next()?.chars().next()?;
-    let ppid = rest.next()?.parse().ok()?;
-    let pgrp = rest.next()?.parse().ok()?;
-    let session = rest.next()?.parse().ok()?;
-    Some(ProcStat {
-        pid,
-        comm,
-        state,
-        ppid,
-        pgrp,
-        session,
-    })
-}
-
-pub fn all_processes() -> Vec<ProcStat> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(stat)
-        .collect()
-}
+pub use quirl_lua_conformance::proc::{ProcStat, all_processes, stat};
 
 /// Processes (zombies included) whose process group or session is `id`.
 pub fn group_or_session_members(id: i32) -> Vec<ProcStat> {
@@ -64,7 +26,7 @@ pub fn living_members_after(id: i32, patience: Duration) -> Vec<ProcStat> {
     loop {
         let living: Vec<ProcStat> = group_or_session_members(id)
             .into_iter()
-            .filter(|p| p.state != 'Z' && p.state != 'X')
+            .filter(ProcStat::is_alive)
             .collect();
         if living.is_empty() || Instant::now() >= until {
             return living;
