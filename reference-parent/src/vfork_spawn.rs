@@ -265,7 +265,10 @@ pub(crate) fn spawn(
     // no locks, no unwinding). Signals are blocked in this thread, so no
     // handler runs in the child before it resets the dispositions. With
     // CLONE_PIDFD the kernel writes the new pidfd into `pidfd` (the
-    // `parent_tid` argument) before `clone` returns.
+    // `parent_tid` argument) before `clone` returns. Unlike `vfork()`, glibc's
+    // `clone` does not return twice: the child runs `child_main` on its own
+    // stack and never comes back into this frame, so nothing of this
+    // function's stack is used by two processes.
     let pid = unsafe {
         libc::clone(
             child_main,

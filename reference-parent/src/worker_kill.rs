@@ -17,7 +17,8 @@
 //! spawning (the `worker_spawn` module) refuses to run when `SIGCHLD` is
 //! ignored or `SA_NOCLDWAIT` is set in the parent process.
 //!
-//! We also hold a pidfd (`pidfd_open`) for the worker. It is not needed for
+//! We also hold a pidfd for the worker (from `CLONE_PIDFD`, or
+//! `pidfd_open` on the `fork` fallback). It is not needed for
 //! signalling safety (the anchor argument above is enough) but it gives us
 //! an event for "the worker exited": it becomes readable when the worker
 //! dies even while a descendant keeps the response pipe open, so a worker
