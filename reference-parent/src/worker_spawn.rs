@@ -526,4 +526,123 @@ mod tests {
         }
         block_sigusr1(libc::SIG_UNBLOCK);
     }
+
+    /// Environment variable that tells the helper test below it was started
+    /// by `a_refused_clone_falls_back_to_fork`.
+    const REFUSED_CLONE_HELPER: &str = "QUIRL_TEST_REFUSED_CLONE_HELPER";
+
+    /// Deny `clone` with `CLONE_VFORK` (`ENOSYS`) in the calling thread, as
+    /// a sandbox's seccomp filter might. Plain `fork` (glibc: `clone`
+    /// without `CLONE_VFORK`) stays allowed. Test-only: no architecture
+    /// check, the helper process ends with the test.
+    fn refuse_vfork_clone_in_this_thread() {
+        const fn statement(code: u16, k: u32) -> libc::sock_filter {
+            libc::sock_filter {
+                code,
+                jt: 0,
+                jf: 0,
+                k,
+            }
+        }
+        const fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+            libc::sock_filter { code, jt, jf, k }
+        }
+        let load = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+        let mut program = [
+            statement(load, 0), // seccomp_data.nr
+            jump(
+                (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+                u32::try_from(libc::SYS_clone).unwrap(),
+                0,
+                3,
+            ),
+            statement(load, 16), // low half of args[0]: the flags
+            jump(
+                (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16,
+                u32::try_from(libc::CLONE_VFORK).unwrap(),
+                0,
+                1,
+            ),
+            statement(
+                (libc::BPF_RET | libc::BPF_K) as u16,
+                libc::SECCOMP_RET_ERRNO | u32::try_from(libc::ENOSYS).unwrap(),
+            ),
+            statement(
+                (libc::BPF_RET | libc::BPF_K) as u16,
+                libc::SECCOMP_RET_ALLOW,
+            ),
+        ];
+        let filter = libc::sock_fprog {
+            len: u16::try_from(program.len()).unwrap(),
+            filter: program.as_mut_ptr(),
+        };
+        rustix::thread::set_no_new_privs(true).unwrap();
+        // SAFETY: `filter` points at `program`, alive for the call; the
+        // kernel copies the program.
+        let done = unsafe {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &raw const filter,
+            )
+        };
+        assert_eq!(done, 0, "{}", io::Error::last_os_error());
+    }
+
+    #[test]
+    #[ignore = "helper of a_refused_clone_falls_back_to_fork, run in a process of its own"]
+    fn refused_clone_helper() {
+        if std::env::var_os(REFUSED_CLONE_HELPER).is_none() {
+            eprintln!(
+                "refused_clone_helper installs a seccomp filter; it runs only inside a_refused_clone_falls_back_to_fork"
+            );
+            return;
+        }
+        refuse_vfork_clone_in_this_thread();
+        // The vfork path reports the refusal instead of failing...
+        let plan = ExecPlan::new(&sh("exit 0")).unwrap();
+        let null = || rustix::fs::open("/dev/null", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty());
+        let stdio = ChildStdio {
+            stdin: ChildStdio::above_stdio(null().unwrap()).unwrap(),
+            stdout: ChildStdio::above_stdio(null().unwrap()).unwrap(),
+            stderr: ChildStdio::above_stdio(null().unwrap()).unwrap(),
+        };
+        assert!(
+            vfork_spawn::spawn(&plan, &stdio, None, &NO_LIMITS)
+                .unwrap()
+                .is_none()
+        );
+        // ...and `spawn` falls back to `fork` with the same containment.
+        let spawned = spawn(&sh("exec sleep 30"), &NO_LIMITS, None).unwrap();
+        let pid = Pid::from_raw(spawned.process.pid().cast_signed()).unwrap();
+        assert_eq!(rustix::process::getsid(Some(pid)).unwrap(), pid);
+        drop(spawned);
+        let text = run_to_end(Method::Vfork, &sh("env >&2").env("QUIRL_DECLARED", "yes"));
+        assert!(text.contains("QUIRL_DECLARED=yes"), "{text}");
+        // This process's own environment (the helper marker) is not passed.
+        assert!(!text.contains(REFUSED_CLONE_HELPER), "{text}");
+        println!("fallback spawned and contained a worker");
+    }
+
+    #[test]
+    fn a_refused_clone_falls_back_to_fork() {
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "worker_spawn::tests::refused_clone_helper",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(REFUSED_CLONE_HELPER, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains("fallback spawned and contained a worker"),
+            "{stdout}\n{stderr}"
+        );
+        assert!(stdout.contains("1 passed"), "{stdout}\n{stderr}");
+    }
 }
