@@ -16,7 +16,7 @@
 //! parent_error <text>                                    the parent broke the protocol
 //! ```
 
-use crate::parent::cases::{FakeHostCall, FakeStep, ParentCaseData};
+use crate::parent::cases::{FakeHostCall, FakePadded, FakeSlowly, FakeStep, ParentCaseData};
 use crate::proc;
 use quirl_lua_protocol::blocking::FrameReader;
 use quirl_lua_protocol::{
@@ -270,94 +270,22 @@ impl Fake {
     fn step(&mut self, step: &FakeStep) -> Flow {
         match step {
             FakeStep::Read(operation) => self.read_request(operation),
-            FakeStep::Answer(result) => {
-                let id = self.in_flight.take().unwrap_or(0);
-                self.write_json(&json!({
-                    "kind": "response",
-                    "response": {"version": 1, "id": id, "ok": true, "result": result},
-                }))
-            }
-            FakeStep::AnswerError(error) => {
-                let id = self.in_flight.take().unwrap_or(0);
-                let code = error.get("code").cloned().unwrap_or(json!("lua"));
-                let message = error.get("message").cloned().unwrap_or(json!("scripted"));
-                self.write_json(&json!({
-                    "kind": "response",
-                    "response": {"version": 1, "id": id, "ok": false, "result": null, "error": {
-                        "code": code, "message": message, "labels": [], "context": [],
-                        "help": [], "command": null, "exit_status": null}},
-                }))
-            }
-            FakeStep::AnswerHostSummary(_) => {
-                let id = self.in_flight.take().unwrap_or(0);
-                let summary = Value::Array(self.host_results.clone());
-                self.write_json(&json!({
-                    "kind": "response",
-                    "response": {"version": 1, "id": id, "ok": true, "result": summary},
-                }))
-            }
+            FakeStep::Answer(result) => self.answer(result),
+            FakeStep::AnswerError(error) => self.answer_error(error),
+            FakeStep::AnswerHostSummary(_) => self.answer_host_summary(),
             FakeStep::Write(text) => {
                 let text = self.substitute(text);
                 self.write_payload(text.as_bytes())
             }
-            FakeStep::WriteMany(texts) => {
-                let mut bytes = Vec::new();
-                for text in texts {
-                    let text = self.substitute(text);
-                    let length = u32::try_from(text.len()).unwrap_or(u32::MAX);
-                    bytes.extend_from_slice(&length.to_be_bytes());
-                    bytes.extend_from_slice(text.as_bytes());
-                }
-                self.write_raw(&bytes)
-            }
+            FakeStep::WriteMany(texts) => self.write_many(texts),
             FakeStep::WriteBytes(hex) => match crate::worker::script::hex(hex) {
                 Ok(bytes) => self.write_raw(&bytes),
                 Err(_) => Flow::Exit(2),
             },
             FakeStep::WriteHeader(length) => self.write_raw(&length.to_be_bytes()),
-            FakeStep::WritePadded(padded) => {
-                let prefix = self.substitute(&padded.prefix);
-                let suffix = self.substitute(&padded.suffix);
-                let mut payload = prefix.into_bytes();
-                payload.reserve(padded.count * padded.fill.len() + suffix.len());
-                for _ in 0..padded.count {
-                    payload.extend_from_slice(padded.fill.as_bytes());
-                }
-                payload.extend_from_slice(suffix.as_bytes());
-                let declared = padded
-                    .declare
-                    .unwrap_or_else(|| u32::try_from(payload.len()).unwrap_or(u32::MAX));
-                let mut bytes = declared.to_be_bytes().to_vec();
-                bytes.extend_from_slice(&payload);
-                self.write_raw(&bytes)
-            }
-            FakeStep::WriteSlowly(slowly) => {
-                let text = self.substitute(&slowly.text);
-                let length = u32::try_from(text.len()).unwrap_or(u32::MAX);
-                let mut bytes = length.to_be_bytes().to_vec();
-                bytes.extend_from_slice(text.as_bytes());
-                for piece in bytes.chunks(slowly.chunk.max(1)) {
-                    if let Flow::Exit(code) = self.write_raw(piece) {
-                        return Flow::Exit(code);
-                    }
-                    std::thread::sleep(Duration::from_millis(slowly.interval_ms));
-                }
-                Flow::Go
-            }
-            FakeStep::FloodStdout(bytes) => {
-                let chunk = vec![b'x'; 64 * 1024];
-                let mut left = *bytes;
-                let mut stdout = std::io::stdout().lock();
-                while left > 0 {
-                    let n = left.min(chunk.len());
-                    if stdout.write_all(&chunk[..n]).is_err() {
-                        break;
-                    }
-                    left -= n;
-                }
-                let _ = stdout.flush();
-                Flow::Go
-            }
+            FakeStep::WritePadded(padded) => self.write_padded(padded),
+            FakeStep::WriteSlowly(slowly) => self.write_slowly(slowly),
+            FakeStep::FloodStdout(bytes) => flood_stdout(*bytes),
             FakeStep::HostCall(call) => self.host_call(call),
             FakeStep::SleepMs(ms) => {
                 std::thread::sleep(Duration::from_millis(*ms));
@@ -366,46 +294,111 @@ impl Fake {
             FakeStep::Hang(_) => hang(),
             FakeStep::Exit(code) => Flow::Exit(*code),
             FakeStep::Signal(name) => die_of(name),
-            FakeStep::CloseOutput(_) => {
-                // The frame stream ends: descriptor 2 stops referring to the
-                // pipe (it becomes /dev/null, so later writes vanish instead
-                // of landing on a reused descriptor number).
-                if let Ok(null) = File::open("/dev/null") {
-                    let _ = rustix::stdio::dup2_stderr(&null);
-                }
+            FakeStep::CloseOutput(_) => close_output(),
+            FakeStep::IgnoreSigterm(_) => ignore_sigterm(),
+            FakeStep::ForkHolder(_) => self.fork_holder(),
+        }
+    }
+
+    /// A success response to the request in flight.
+    fn answer(&mut self, result: &Value) -> Flow {
+        let id = self.in_flight.take().unwrap_or(0);
+        self.write_json(&json!({
+            "kind": "response",
+            "response": {"version": 1, "id": id, "ok": true, "result": result},
+        }))
+    }
+
+    /// An error response to the request in flight.
+    fn answer_error(&mut self, error: &Value) -> Flow {
+        let id = self.in_flight.take().unwrap_or(0);
+        let code = error.get("code").cloned().unwrap_or(json!("lua"));
+        let message = error.get("message").cloned().unwrap_or(json!("scripted"));
+        self.write_json(&json!({
+            "kind": "response",
+            "response": {"version": 1, "id": id, "ok": false, "result": null, "error": {
+                "code": code, "message": message, "labels": [], "context": [],
+                "help": [], "command": null, "exit_status": null}},
+        }))
+    }
+
+    /// A success response whose result lists the host calls' outcomes.
+    fn answer_host_summary(&mut self) -> Flow {
+        let id = self.in_flight.take().unwrap_or(0);
+        let summary = Value::Array(self.host_results.clone());
+        self.write_json(&json!({
+            "kind": "response",
+            "response": {"version": 1, "id": id, "ok": true, "result": summary},
+        }))
+    }
+
+    /// Several frames written in one go.
+    fn write_many(&mut self, texts: &[String]) -> Flow {
+        let mut bytes = Vec::new();
+        for text in texts {
+            let text = self.substitute(text);
+            let length = u32::try_from(text.len()).unwrap_or(u32::MAX);
+            bytes.extend_from_slice(&length.to_be_bytes());
+            bytes.extend_from_slice(text.as_bytes());
+        }
+        self.write_raw(&bytes)
+    }
+
+    /// A frame padded to a size, optionally declaring another length.
+    fn write_padded(&mut self, padded: &FakePadded) -> Flow {
+        let prefix = self.substitute(&padded.prefix);
+        let suffix = self.substitute(&padded.suffix);
+        let mut payload = prefix.into_bytes();
+        payload.reserve(padded.count * padded.fill.len() + suffix.len());
+        for _ in 0..padded.count {
+            payload.extend_from_slice(padded.fill.as_bytes());
+        }
+        payload.extend_from_slice(suffix.as_bytes());
+        let declared = padded
+            .declare
+            .unwrap_or_else(|| u32::try_from(payload.len()).unwrap_or(u32::MAX));
+        let mut bytes = declared.to_be_bytes().to_vec();
+        bytes.extend_from_slice(&payload);
+        self.write_raw(&bytes)
+    }
+
+    /// A frame written in chunks with pauses between them.
+    fn write_slowly(&mut self, slowly: &FakeSlowly) -> Flow {
+        let text = self.substitute(&slowly.text);
+        let length = u32::try_from(text.len()).unwrap_or(u32::MAX);
+        let mut bytes = length.to_be_bytes().to_vec();
+        bytes.extend_from_slice(text.as_bytes());
+        for piece in bytes.chunks(slowly.chunk.max(1)) {
+            if let Flow::Exit(code) = self.write_raw(piece) {
+                return Flow::Exit(code);
+            }
+            std::thread::sleep(Duration::from_millis(slowly.interval_ms));
+        }
+        Flow::Go
+    }
+
+    /// Start a holder grandchild that outlives this process unless the
+    /// parent kills the whole group.
+    fn fork_holder(&mut self) -> Flow {
+        let exe = std::env::current_exe().unwrap_or_default();
+        let spawned = std::process::Command::new(exe)
+            .arg("fake-worker")
+            .arg(HOLDER_CASE)
+            .arg("--pid-file")
+            .arg(&self.pid_file)
+            .spawn();
+        match spawned {
+            Ok(child) => {
+                // Never waited for: the holder must outlive us
+                // unless the parent kills the whole group.
+                std::mem::forget(child);
+                // Give it time to record its pid.
+                std::thread::sleep(Duration::from_millis(100));
                 Flow::Go
             }
-            FakeStep::IgnoreSigterm(_) => {
-                // SAFETY: sets the disposition of SIGTERM to ignore; no
-                // handler runs. No safe library sets a disposition (rustix
-                // offers `sigaction` only as an unsafe runtime call).
-                unsafe {
-                    libc::signal(libc::SIGTERM, libc::SIG_IGN);
-                }
-                Flow::Go
-            }
-            FakeStep::ForkHolder(_) => {
-                let exe = std::env::current_exe().unwrap_or_default();
-                let spawned = std::process::Command::new(exe)
-                    .arg("fake-worker")
-                    .arg(HOLDER_CASE)
-                    .arg("--pid-file")
-                    .arg(&self.pid_file)
-                    .spawn();
-                match spawned {
-                    Ok(child) => {
-                        // Never waited for: the holder must outlive us
-                        // unless the parent kills the whole group.
-                        std::mem::forget(child);
-                        // Give it time to record its pid.
-                        std::thread::sleep(Duration::from_millis(100));
-                        Flow::Go
-                    }
-                    Err(error) => {
-                        self.note(&format!("note cannot start the holder: {error}"));
-                        Flow::Exit(2)
-                    }
-                }
+            Err(error) => {
+                self.note(&format!("note cannot start the holder: {error}"));
+                Flow::Exit(2)
             }
         }
     }
@@ -514,6 +507,44 @@ impl Fake {
         }
         Flow::Go
     }
+}
+
+/// Write `bytes` of filler to stdout, which a parent must not read as frames.
+fn flood_stdout(bytes: usize) -> Flow {
+    let chunk = vec![b'x'; 64 * 1024];
+    let mut left = bytes;
+    let mut stdout = std::io::stdout().lock();
+    while left > 0 {
+        let n = left.min(chunk.len());
+        if stdout.write_all(&chunk[..n]).is_err() {
+            break;
+        }
+        left -= n;
+    }
+    let _ = stdout.flush();
+    Flow::Go
+}
+
+/// End the frame stream without exiting.
+fn close_output() -> Flow {
+    // The frame stream ends: descriptor 2 stops referring to the
+    // pipe (it becomes /dev/null, so later writes vanish instead
+    // of landing on a reused descriptor number).
+    if let Ok(null) = File::open("/dev/null") {
+        let _ = rustix::stdio::dup2_stderr(&null);
+    }
+    Flow::Go
+}
+
+/// Ignore SIGTERM, so only SIGKILL ends this process.
+fn ignore_sigterm() -> Flow {
+    // SAFETY: sets the disposition of SIGTERM to ignore; no
+    // handler runs. No safe library sets a disposition (rustix
+    // offers `sigaction` only as an unsafe runtime call).
+    unsafe {
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+    }
+    Flow::Go
 }
 
 fn die_of(name: &str) -> Flow {

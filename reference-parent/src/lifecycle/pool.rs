@@ -578,9 +578,6 @@ impl Shared {
         let now = Instant::now();
         let mut retire = Vec::new();
         let mut state = self.lock();
-        let current = state.generation.number;
-        let closing = state.closing;
-        let quarantined = state.quarantine.is_some();
         let member = &mut state.members[index];
         member.latency.record(elapsed);
         member.counters.count(&outcome);
@@ -591,74 +588,8 @@ impl Shared {
             member.last_error = last_error;
         }
         match worker {
-            Some(worker) => {
-                if closing || quarantined {
-                    retire.push(worker);
-                    retire.extend(member.pending.take());
-                    member.slot = Slot::Vacant {
-                        after_failure: false,
-                    };
-                } else if let Some(fresh) = member.pending.take() {
-                    retire.push(worker);
-                    member.pid = Some(fresh.pid());
-                    member.generation = current;
-                    member.slot = Slot::Idle(Box::new(fresh));
-                } else if member.generation == current {
-                    member.slot = Slot::Idle(Box::new(worker));
-                    if tripped_limit(&outcome)
-                        && let Some(spare) = state.take_spare(current)
-                    {
-                        // The worker may retire after this answer (SPEC
-                        // §15.8): its slot takes the spare now, and the
-                        // keeper checks the old worker off this path.
-                        let member = &mut state.members[index];
-                        member.pid = Some(spare.pid());
-                        if let Slot::Idle(old) =
-                            std::mem::replace(&mut member.slot, Slot::Idle(Box::new(spare)))
-                        {
-                            state.suspects.push(Suspect {
-                                index,
-                                worker: *old,
-                            });
-                        }
-                        self.keeper_wake.notify_one();
-                    }
-                } else {
-                    retire.push(worker);
-                    member.slot = Slot::Vacant {
-                        after_failure: false,
-                    };
-                }
-            }
-            None => {
-                member.slot = match member.pending.take() {
-                    Some(fresh) if !closing && !quarantined => {
-                        member.pid = Some(fresh.pid());
-                        member.generation = current;
-                        Slot::Idle(Box::new(fresh))
-                    }
-                    other => {
-                        retire.extend(other);
-                        Slot::Vacant {
-                            after_failure: true,
-                        }
-                    }
-                };
-                let counts = outcome
-                    .err()
-                    .is_none_or(|error| error.class() != ErrorClass::Cancelled);
-                if counts
-                    && !closing
-                    && !quarantined
-                    && state.budget.record_failure(now) == Verdict::Quarantine
-                {
-                    let failures = state.budget.failures_in_window(now);
-                    let cause = outcome
-                        .err()
-                        .map_or_else(|| "worker failure".to_owned(), ToString::to_string);
-                    state.enter_quarantine(now, failures, cause, &mut retire);
-                }
-            }
+            Some(worker) => self.checkin_live(&mut state, index, worker, &outcome, &mut retire),
+            None => checkin_lost(&mut state, index, &outcome, now, &mut retire),
         }
         if last_error.is_some() {
             state.last_error = last_error;
@@ -671,6 +602,61 @@ impl Shared {
             self.changed.notify_all();
         }
         retire
+    }
+
+    /// A call gave its worker back: the member idles again, hands over to a
+    /// pending replacement, or retires it (closing, quarantined, an old
+    /// generation). After a tripped limit the slot takes a warm spare and
+    /// the keeper checks the old worker (SPEC §15.8, §17.7).
+    fn checkin_live(
+        &self,
+        state: &mut State,
+        index: usize,
+        worker: Worker,
+        outcome: &Result<(), &Error>,
+        retire: &mut Vec<Worker>,
+    ) {
+        let current = state.generation.number;
+        let closing = state.closing;
+        let quarantined = state.quarantine.is_some();
+        let member = &mut state.members[index];
+        if closing || quarantined {
+            retire.push(worker);
+            retire.extend(member.pending.take());
+            member.slot = Slot::Vacant {
+                after_failure: false,
+            };
+        } else if let Some(fresh) = member.pending.take() {
+            retire.push(worker);
+            member.pid = Some(fresh.pid());
+            member.generation = current;
+            member.slot = Slot::Idle(Box::new(fresh));
+        } else if member.generation == current {
+            member.slot = Slot::Idle(Box::new(worker));
+            if tripped_limit(outcome)
+                && let Some(spare) = state.take_spare(current)
+            {
+                // The worker may retire after this answer (SPEC
+                // §15.8): its slot takes the spare now, and the
+                // keeper checks the old worker off this path.
+                let member = &mut state.members[index];
+                member.pid = Some(spare.pid());
+                if let Slot::Idle(old) =
+                    std::mem::replace(&mut member.slot, Slot::Idle(Box::new(spare)))
+                {
+                    state.suspects.push(Suspect {
+                        index,
+                        worker: *old,
+                    });
+                }
+                self.keeper_wake.notify_one();
+            }
+        } else {
+            retire.push(worker);
+            member.slot = Slot::Vacant {
+                after_failure: false,
+            };
+        }
     }
 
     /// Install a new generation whose workers were started by the caller.
@@ -1304,4 +1290,44 @@ pub(crate) fn start_generation(
         workers.push(start_worker(config, token, &generation)?);
     }
     Ok((generation, workers))
+}
+
+/// A call lost its worker (it crashed, was killed or timed out): the member
+/// takes a pending replacement or becomes vacant, and the failure counts
+/// against the restart budget unless the caller cancelled (SPEC §17.7).
+fn checkin_lost(
+    state: &mut State,
+    index: usize,
+    outcome: &Result<(), &Error>,
+    now: Instant,
+    retire: &mut Vec<Worker>,
+) {
+    let current = state.generation.number;
+    let closing = state.closing;
+    let quarantined = state.quarantine.is_some();
+    let member = &mut state.members[index];
+    member.slot = match member.pending.take() {
+        Some(fresh) if !closing && !quarantined => {
+            member.pid = Some(fresh.pid());
+            member.generation = current;
+            Slot::Idle(Box::new(fresh))
+        }
+        other => {
+            retire.extend(other);
+            Slot::Vacant {
+                after_failure: true,
+            }
+        }
+    };
+    let counts = outcome
+        .err()
+        .is_none_or(|error| error.class() != ErrorClass::Cancelled);
+    if counts && !closing && !quarantined && state.budget.record_failure(now) == Verdict::Quarantine
+    {
+        let failures = state.budget.failures_in_window(now);
+        let cause = outcome
+            .err()
+            .map_or_else(|| "worker failure".to_owned(), ToString::to_string);
+        state.enter_quarantine(now, failures, cause, retire);
+    }
 }
