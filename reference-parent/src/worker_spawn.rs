@@ -645,4 +645,43 @@ mod tests {
         );
         assert!(stdout.contains("1 passed"), "{stdout}\n{stderr}");
     }
+
+    #[test]
+    fn concurrent_spawns_while_other_threads_allocate_keep_their_own_pipes() {
+        // Other threads keep the allocator busy (a vfork child must never
+        // need its locks) while four threads spawn; every worker must answer
+        // on its own pipe and hold no other spawn's pipe end (or its stdin
+        // would never reach end of file and `cat` would hang).
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let churn: Vec<_> = (0..2)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let blocks: Vec<Vec<u8>> = (0..64).map(|n| vec![1; 64 + n * 97]).collect();
+                        std::hint::black_box(blocks);
+                    }
+                })
+            })
+            .collect();
+        let spawners: Vec<_> = (0..4)
+            .map(|thread| {
+                std::thread::spawn(move || {
+                    for round in 0..25 {
+                        let tag = format!("{thread}-{round}");
+                        let text =
+                            run_to_end(Method::Vfork, &sh(&format!("cat >&2; echo {tag} >&2")));
+                        assert_eq!(text.trim(), tag);
+                    }
+                })
+            })
+            .collect();
+        for spawner in spawners {
+            spawner.join().unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in churn {
+            thread.join().unwrap();
+        }
+    }
 }
