@@ -21,6 +21,9 @@
 //! (how every section's workers are contained; default `auto`). Section `C`
 //! measures cold start (X3), a host command and kill latency (X4) in both
 //! containment modes side by side, in interleaved blocks (SPEC §17.2).
+//! `--ballast-mib N` allocates and touches N MiB in this process before
+//! measuring, to see how spawn cost grows with the host's memory (the
+//! "Cold start breakdown" of BENCHMARKS.md).
 //!
 //! The binary is also its own baseline peer: `--internal-echo N` is the
 //! echo child of the ping-pong (see `pingpong`). Not a test: nothing here
@@ -67,6 +70,7 @@ struct Options {
     workers: Vec<WorkerCommand>,
     compare_args: Vec<String>,
     kill_source: String,
+    ballast_mib: usize,
 }
 
 impl Options {
@@ -93,6 +97,7 @@ fn parse() -> Result<Options, BoxError> {
         workers: Vec::new(),
         compare_args: Vec::new(),
         kill_source: KILL_SOURCE.to_owned(),
+        ballast_mib: 0,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -114,6 +119,12 @@ fn parse() -> Result<Options, BoxError> {
             "--kill-source" => {
                 options.kill_source = args.next().ok_or("--kill-source needs Lua")?;
             }
+            "--ballast-mib" => {
+                options.ballast_mib = args
+                    .next()
+                    .ok_or("--ballast-mib needs a size in MiB")?
+                    .parse()?;
+            }
             "--containment" => {
                 let mode: Containment = args
                     .next()
@@ -124,7 +135,7 @@ fn parse() -> Result<Options, BoxError> {
             "-h" | "--help" => {
                 println!(
                     "quirl-lua-bench [--quick] [--only X1,X2,X3,X4,X5,X6,L,C,B1,B2,T,S] [--worker CMD]... \
-                     [--compare-arg ARG] [--kill-source LUA] [--containment MODE]\n\
+                     [--compare-arg ARG] [--kill-source LUA] [--containment MODE] [--ballast-mib N]\n\
                      --worker may be given several times: every section uses the first; \
                      X2, X3, X4 and L are then also measured for each, interleaved, in a side-by-side table"
                 );
@@ -175,6 +186,9 @@ fn main() -> ExitCode {
 
 fn run() -> Result<(), BoxError> {
     let options = parse()?;
+    // Host memory a spawn might have to copy page tables of; touched so
+    // every page is mapped, kept alive (and read at the end) for the run.
+    let ballast = vec![1_u8; options.ballast_mib << 20];
     let needs_worker = ["X2", "X3", "X4", "X5", "X6", "L", "C", "B2", "T", "S"]
         .iter()
         .any(|section| options.wants(section));
@@ -195,6 +209,12 @@ fn run() -> Result<(), BoxError> {
     }
     let chosen = supervise::CONTAINMENT.get().copied().unwrap_or_default();
     println!("- containment: {}", containment_report(chosen).summary());
+    if options.ballast_mib > 0 {
+        println!(
+            "- ballast: {} MiB touched in this process",
+            options.ballast_mib
+        );
+    }
     println!(
         "- mode: {}",
         if options.quick {
@@ -281,6 +301,7 @@ fn run() -> Result<(), BoxError> {
         started.elapsed().as_secs_f64(),
         report::load()
     );
+    std::hint::black_box(&ballast);
     Ok(())
 }
 

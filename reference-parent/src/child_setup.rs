@@ -3,8 +3,11 @@
 //! lead a new session, give up privilege gains, and let no inherited
 //! descriptor beyond 0–2 reach the program.
 //!
-//! Everything here runs in a forked child of a multithreaded parent, so it
-//! is async-signal-safe: system calls only, no allocation, no locks.
+//! Everything here runs in a child of a multithreaded parent — `fork`ed
+//! (host commands, and the worker's fallback) or a `CLONE_VM | CLONE_VFORK`
+//! child sharing the parent's memory (workers, the `vfork_spawn` module) —
+//! so it is async-signal-safe: system calls only, no allocation, no locks,
+//! no panics.
 
 use std::io;
 
@@ -14,7 +17,7 @@ use std::io;
 /// Runs in the child between `fork` and `exec`: raw system calls only
 /// (rustix's, which allocate nothing and take no locks).
 pub(crate) fn enter_new_session_locked_down() -> io::Result<()> {
-    // The forked child is not a group leader, so this succeeds unless the
+    // The new child is not a group leader, so this succeeds unless the
     // kernel refuses.
     rustix::process::setsid()?;
     // Set-user-ID bits and file capabilities are not honoured, so every

@@ -68,6 +68,7 @@ pub mod process_host;
 pub mod rlimits;
 mod signals;
 mod transport;
+mod vfork_spawn;
 pub mod worker;
 pub mod worker_command;
 mod worker_kill;

@@ -129,8 +129,8 @@ impl WorkerLimits {
         self.address_space
     }
 
-    /// Apply the limits to the calling process. Runs in the forked child
-    /// before `exec`: only the raw `prlimit64` system call (rustix's
+    /// Apply the limits to the calling process. Runs in the new child
+    /// (`fork`ed or vfork-style, SPEC §17.2) before `exec`: only the raw `prlimit64` system call (rustix's
     /// `getrlimit`/`setrlimit`), no allocation, no locks.
     pub(crate) fn apply_in_child(&self) -> std::io::Result<()> {
         for (resource, value) in self.entries() {

@@ -17,7 +17,8 @@
 //! spawning (the `worker_spawn` module) refuses to run when `SIGCHLD` is
 //! ignored or `SA_NOCLDWAIT` is set in the parent process.
 //!
-//! We also hold a pidfd (`pidfd_open`) for the worker. It is not needed for
+//! We also hold a pidfd for the worker (from `CLONE_PIDFD`, or
+//! `pidfd_open` on the `fork` fallback). It is not needed for
 //! signalling safety (the anchor argument above is enough) but it gives us
 //! an event for "the worker exited": it becomes readable when the worker
 //! dies even while a descendant keeps the response pipe open, so a worker
@@ -47,7 +48,7 @@
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, ExitStatus};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal};
@@ -62,7 +63,9 @@ pub(crate) const REAP_WAIT_MAX: Duration = Duration::from_secs(2);
 
 /// An owned, unreaped worker process and its process group.
 pub(crate) struct WorkerProcess {
-    child: Option<Child>,
+    /// The worker's pid while it is ours to reap (`None` once reaped or
+    /// handed to the background reaper).
+    unreaped: Option<Pid>,
     pid: Pid,
     pidfd: Option<OwnedFd>,
     state: State,
@@ -91,11 +94,12 @@ pub(crate) struct Termination {
 }
 
 impl WorkerProcess {
-    /// Take ownership of a just-spawned, unreaped worker (`pid` is its
-    /// pid, also its process-group id).
-    pub(crate) fn new(child: Child, pid: Pid, cgroup: Option<ChildCgroup>) -> Self {
+    /// Take ownership of a just-spawned, unreaped child of this process
+    /// (`pid` is its pid, also its process-group id). From here on this
+    /// value is the only thing that waits for it.
+    pub(crate) fn new(pid: Pid, cgroup: Option<ChildCgroup>) -> Self {
         Self {
-            child: Some(child),
+            unreaped: Some(pid),
             pid,
             pidfd: None,
             state: State::Owned,
@@ -167,9 +171,10 @@ impl WorkerProcess {
                 self.pid.as_raw_pid(),
                 io::Error::from(error)
             ));
-            if let Some(child) = self.child.as_mut()
-                && let Err(error) = child.kill()
+            if let Some(pid) = self.unreaped
+                && let Err(error) = rustix::process::kill_process(pid, Signal::KILL)
             {
+                let error = io::Error::from(error);
                 problems.push(format!(
                     "direct kill of worker {} failed: {error}",
                     self.pid.as_raw_pid()
@@ -185,7 +190,7 @@ impl WorkerProcess {
     }
 
     fn reap(&mut self, problems: &mut Vec<String>) -> Option<ExitStatus> {
-        let Some(mut child) = self.child.take() else {
+        let Some(pid) = self.unreaped.take() else {
             self.state = State::Released;
             return None;
         };
@@ -207,12 +212,12 @@ impl WorkerProcess {
                 self.state = State::Released;
                 let _ = std::thread::Builder::new()
                     .name("quirl-lua-late-reaper".to_owned())
-                    .spawn(move || child.wait());
+                    .spawn(move || wait_for(pid));
                 return None;
             }
         }
         self.state = State::Released;
-        match child.wait() {
+        match wait_for(pid) {
             Ok(status) => Some(status),
             Err(error) => {
                 problems.push(format!(
@@ -228,6 +233,25 @@ impl WorkerProcess {
 impl Drop for WorkerProcess {
     fn drop(&mut self) {
         let _ = self.kill_tree_and_reap();
+    }
+}
+
+/// Block until our child `pid` ends and reap it (`waitpid`, retried on
+/// `EINTR`). `pid` must be an unreaped child of this process that nothing
+/// else waits for.
+fn wait_for(pid: Pid) -> io::Result<ExitStatus> {
+    loop {
+        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+            Ok(Some((_, status))) => return Ok(ExitStatus::from_raw(status.as_raw())),
+            Ok(None) => {
+                return Err(io::Error::other(format!(
+                    "waitpid for worker {} returned no status",
+                    pid.as_raw_pid()
+                )));
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(error) => return Err(error.into()),
+        }
     }
 }
 

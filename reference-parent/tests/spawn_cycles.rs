@@ -92,6 +92,46 @@ fn thousand_cycles(containment: Containment) {
         "{containment}: 1000 cycles in {elapsed:?} ({:?} per cycle)",
         elapsed / 1_000
     );
+    failed_spawns_leave_nothing(containment, &policy);
+}
+
+/// Spawns that fail inside the child (a missing working directory: the
+/// chdir step; a missing program: exec) report the OS error and leave no
+/// zombie, descriptor, cgroup or process (SPEC §17.2).
+fn failed_spawns_leave_nothing(containment: Containment, policy: &Policy) {
+    let command = WorkerCommand::new(quirl_lua_testkit::bins::fake_worker()).arg("echo");
+    let config =
+        |command: WorkerCommand| WorkerConfig::new(command, *policy).containment(containment);
+    let no_dir = config(command.current_dir("/nonexistent/quirl-spawn-cycles"));
+    let no_program = config(WorkerCommand::new("/nonexistent/quirl-spawn-cycles"));
+    let fds_before = procfs::fd_count();
+    for _ in 0..100 {
+        for failing in [&no_dir, &no_program] {
+            let Err(error) = Worker::spawn(failing.clone()) else {
+                panic!("{containment}: a failing spawn succeeded");
+            };
+            assert!(
+                error.to_string().contains("No such file or directory"),
+                "{containment}: {error}"
+            );
+        }
+    }
+    assert_eq!(
+        procfs::fd_count(),
+        fds_before,
+        "{containment}: descriptors grew after failed spawns"
+    );
+    assert!(
+        procfs::own_children().is_empty(),
+        "{containment}: children left after failed spawns: {:?}",
+        procfs::own_children()
+    );
+    if containment == Containment::Cgroup {
+        let own = PathBuf::from(containment_report(containment).cgroup.unwrap());
+        let (directories, pids) = cgroup_leftovers(&own);
+        assert!(directories.is_empty(), "cgroups left: {directories:?}");
+        assert!(pids.is_empty(), "processes left in the cgroup: {pids:?}");
+    }
 }
 
 #[test]

@@ -148,14 +148,16 @@ impl Drop for ChildCgroup {
     }
 }
 
-/// Runs in the forked child before `exec`: move this process into the
-/// cgroup whose `cgroup.procs` is `procs` (writing `0` means "the writer").
+/// Runs in the new child (`fork`ed or vfork-style, SPEC §17.2) before
+/// `exec`: move this process into the cgroup whose `cgroup.procs` is
+/// `procs` (writing `0` means "the writer").
 ///
 /// One `write(2)` — async-signal-safe, no allocation.
 pub(crate) fn enter_in_child(procs: RawFd) -> io::Result<()> {
     // SAFETY: `procs` is the `cgroup.procs` descriptor of a `ChildCgroup`
-    // the parent keeps open across the whole spawn; the fork duplicated it
-    // into this child, where nothing closes it before exec. A raw number
+    // the parent keeps open across the whole spawn; the fork (or the clone,
+    // which copies the descriptor table too) duplicated it into this child,
+    // where nothing closes it before exec. A raw number
     // crosses the fork because the `pre_exec` closure must be `'static`,
     // which a `BorrowedFd` of the parent's `File` cannot be.
     let procs = unsafe { BorrowedFd::borrow_raw(procs) };
