@@ -273,12 +273,24 @@ mod tests {
         }
         let child = command.spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        // `setsid -f` forks and its first process exits: three members can
-        // be seen for a moment, so wait for exactly the settled two.
-        while cgroup.members().unwrap().len() != 2 && Instant::now() < deadline {
+        // `setsid -f` forks and its first process exits, and `sh` execs
+        // `sleep` afterwards: two or three members of other names can be
+        // seen for a moment (two before the fork), so wait for the settled
+        // state, two members that both run `sleep`.
+        let settled = |members: &[u32]| {
+            members.len() == 2
+                && members.iter().all(|pid| {
+                    fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|name| name.trim() == "sleep")
+                })
+        };
+        while !settled(&cgroup.members().unwrap()) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert_eq!(cgroup.members().unwrap().len(), 2, "sh and its escapee");
+        assert!(
+            settled(&cgroup.members().unwrap()),
+            "sh (now sleep) and its escapee"
+        );
         Some((cgroup, child))
     }
 
