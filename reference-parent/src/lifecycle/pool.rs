@@ -840,15 +840,7 @@ impl Shared {
                     vacant @ Slot::Vacant { .. } => member.slot = vacant,
                 }
             }
-            let spares: Vec<Worker> = std::mem::take(&mut state.spares)
-                .into_iter()
-                .map(|spare| spare.worker)
-                .chain(
-                    std::mem::take(&mut state.suspects)
-                        .into_iter()
-                        .map(|s| s.worker),
-                )
-                .collect();
+            let spares = state.take_spares_and_suspects();
             report.spares_retired = spares.len();
             suspects_and_spares = spares;
         }
@@ -946,6 +938,20 @@ impl Shared {
 }
 
 impl State {
+    /// Every spare and every swapped-out worker still being checked,
+    /// taken out of the pool to be closed.
+    fn take_spares_and_suspects(&mut self) -> Vec<Worker> {
+        std::mem::take(&mut self.spares)
+            .into_iter()
+            .map(|spare| spare.worker)
+            .chain(
+                std::mem::take(&mut self.suspects)
+                    .into_iter()
+                    .map(|suspect| suspect.worker),
+            )
+            .collect()
+    }
+
     /// Take a ready spare of generation `number`, if any.
     fn take_spare(&mut self, number: u64) -> Option<Worker> {
         let position = self
@@ -1062,15 +1068,7 @@ impl Shared {
                     if self.shutdown_token.is_cancelled() {
                         // Every call fails now; close what the keeper
                         // holds and stop (shutdown still joins it).
-                        let spares: Vec<Worker> = std::mem::take(&mut state.spares)
-                            .into_iter()
-                            .map(|spare| spare.worker)
-                            .chain(
-                                std::mem::take(&mut state.suspects)
-                                    .into_iter()
-                                    .map(|suspect| suspect.worker),
-                            )
-                            .collect();
+                        let spares = state.take_spares_and_suspects();
                         drop(state);
                         drop(spares);
                         return;
