@@ -91,9 +91,13 @@ pub fn main(case: &str, pid_file: &Path) -> ExitCode {
 
 /// `spawn <pgid> <sid> <tty> <stdout> <env-leaked> <fds>`.
 fn spawn_facts() -> String {
-    let pgid = rustix::process::getpgid(None).map_or(-1, rustix::process::Pid::as_raw_pid);
-    let sid = rustix::process::getsid(None).map_or(-1, rustix::process::Pid::as_raw_pid);
-    let tty = proc::stat(proc::own_pid()).map_or(-1, |s| s.tty_nr);
+    // Read from /proc rather than getpgid/getsid: inside a PID namespace
+    // whose session or group leader lives outside it, both ids are 0, which
+    // rustix's `Pid` cannot hold (it asserts a positive id).
+    let own = proc::stat(proc::own_pid());
+    let pgid = own.as_ref().map_or(-1, |s| s.pgrp);
+    let sid = own.as_ref().map_or(-1, |s| s.session);
+    let tty = own.as_ref().map_or(-1, |s| s.tty_nr);
     let stdout = std::fs::read_link("/proc/self/fd/1")
         .map_or_else(|_| "closed".to_owned(), |p| p.display().to_string());
     let leaked = u8::from(std::env::var_os(SENTINEL_ENV).is_some());
@@ -591,5 +595,11 @@ mod tests {
         let parts: Vec<&str> = facts.split(' ').collect();
         assert_eq!(parts[0], "spawn");
         assert_eq!(parts.len(), 7, "{facts}");
+        // Group and session are read even where they are 0 (a PID namespace
+        // whose leaders live outside it); -1 would mean they were not.
+        let own = proc::stat(proc::own_pid()).unwrap();
+        assert_eq!(parts[1].parse::<i32>().unwrap(), own.pgrp, "{facts}");
+        assert_eq!(parts[2].parse::<i32>().unwrap(), own.session, "{facts}");
+        assert!(own.pgrp >= 0 && own.session >= 0, "{facts}");
     }
 }
