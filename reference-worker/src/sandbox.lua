@@ -457,6 +457,9 @@ do
     last_key[t] = k2
     hash_paid[t] = paid
     charge_count(units)
+    if k2 == nil then
+      return nil -- one result at the end, as Lua's next
+    end
     return k2, v2
   end
 
@@ -509,6 +512,9 @@ do
         if to > from then
           charge_bytes(to - from)
         end
+      end
+      if j == nil then
+        return -- no results at the end, as Lua's iterator
       end
       return j, code
     end
