@@ -236,6 +236,32 @@ fn utf8_scans_are_charged() {
 }
 
 #[test]
+fn literal_finds_are_charged_for_what_they_scan_not_for_the_rest_of_the_subject() {
+    // SPEC §15.6: a literal find is charged per 64 bytes scanned. A split
+    // loop over 1 MiB with 16,384 separators (one per 64 bytes) scans the
+    // text once: ~0.2 M units in all. Charged for the rest of the subject at
+    // every call, it would cost ~134 M units and trip this 1 M budget.
+    let split = "local line = string.rep('x', 63) .. ','\n\
+                 local text = string.rep(line, 16384)\n\
+                 local fields, pos = 0, 1\n\
+                 while true do\n\
+                   local at = text:find(',', pos, true)\n\
+                   if not at then break end\n\
+                   fields, pos = fields + 1, at + 1\n\
+                 end\n\
+                 return fields";
+    assert_eq!(success(eval(&mut vm_with(SMALL), split)), json!(16384));
+    // The same with a pattern without specials (searched literally too).
+    let pattern = split.replace("text:find(',', pos, true)", "text:find(',', pos)");
+    assert_eq!(success(eval(&mut vm_with(SMALL), &pattern)), json!(16384));
+    // A miss still pays for the whole scan: searching 4 MiB for an absent
+    // needle again and again ends by the budget.
+    assert_trips_instructions(&[&format!(
+        "{BIG_STRINGS} while true do local at = A:find('y', 1, true) end"
+    )]);
+}
+
+#[test]
 fn table_resizes_are_charged_by_what_they_allocate() {
     assert_trips_instructions(&[
         // A full hash part: each delete + insert of a new key rehashes it.
