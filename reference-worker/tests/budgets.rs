@@ -283,6 +283,12 @@ fn formatting_and_conversions_are_charged() {
          while true do local c = {table.unpack(t)} table.sort(c, function(a, b) return a < b end) end",
         "local s = string.rep('a', 100000) while true do local u = s:upper() end",
     ]);
+    // %s with a precision measures the whole argument and copies one byte:
+    // 50 calls over 4 MiB scan 200 MiB, which must cost the budget (~3.3 M
+    // units), not the ~3,000 instructions of the loop.
+    assert_trips_instructions(&[&format!(
+        "{BIG_STRINGS} for i = 1, 50 do local s = string.format('%.1s', A) end return 1"
+    )]);
 }
 
 // --- No heap addresses (SPEC §15.3) ---------------------------------------
