@@ -5,7 +5,7 @@
 //! without the flags.
 
 fn main() {
-    for symbol in ["strcoll", "luaS_eqlngstr", "luaO_str2num"] {
+    for symbol in ["strcoll", "luaS_eqlngstr", "luaO_str2num", "lua_getstack"] {
         println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
     }
     println!("cargo::rerun-if-changed=build.rs");

@@ -3,7 +3,7 @@
 //! them.
 
 fn main() {
-    for symbol in ["strcoll", "luaS_eqlngstr", "luaO_str2num"] {
+    for symbol in ["strcoll", "luaS_eqlngstr", "luaO_str2num", "lua_getstack"] {
         println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
     }
     println!("cargo::rerun-if-changed=build.rs");

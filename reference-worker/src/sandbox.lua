@@ -388,7 +388,14 @@ do
   end
 
   string.unpack = function(...)
-    charge_format((...))
+    local fmt, data = ...
+    charge_format(fmt)
+    -- A "z" option measures its string with strlen, which finds no end in
+    -- unterminated data before the data's end: nothing is allocated for the
+    -- scan when the call then fails (SPEC §15.6).
+    if type(fmt) == "string" and type(data) == "string" and plain_find(fmt, "z", 1) ~= nil then
+      charge_bytes(#data)
+    end
     return pass_counted(unpack(...))
   end
 end

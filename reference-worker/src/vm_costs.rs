@@ -3,11 +3,12 @@
 //! segment; `==` and table lookups with long-string keys use
 //! `luaS_eqlngstr`) and converting strings to numbers (`luaO_str2num`, used
 //! by string arithmetic, `tonumber` and every library argument that accepts
-//! a numeric string).
+//! a numeric string), and walking the call stack (`lua_getstack`, which
+//! `error` with a level and tracebacks use).
 //!
 //! These run inside single VM instructions, where the count hook cannot see
 //! them. The build scripts link every binary with
-//! `-Wl,--wrap=strcoll,--wrap=luaS_eqlngstr,--wrap=luaO_str2num` (see
+//! `-Wl,--wrap=strcoll,--wrap=luaS_eqlngstr,--wrap=luaO_str2num,--wrap=lua_getstack` (see
 //! [`WRAPPED_SYMBOLS`]): the linker sends Lua's calls to the `__wrap_`
 //! functions below, which charge the active VM's [`Meter`] by the bytes
 //! involved and call the original through its `__real_` name. A binary
@@ -18,7 +19,8 @@
 //! `luaS_eqlngstr` in the middle of a resize), so they are recorded with
 //! [`Meter::charge_quietly`]; once the VM has stopped, the wrappers skip
 //! the work and return at once (a stopped VM's results are never used), and
-//! the next hook firing raises the stop.
+//! the next hook firing raises the stop. The stack walk is the exception:
+//! it is bounded and still runs, so the stop's own traceback stays whole.
 
 use crate::meter::{BYTES_PER_UNIT, Meter};
 use std::cell::Cell;
@@ -26,7 +28,7 @@ use std::os::raw::{c_char, c_int, c_void};
 use std::sync::Arc;
 
 /// The symbols every binary linking this crate must wrap (`-Wl,--wrap=`).
-pub const WRAPPED_SYMBOLS: &[&str] = &["strcoll", "luaS_eqlngstr", "luaO_str2num"];
+pub const WRAPPED_SYMBOLS: &[&str] = &["strcoll", "luaS_eqlngstr", "luaO_str2num", "lua_getstack"];
 
 /// Bytes of a byte-at-a-time scan (number parsing) charged as one unit.
 pub const SCAN_BYTES_PER_UNIT: u64 = 16;
@@ -112,6 +114,7 @@ pub unsafe fn check_layout(ts: *const c_void, contents: *const u8, len: usize) -
 }
 
 unsafe extern "C" {
+    fn __real_lua_getstack(state: *mut c_void, level: c_int, ar: *mut c_void) -> c_int;
     fn __real_strcoll(a: *const c_char, b: *const c_char) -> c_int;
     fn __real_luaS_eqlngstr(a: *const c_void, b: *const c_void) -> c_int;
     fn __real_luaO_str2num(s: *const c_char, o: *mut c_void) -> usize;
@@ -165,6 +168,37 @@ pub unsafe extern "C" fn __wrap_luaO_str2num(s: *const c_char, o: *mut c_void) -
     }
     // SAFETY: forwarding Lua's arguments to the original.
     unsafe { __real_luaO_str2num(s, o) }
+}
+
+/// Frames of a stack walk charged as one unit.
+pub const FRAMES_PER_UNIT: u64 = 64;
+/// More frames than a Lua 5.4 stack can hold (`LUAI_MAXSTACK` is a million
+/// slots, and every frame takes at least one): no walk goes further.
+const FRAMES_MAX: u64 = 1_000_000;
+
+/// `lua_getstack(L, level)` follows the chain of call frames `level` steps
+/// (or to its end): `error(message, level)` through `luaL_where`, and
+/// `luaL_traceback`'s probes. At the bottom of a deep stack a guest could
+/// repeat a long walk for a few instructions; it is charged one unit per 64
+/// levels asked for, at most what the deepest stack holds.
+///
+/// # Safety
+/// Called with Lua's own arguments (a live thread and a `lua_Debug`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __wrap_lua_getstack(
+    state: *mut c_void,
+    level: c_int,
+    ar: *mut c_void,
+) -> c_int {
+    if let Ok(level) = u64::try_from(level)
+        && level >= FRAMES_PER_UNIT
+    {
+        // The walk itself is bounded (FRAMES_MAX), so it runs even when this
+        // charge stops the VM: tracebacks of the stop stay whole.
+        charge(level.min(FRAMES_MAX) / FRAMES_PER_UNIT);
+    }
+    // SAFETY: forwarding Lua's arguments to the original.
+    unsafe { __real_lua_getstack(state, level, ar) }
 }
 
 /// Offsets in Lua 5.4's `Table` (after the 8-byte `next` pointer, `tt` and

@@ -262,6 +262,42 @@ fn literal_finds_are_charged_for_what_they_scan_not_for_the_rest_of_the_subject(
 }
 
 #[test]
+fn scans_that_end_in_an_error_are_charged() {
+    // Each call scans 4 MiB and fails without allocating: 50 of them must
+    // cost the budget, not the few hundred instructions of the loop.
+    assert_trips_instructions(&[&format!(
+        "{BIG_STRINGS} for i = 1, 50 do pcall(string.unpack, 'z', A) end return 1"
+    )]);
+}
+
+#[test]
+fn stack_walks_are_charged_by_their_depth() {
+    // SPEC §15.6: `error` with a level walks that many frames. At the bottom
+    // of a 20,000-deep recursion, 2,000 walks of the whole stack take ~40 M
+    // frame steps for ~10,000 instructions; charged, they trip this budget.
+    let deep = "local function deep(n)
+                  if n == 0 then
+                    for i = 1, 2000 do pcall(error, 'x', 30000) end
+                    return 0
+                  end
+                  return 1 + deep(n - 1)
+                end
+                return deep(20000)";
+    assert_trips_instructions(&[deep]);
+    // Shallow levels stay free: Lua's own error positions are unchanged.
+    let shallow = "local function f() error('at the caller', 2) end
+                   local ok, e = pcall(function() f() end)
+                   return e";
+    assert_eq!(
+        success(eval(&mut vm_with(SMALL), shallow)),
+        json!("eval:2: at the caller")
+    );
+    // A huge level in a shallow stack costs a bounded charge, not the level.
+    let huge = "local ok, e = pcall(error, 'x', 1e9) return e";
+    assert_eq!(success(eval(&mut vm_with(SMALL), huge)), json!("x"));
+}
+
+#[test]
 fn table_resizes_are_charged_by_what_they_allocate() {
     assert_trips_instructions(&[
         // A full hash part: each delete + insert of a new key rehashes it.
