@@ -35,7 +35,7 @@
 //! - native scans that allocate nothing are charged by the wrappers in
 //!   `sandbox.lua` (`next`/`pairs`, `string.pack` formats, `utf8.codes`) and
 //!   by the link-time wrappers in `vm_costs.rs` (long-string comparison and
-//!   equality, string-to-number conversion).
+//!   equality, string-to-number conversion, stack walks, table rehashes).
 //!
 //! SPEC §15.6 lists every reachable function with its cost model.
 //!

@@ -298,6 +298,27 @@ fn stack_walks_are_charged_by_their_depth() {
 }
 
 #[test]
+fn rehashes_at_the_same_size_are_charged_for_the_slots_they_count() {
+    // SPEC §15.6: with its hash part full, every key added (and removed
+    // again) makes Lua count and move the whole table — 500,000 array slots —
+    // while allocating a node or two. 2,000 such keys must cost the budget
+    // (~30 M units), not the ~20,000 instructions of the loop.
+    let churn = "local t = {}
+                 for i = 1, 500000 do t[i] = true end
+                 t.a, t.b = true, true
+                 for k = 1, 2000 do t[k + 0.5] = true t[k + 0.5] = nil end
+                 return #t";
+    let budgets = Budgets {
+        instruction_limit: 20_000_000,
+        ..SMALL
+    };
+    assert_eq!(tripped(eval(&mut vm_with(budgets), churn)), "instructions");
+    // Building the same table, once, stays well within that budget.
+    let build = "local t = {} for i = 1, 500000 do t[i] = true end t.a = 1 return #t";
+    assert_eq!(success(eval(&mut vm_with(budgets), build)), json!(500000));
+}
+
+#[test]
 fn table_resizes_are_charged_by_what_they_allocate() {
     assert_trips_instructions(&[
         // A full hash part: each delete + insert of a new key rehashes it.
