@@ -13,6 +13,7 @@ fn main() {
         "luaH_finishset",
         "luaH_set",
         "luaH_setint",
+        "luaT_gettm",
     ] {
         println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
     }

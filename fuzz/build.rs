@@ -11,6 +11,7 @@ fn main() {
         "luaH_finishset",
         "luaH_set",
         "luaH_setint",
+        "luaT_gettm",
     ] {
         println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
     }

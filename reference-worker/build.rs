@@ -37,6 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "luaH_finishset",
         "luaH_set",
         "luaH_setint",
+        "luaT_gettm",
     ] {
         println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
     }

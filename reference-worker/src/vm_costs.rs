@@ -6,7 +6,8 @@
 //! a numeric string), walking the call stack (`lua_getstack`, which
 //! `error` with a level and tracebacks use), and rehashing a table
 //! (`luaH_finishset`, `luaH_set`, `luaH_setint`: the stores that can add a
-//! key).
+//! key), and looking up metamethods (`luaT_gettm`: `__index` and
+//! `__newindex` chains of tables).
 //!
 //! These run inside single VM instructions, where the count hook cannot see
 //! them. The build scripts link every binary with
@@ -37,6 +38,7 @@ pub const WRAPPED_SYMBOLS: &[&str] = &[
     "luaH_finishset",
     "luaH_set",
     "luaH_setint",
+    "luaT_gettm",
 ];
 
 /// Bytes of a byte-at-a-time scan (number parsing) charged as one unit.
@@ -123,6 +125,7 @@ pub unsafe fn check_layout(ts: *const c_void, contents: *const u8, len: usize) -
 }
 
 unsafe extern "C" {
+    fn __real_luaT_gettm(events: *mut c_void, event: c_int, name: *mut c_void) -> *const c_void;
     fn __real_lua_getstack(state: *mut c_void, level: c_int, ar: *mut c_void) -> c_int;
     fn __real_luaH_finishset(
         state: *mut c_void,
@@ -231,6 +234,31 @@ const TABLE_LSIZENODE_OFFSET: usize = 11;
 const TABLE_ALIMIT_OFFSET: usize = 12;
 /// `BITRAS` of `flags`: set when `alimit` is not the real array size.
 const TABLE_BITRAS: u8 = 1 << 7;
+
+/// A metamethod looked up in a metatable (`fasttm`, when the metatable's
+/// cache does not already say the event is absent): every step of an
+/// `__index` or `__newindex` chain of tables, which Lua follows up to 2,000
+/// tables inside one instruction. Charged one unit per
+/// [`LOOKUPS_PER_UNIT`](crate::meter::LOOKUPS_PER_UNIT) lookups.
+///
+/// # Safety
+/// Called by Lua with its own arguments (a metatable, an event, its name).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __wrap_luaT_gettm(
+    events: *mut c_void,
+    event: c_int,
+    name: *mut c_void,
+) -> *const c_void {
+    ACTIVE.with(|active| {
+        // SAFETY: a non-null pointer was set by a live `ActiveMeter` (see
+        // `charge`).
+        if let Some(meter) = unsafe { active.get().as_ref() } {
+            meter.charge_metamethod_lookup();
+        }
+    });
+    // SAFETY: forwarding Lua's arguments to the original.
+    unsafe { __real_luaT_gettm(events, event, name) }
+}
 
 /// Offset of the `node` pointer (the hash part) in Lua 5.4's `Table`.
 const TABLE_NODE_OFFSET: usize = 24;

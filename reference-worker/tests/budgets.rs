@@ -319,6 +319,47 @@ fn rehashes_at_the_same_size_are_charged_for_the_slots_they_count() {
 }
 
 #[test]
+fn index_and_newindex_chains_are_charged_per_table_followed() {
+    // SPEC §15.6: one `t.missing` on the end of a 1,990-table `__index`
+    // chain follows every table inside one instruction. 500 such reads must
+    // cost the budget (~125,000 units), not the ~2,000 instructions of the
+    // loop; the same for `__newindex`.
+    for (event, access) in [
+        ("__index", "local v = t.missing"),
+        ("__newindex", "t.x = nil"),
+    ] {
+        let source = format!(
+            "local t = {{}}
+             for i = 1, 1990 do t = setmetatable({{}}, {{{event} = t}}) end
+             for i = 1, 500 do {access} end
+             return 1"
+        );
+        let budgets = Budgets {
+            instruction_limit: 100_000,
+            ..SMALL
+        };
+        assert_eq!(
+            tripped(eval(&mut vm_with(budgets), &source)),
+            "instructions",
+            "{event}"
+        );
+    }
+    // Ordinary method lookups through one `__index` cost little: 10,000
+    // calls on an instance fit in a budget four times the loop's own size.
+    let methods = "local Class = {} Class.__index = Class
+                   function Class:get() return self.n end
+                   local object = setmetatable({n = 1}, Class)
+                   local sum = 0
+                   for i = 1, 10000 do sum = sum + object:get() end
+                   return sum";
+    let budgets = Budgets {
+        instruction_limit: 200_000,
+        ..SMALL
+    };
+    assert_eq!(success(eval(&mut vm_with(budgets), methods)), json!(10000));
+}
+
+#[test]
 fn table_resizes_are_charged_by_what_they_allocate() {
     assert_trips_instructions(&[
         // A full hash part: each delete + insert of a new key rehashes it.
