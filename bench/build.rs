@@ -14,6 +14,7 @@ fn main() {
         "luaH_set",
         "luaH_setint",
         "luaT_gettm",
+        "luaT_getvarargs",
     ] {
         println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
     }

@@ -12,6 +12,7 @@ fn main() {
         "luaH_set",
         "luaH_setint",
         "luaT_gettm",
+        "luaT_getvarargs",
     ] {
         println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
     }

@@ -38,6 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "luaH_set",
         "luaH_setint",
         "luaT_gettm",
+        "luaT_getvarargs",
     ] {
         println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
     }

@@ -6,8 +6,8 @@
 //! a numeric string), walking the call stack (`lua_getstack`, which
 //! `error` with a level and tracebacks use), and rehashing a table
 //! (`luaH_finishset`, `luaH_set`, `luaH_setint`: the stores that can add a
-//! key), and looking up metamethods (`luaT_gettm`: `__index` and
-//! `__newindex` chains of tables).
+//! key), looking up metamethods (`luaT_gettm`: `__index` and
+//! `__newindex` chains of tables), and copying `...` (`luaT_getvarargs`).
 //!
 //! These run inside single VM instructions, where the count hook cannot see
 //! them. The build scripts link every binary with
@@ -39,6 +39,7 @@ pub const WRAPPED_SYMBOLS: &[&str] = &[
     "luaH_set",
     "luaH_setint",
     "luaT_gettm",
+    "luaT_getvarargs",
 ];
 
 /// Bytes of a byte-at-a-time scan (number parsing) charged as one unit.
@@ -125,6 +126,7 @@ pub unsafe fn check_layout(ts: *const c_void, contents: *const u8, len: usize) -
 }
 
 unsafe extern "C" {
+    fn __real_luaT_getvarargs(state: *mut c_void, ci: *mut c_void, to: *mut c_void, wanted: c_int);
     fn __real_luaT_gettm(events: *mut c_void, event: c_int, name: *mut c_void) -> *const c_void;
     fn __real_lua_getstack(state: *mut c_void, level: c_int, ar: *mut c_void) -> c_int;
     fn __real_luaH_finishset(
@@ -234,6 +236,43 @@ const TABLE_LSIZENODE_OFFSET: usize = 11;
 const TABLE_ALIMIT_OFFSET: usize = 12;
 /// `BITRAS` of `flags`: set when `alimit` is not the real array size.
 const TABLE_BITRAS: u8 = 1 << 7;
+
+/// Values of a stack copy charged as one unit.
+pub const VALUES_PER_UNIT: u64 = 64;
+
+/// `...` in an expression that takes all of them (`f(...)`, `{...}`,
+/// `select("#", ...)`, `return ...`) copies every extra argument of the
+/// running function onto the stack inside one instruction: a function called
+/// with 200,000 arguments could copy them again and again for a few
+/// instructions each. Charged one unit per 64 values, read as the frame's
+/// stack top after the copy (the extra arguments plus at most the
+/// function's 255 registers).
+///
+/// # Safety
+/// Called by Lua with its own arguments (the running thread, its current
+/// call, the destination, the count wanted or -1 for all).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __wrap_luaT_getvarargs(
+    state: *mut c_void,
+    ci: *mut c_void,
+    to: *mut c_void,
+    wanted: c_int,
+) {
+    // SAFETY: forwarding Lua's arguments to the original; with `wanted < 0`
+    // it sets the thread's top after the copied values, which `lua_gettop`
+    // reads relative to the running function (the call Lua passed).
+    unsafe {
+        __real_luaT_getvarargs(state, ci, to, wanted);
+        if wanted < 0 {
+            let top = mlua::ffi::lua_gettop(state.cast());
+            if let Ok(values) = u64::try_from(top)
+                && values >= VALUES_PER_UNIT
+            {
+                charge(values / VALUES_PER_UNIT);
+            }
+        }
+    }
+}
 
 /// A metamethod looked up in a metatable (`fasttm`, when the metatable's
 /// cache does not already say the event is absent): every step of an

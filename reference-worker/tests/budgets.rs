@@ -360,6 +360,39 @@ fn index_and_newindex_chains_are_charged_per_table_followed() {
 }
 
 #[test]
+fn copies_of_varargs_are_charged_per_value() {
+    // SPEC §15.6: `select("#", ...)` copies all 100,000 extra arguments in
+    // one instruction. 200 copies (20 M values) must cost the budget
+    // (~310,000 units), not the ~1,000 instructions of the loop.
+    let copies = "local t = {} for i = 1, 100000 do t[i] = i end
+                  local function f(...)
+                    local n = 0
+                    for i = 1, 200 do n = n + select('#', ...) end
+                    return n
+                  end
+                  return f(table.unpack(t))";
+    let budgets = Budgets {
+        instruction_limit: 500_000,
+        ..SMALL
+    };
+    assert_eq!(tripped(eval(&mut vm_with(budgets), copies)), "instructions");
+    // A few varargs pass uncharged: a vararg wrapper called 10,000 times
+    // stays within a budget twice the loop's own size.
+    let wrapper = "local function pass(...) return ... end
+                   local sum = 0
+                   for i = 1, 10000 do sum = sum + pass(i, 1, 2) end
+                   return sum";
+    let small = Budgets {
+        instruction_limit: 150_000,
+        ..SMALL
+    };
+    assert_eq!(
+        success(eval(&mut vm_with(small), wrapper)),
+        json!(50_005_000)
+    );
+}
+
+#[test]
 fn table_resizes_are_charged_by_what_they_allocate() {
     assert_trips_instructions(&[
         // A full hash part: each delete + insert of a new key rehashes it.
