@@ -393,6 +393,38 @@ fn copies_of_varargs_are_charged_per_value() {
 }
 
 #[test]
+fn error_messages_that_scan_a_large_function_are_charged() {
+    // SPEC §15.6: naming the operand of `t.a.b` (or the function of a bad
+    // argument) scans the failing function's code. 200 caught errors at the
+    // end of a function of ~60,000 instructions (never run: behind
+    // `if false`) must cost the budget (~190,000 units), not the ~1,500
+    // instructions that run.
+    let dead: String = (0..60_000).map(|i| format!("a = {i} ")).collect();
+    let budgets = Budgets {
+        instruction_limit: 100_000,
+        ..SMALL
+    };
+    for failing in ["local t = {} return t.a.b", "return string.rep()"] {
+        let source = format!(
+            "local function f() local a if false then {dead} end {failing} end
+             for i = 1, 200 do pcall(f) end
+             return 1"
+        );
+        assert_eq!(
+            tripped(eval(&mut vm_with(budgets), &source)),
+            "instructions",
+            "{failing}"
+        );
+    }
+    // The same errors in a small function cost next to nothing.
+    let small = "local function f() local t = {} return t.a.b end
+                 local function g() return string.rep() end
+                 for i = 1, 200 do pcall(f) pcall(g) end
+                 return 1";
+    assert_eq!(success(eval(&mut vm_with(budgets), small)), json!(1));
+}
+
+#[test]
 fn table_resizes_are_charged_by_what_they_allocate() {
     assert_trips_instructions(&[
         // A full hash part: each delete + insert of a new key rehashes it.
