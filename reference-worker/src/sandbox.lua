@@ -524,7 +524,9 @@ do
     local step, s, i = codes(...)
     local charged = steps[step]
     if charged == nil then
-      charged = charged_step(step)
+      -- A library call, as the C iterator it replaces: an invalid byte
+      -- sequence raises "invalid UTF-8 code" at the guest's loop, not here.
+      charged = as_library(charged_step(step))
       steps[step] = charged
     end
     return charged, s, i
@@ -670,9 +672,7 @@ do
       t[pos] = t[pos + 1]
       pos = pos + 1
     end
-    if pos <= size then
-      t[pos] = nil
-    end
+    t[pos] = nil -- also at size + 1 (and 0 when empty), as Lua's tremove
     return value
   end
 

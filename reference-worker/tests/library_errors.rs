@@ -132,6 +132,9 @@ const CALLS: &[&str] = &[
     r#"utf8.offset("abc", 1, 10)"#,
     r#"utf8.offset()"#,
     r#"utf8.codes({})"#,
+    // the codes iterator raises at the guest's loop, as Lua's C iterator
+    r#"(function() for _ in utf8.codes("a\xffb") do end end)()"#,
+    r#"(function() local step, s = utf8.codes("\xff") return step(s, 0) end)()"#,
     // coroutine
     r#"coroutine.create(1)"#,
     r#"coroutine.create()"#,

@@ -123,6 +123,14 @@ const CALLS: &[&str] = &[
     "table.pack(nil, nil).n",
     "table.move({1, 2, 3}, 1, 3, 2)[3]",
     "table.move({1}, 1, 0, 1)[1]",
+    // table.remove on a table with metamethods clears t[pos] also at
+    // #t + 1 and at 0 (Lua's tremove always ends with `t[pos] = nil`)
+    "(function() local log = {} local t = setmetatable({}, {__newindex = function(t, k, v) \
+      log[#log + 1] = tostring(k) .. '=' .. tostring(v) rawset(t, k, v) end}) \
+      t[1] = 'a' local r = table.remove(t, 2) local r0 = table.remove(setmetatable({}, getmetatable(t))) \
+      return r, r0, table.concat(log, ',') end)()",
+    "(function() local t = setmetatable({}, {__index = function(_, k) return 'v' .. k end}) \
+      return table.remove(t, 1), table.remove(t, 0), rawget(t, 1) end)()",
     // math
     "math.tointeger(3.5)",
     "math.tointeger('8')",
