@@ -547,6 +547,16 @@ do
     return type(t) == "table" and getmetatable(t) == nil
   end
 
+  -- Lua's length of a table with a metatable (luaL_len): __len's result
+  -- must convert to an integer.
+  local function length_of(t)
+    local n = tointeger(#t)
+    if n == nil then
+      error("object length is not an integer", 1)
+    end
+    return n
+  end
+
   local function span(first, last)
     if last < first then
       return 0
@@ -608,7 +618,7 @@ do
       if plain(t) then
         insert(t, pos)
       else
-        t[#t + 1] = pos
+        t[length_of(t) + 1] = pos
       end
       return
     end
@@ -625,7 +635,7 @@ do
       insert(t, p, value)
       return
     end
-    local e = #t + 1
+    local e = length_of(t) + 1
     if not (p >= 1 and p <= e) then
       error("bad argument #2 to 'insert' (position out of bounds)", 1)
     end
@@ -654,7 +664,7 @@ do
       local result = remove(...)
       return result
     end
-    local size = #t
+    local size = length_of(t)
     local pos = size
     local given = select(2, ...)
     if select("#", ...) > 1 and given ~= nil then
@@ -701,7 +711,7 @@ do
     elseif plain(t) then
       last = rawlen(t)
     else
-      last = #t
+      last = length_of(t)
     end
     if first == nil or last == nil then
       local result = concat(...)
@@ -729,7 +739,7 @@ do
     elseif plain(t) then
       last = rawlen(t)
     else
-      last = #t
+      last = length_of(t)
     end
     if first == nil or last == nil then
       return pass_counted(unpack(...))
@@ -755,6 +765,118 @@ do
     return n * log
   end
 
+  local raw_pcall, raw_rawget = pcall, rawget
+
+  -- Lua's auxsort (ltablib.c) step for step, over a table whose elements
+  -- are read and written through its metamethods: the same reads, writes
+  -- and comparisons in the same order. Each comparison is made by the
+  -- original sort on a two-element probe, so the comparator (or `<`) runs
+  -- called from C exactly as in Lua: its errors carry the same positions
+  -- and it cannot yield. Lua draws a random pivot only after a badly
+  -- unbalanced partition; a counter stands in for its clock-based seed.
+  local pivot_seed = 0
+  local function sort_through_metamethods(t, n, comp)
+    local x, y, swapped
+    local probe = raw_setmetatable({}, {
+      __len = function() return 2 end,
+      __index = function(_, k)
+        if k == 1 then
+          return y
+        end
+        return x
+      end,
+      __newindex = function() swapped = true end,
+    })
+    -- comp(a, b) (or a < b): the original sort swaps the probe's elements
+    -- exactly when b, a is out of order.
+    local function less(a, b)
+      x, y, swapped = a, b, false
+      sort(probe, comp)
+      return swapped
+    end
+    local function auxsort(lo, up, rnd)
+      while lo < up do
+        local a_lo, a_up = t[lo], t[up]
+        if less(a_up, a_lo) then
+          t[lo] = a_up
+          t[up] = a_lo
+        end
+        if up - lo == 1 then
+          return
+        end
+        local p
+        if up - lo < 100 or rnd == 0 then
+          p = (lo + up) // 2
+        else
+          local r4 = (up - lo) // 4
+          p = rnd % (r4 * 2) + (lo + r4)
+        end
+        local a_p, a_lo2 = t[p], t[lo]
+        if less(a_p, a_lo2) then
+          t[p] = a_lo2
+          t[lo] = a_p
+        else
+          local a_up2 = t[up]
+          if less(a_up2, a_p) then
+            t[p] = a_up2
+            t[up] = a_p
+          end
+        end
+        if up - lo == 2 then
+          return
+        end
+        local pivot = t[p]
+        local a_before = t[up - 1]
+        t[p] = a_before
+        t[up - 1] = pivot
+        local i, j = lo, up - 1
+        while true do
+          i = i + 1
+          local a_i = t[i]
+          while less(a_i, pivot) do
+            if i == up - 1 then
+              error("invalid order function for sorting", 1)
+            end
+            i = i + 1
+            a_i = t[i]
+          end
+          j = j - 1
+          local a_j = t[j]
+          while less(pivot, a_j) do
+            if j < i then
+              error("invalid order function for sorting", 1)
+            end
+            j = j - 1
+            a_j = t[j]
+          end
+          if j < i then
+            t[up - 1] = a_i
+            t[i] = pivot
+            p = i
+            break
+          end
+          t[i] = a_j
+          t[j] = a_i
+        end
+        local smaller
+        if p - lo < up - p then
+          auxsort(lo, p - 1, rnd)
+          smaller = p - lo
+          lo = p + 1
+        else
+          auxsort(p + 1, up, rnd)
+          smaller = up - p
+          up = p - 1
+        end
+        if (up - lo) // 128 > smaller then
+          pivot_seed = pivot_seed + 1
+          rnd = pivot_seed
+        end
+      end
+    end
+    auxsort(1, n, 0)
+  end
+
   table.sort = function(...)
     local t, comp = ...
     if type(t) ~= "table" then
@@ -766,15 +888,38 @@ do
       sort(t, comp)
       return
     end
-    local n = #t
+    local n = length_of(t)
+    if n <= 1 then
+      return -- Lua reads nothing and checks no comparator
+    end
     if n >= 2147483647 then
       error("bad argument #1 to 'sort' (array too big)", 1)
     end
+    if comp ~= nil and type(comp) ~= "function" then
+      sort({ 1, 2 }, comp) -- the original reports the argument error
+    end
     charge(sort_units(n))
-    local copy = plain_copy(t, 1, n)
-    sort(copy, comp)
+    -- Reads and writes of keys the table holds never reach a metamethod,
+    -- so a table holding all of 1..n (an object with methods in its
+    -- metatable) is sorted as a plain copy by Lua's own sort, and written
+    -- back also when the comparator fails, as Lua leaves it half sorted.
+    for k = 1, n do
+      if raw_rawget(t, k) == nil then
+        sort_through_metamethods(t, n, comp)
+        return
+      end
+    end
+    local copy = {}
+    for k = 1, n do
+      copy[k] = raw_rawget(t, k)
+    end
+    local ok, err = raw_pcall(sort, copy, comp)
+    guard()
     for k = 1, n do
       t[k] = copy[k]
+    end
+    if not ok then
+      error(err, 0)
     end
   end
 end

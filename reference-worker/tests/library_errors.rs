@@ -111,6 +111,17 @@ const CALLS: &[&str] = &[
     r#"table.sort({3, 2, 1}, function(a, b) error("bare", 0) end)"#,
     r#"table.sort({3, 2, 1}, function(a, b) error({}) end)"#,
     r#"table.sort({3, 2, 1}, function(a, b) return ("%d"):format(0.5) end)"#,
+    // tables with metatables: a length that is no integer (luaL_len), and
+    // errors of a sort that reads through __index
+    r#"table.sort(setmetatable({3, 1, 2}, {__len = function() return 2.5 end}))"#,
+    r#"table.insert(setmetatable({}, {__len = function() return "x" end}), 1)"#,
+    r#"table.remove(setmetatable({1}, {__len = function() return nil end}))"#,
+    r#"table.concat(setmetatable({"a"}, {__len = function() return 1.5 end}))"#,
+    r#"table.unpack(setmetatable({1}, {__len = function() return {} end}))"#,
+    r#"table.sort(setmetatable({}, {__index = function(_, k) return 4 - k end, __len = function() return 3 end}), 5)"#,
+    r#"table.sort(setmetatable({}, {__index = function(_, k) return k % 7 end, __len = function() return 50 end}), function() return true end)"#,
+    r#"table.sort(setmetatable({}, {__index = function(_, k) return k end, __len = function() return 3 end}), function() error("level two", 2) end)"#,
+    r#"table.sort(setmetatable({}, {__index = function(_, k) return k == 2 and "x" or k end, __len = function() return 3 end}))"#,
     r#"table.unpack()"#,
     r#"table.unpack({}, 1, 1e8)"#,
     r#"table.unpack({}, "x")"#,
