@@ -3,7 +3,15 @@
 //! them.
 
 fn main() {
-    for symbol in ["strcoll", "luaS_eqlngstr", "luaO_str2num"] {
+    for symbol in [
+        "strcoll",
+        "luaS_eqlngstr",
+        "luaO_str2num",
+        "lua_getstack",
+        "luaH_finishset",
+        "luaH_set",
+        "luaH_setint",
+    ] {
         println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
     }
     println!("cargo::rerun-if-changed=build.rs");

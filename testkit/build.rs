@@ -6,7 +6,15 @@
 
 fn main() {
     if std::env::var_os("CARGO_FEATURE_WORKER").is_some() {
-        for symbol in ["strcoll", "luaS_eqlngstr", "luaO_str2num"] {
+        for symbol in [
+            "strcoll",
+            "luaS_eqlngstr",
+            "luaO_str2num",
+            "lua_getstack",
+            "luaH_finishset",
+            "luaH_set",
+            "luaH_setint",
+        ] {
             println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
         }
     }

@@ -22,8 +22,11 @@
 //!   are charged before they run: one unit per element they visit
 //!   (`table.move`, `table.concat`, `table.insert`/`remove` with a position,
 //!   `table.unpack`, `table.sort` at n·log2 n, `string.byte`,
-//!   `utf8.codepoint`) and one unit per 64 bytes they copy or scan
-//!   (`string.rep`, `upper`, `lower`, `reverse`, `sub`, `format`, `utf8.len`);
+//!   `utf8.codepoint`) and one unit per 64 bytes they scan without
+//!   allocating (`utf8.len`, `utf8.offset`, the strings of `string.format`'s
+//!   `%s` with a width or precision, a literal `string.find` window by
+//!   window); what `sub`, `upper`, `lower`, `reverse` and `format` copy is
+//!   charged by the allocator gate (next item);
 //! - every byte the VM allocates during a request (gross, frees are not
 //!   credited) is charged at one unit per 64 bytes by the allocator gate:
 //!   native work that builds its result as it goes (concatenation, table
@@ -32,7 +35,7 @@
 //! - native scans that allocate nothing are charged by the wrappers in
 //!   `sandbox.lua` (`next`/`pairs`, `string.pack` formats, `utf8.codes`) and
 //!   by the link-time wrappers in `vm_costs.rs` (long-string comparison and
-//!   equality, string-to-number conversion).
+//!   equality, string-to-number conversion, stack walks, table rehashes).
 //!
 //! SPEC §15.6 lists every reachable function with its cost model.
 //!

@@ -308,6 +308,13 @@ do
             args[arg] = identity(args[arg]) or "(null)"
             changed = true
           end
+          if conversion == 115 and j > p + 1 and type(args[arg]) == "string" then
+            -- %s with flags, width or precision: Lua measures the whole
+            -- argument with strlen first and, with a precision, copies
+            -- almost nothing, so the allocator charges nothing for the scan
+            -- (SPEC §15.6).
+            charge_bytes(#args[arg])
+          end
         end
         i = j + 1
       end
@@ -327,9 +334,7 @@ end
 ---------------------------------------------------------------------------
 do
   local string = string
-  local rep, upper, lower, reverse, sub, format, byte, pack, unpack =
-    string.rep, string.upper, string.lower, string.reverse,
-    string.sub, string.format, string.byte, string.pack, string.unpack
+  local rep, byte, pack, unpack = string.rep, string.byte, string.pack, string.unpack
   local packsize = string.packsize
 
   string.dump = nil
@@ -346,31 +351,16 @@ do
     return result
   end
 
-  local function charged_transform(original)
-    return function(...)
-      local s = ...
-      if type(s) == "string" then
-        charge_bytes(#s)
-      end
-      local result = original(...)
-      return result
-    end
-  end
-  string.upper = charged_transform(upper)
-  string.lower = charged_transform(lower)
-  string.reverse = charged_transform(reverse)
-
-  string.sub = function(...)
-    local result = sub(...)
-    charge_bytes(#result)
-    return result
-  end
-
-  string.format = function(...)
-    local result = format(...)
-    charge_bytes(#result)
-    return result
-  end
+  -- string.sub, upper, lower and reverse stay Lua's own C functions, and
+  -- string.format the address-hiding wrapper above: what they copy is
+  -- charged by the allocator gate (one unit per 64 bytes, before the copy:
+  -- a result longer than 40 bytes is a new allocation, upper, lower and
+  -- reverse allocate their buffer before their loop above 1 KiB, and a
+  -- format buffer grows before each piece is added; each format item is at
+  -- most a few hundred bytes); below those sizes a call copies a bounded
+  -- number of bytes, which the instructions calling it cover (SPEC §15.6).
+  -- A Lua wrapper here charged the same bytes a second time and ran a dozen
+  -- VM instructions per call, counted against the guest's budget.
 
   -- Formats are parsed option by option: one unit per format byte, charged
   -- before the parse (SPEC §15.6).
@@ -398,7 +388,14 @@ do
   end
 
   string.unpack = function(...)
-    charge_format((...))
+    local fmt, data = ...
+    charge_format(fmt)
+    -- A "z" option measures its string with strlen, which finds no end in
+    -- unterminated data before the data's end: nothing is allocated for the
+    -- scan when the call then fails (SPEC §15.6).
+    if type(fmt) == "string" and type(data) == "string" and plain_find(fmt, "z", 1) ~= nil then
+      charge_bytes(#data)
+    end
     return pass_counted(unpack(...))
   end
 end

@@ -219,6 +219,12 @@ fn check_internal_layout(lua: &Lua) -> mlua::Result<()> {
                 ok &= capacity == (narray as u64, hash_slots);
                 mlua::ffi::lua_settop(state, -2);
             }
+            // { x = 42 }: one node.
+            mlua::ffi::lua_createtable(state, 0, 1);
+            mlua::ffi::lua_pushinteger(state, 42);
+            mlua::ffi::lua_setfield(state, -2, c"x".as_ptr());
+            ok &= crate::vm_costs::check_table_node_layout(mlua::ffi::lua_topointer(state, -1), 42);
+            mlua::ffi::lua_settop(state, -2);
             mlua::ffi::lua_pushlstring(state, long.as_ptr().cast(), long.len());
             let contents = mlua::ffi::lua_tolstring(state, -1, std::ptr::null_mut());
             ok &= crate::vm_costs::check_layout(

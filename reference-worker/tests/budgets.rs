@@ -236,6 +236,89 @@ fn utf8_scans_are_charged() {
 }
 
 #[test]
+fn literal_finds_are_charged_for_what_they_scan_not_for_the_rest_of_the_subject() {
+    // SPEC §15.6: a literal find is charged per 64 bytes scanned. A split
+    // loop over 1 MiB with 16,384 separators (one per 64 bytes) scans the
+    // text once: ~0.2 M units in all. Charged for the rest of the subject at
+    // every call, it would cost ~134 M units and trip this 1 M budget.
+    let split = "local line = string.rep('x', 63) .. ','\n\
+                 local text = string.rep(line, 16384)\n\
+                 local fields, pos = 0, 1\n\
+                 while true do\n\
+                   local at = text:find(',', pos, true)\n\
+                   if not at then break end\n\
+                   fields, pos = fields + 1, at + 1\n\
+                 end\n\
+                 return fields";
+    assert_eq!(success(eval(&mut vm_with(SMALL), split)), json!(16384));
+    // The same with a pattern without specials (searched literally too).
+    let pattern = split.replace("text:find(',', pos, true)", "text:find(',', pos)");
+    assert_eq!(success(eval(&mut vm_with(SMALL), &pattern)), json!(16384));
+    // A miss still pays for the whole scan: searching 4 MiB for an absent
+    // needle again and again ends by the budget.
+    assert_trips_instructions(&[&format!(
+        "{BIG_STRINGS} while true do local at = A:find('y', 1, true) end"
+    )]);
+}
+
+#[test]
+fn scans_that_end_in_an_error_are_charged() {
+    // Each call scans 4 MiB and fails without allocating: 50 of them must
+    // cost the budget, not the few hundred instructions of the loop.
+    assert_trips_instructions(&[&format!(
+        "{BIG_STRINGS} for i = 1, 50 do pcall(string.unpack, 'z', A) end return 1"
+    )]);
+}
+
+#[test]
+fn stack_walks_are_charged_by_their_depth() {
+    // SPEC §15.6: `error` with a level walks that many frames. At the bottom
+    // of a 20,000-deep recursion, 2,000 walks of the whole stack take ~40 M
+    // frame steps for ~10,000 instructions; charged, they trip this budget.
+    let deep = "local function deep(n)
+                  if n == 0 then
+                    for i = 1, 2000 do pcall(error, 'x', 30000) end
+                    return 0
+                  end
+                  return 1 + deep(n - 1)
+                end
+                return deep(20000)";
+    assert_trips_instructions(&[deep]);
+    // Shallow levels stay free: Lua's own error positions are unchanged.
+    let shallow = "local function f() error('at the caller', 2) end
+                   local ok, e = pcall(function() f() end)
+                   return e";
+    assert_eq!(
+        success(eval(&mut vm_with(SMALL), shallow)),
+        json!("eval:2: at the caller")
+    );
+    // A huge level in a shallow stack costs a bounded charge, not the level.
+    let huge = "local ok, e = pcall(error, 'x', 1e9) return e";
+    assert_eq!(success(eval(&mut vm_with(SMALL), huge)), json!("x"));
+}
+
+#[test]
+fn rehashes_at_the_same_size_are_charged_for_the_slots_they_count() {
+    // SPEC §15.6: with its hash part full, every key added (and removed
+    // again) makes Lua count and move the whole table — 500,000 array slots —
+    // while allocating a node or two. 2,000 such keys must cost the budget
+    // (~30 M units), not the ~20,000 instructions of the loop.
+    let churn = "local t = {}
+                 for i = 1, 500000 do t[i] = true end
+                 t.a, t.b = true, true
+                 for k = 1, 2000 do t[k + 0.5] = true t[k + 0.5] = nil end
+                 return #t";
+    let budgets = Budgets {
+        instruction_limit: 20_000_000,
+        ..SMALL
+    };
+    assert_eq!(tripped(eval(&mut vm_with(budgets), churn)), "instructions");
+    // Building the same table, once, stays well within that budget.
+    let build = "local t = {} for i = 1, 500000 do t[i] = true end t.a = 1 return #t";
+    assert_eq!(success(eval(&mut vm_with(budgets), build)), json!(500000));
+}
+
+#[test]
 fn table_resizes_are_charged_by_what_they_allocate() {
     assert_trips_instructions(&[
         // A full hash part: each delete + insert of a new key rehashes it.
@@ -257,6 +340,12 @@ fn formatting_and_conversions_are_charged() {
          while true do local c = {table.unpack(t)} table.sort(c, function(a, b) return a < b end) end",
         "local s = string.rep('a', 100000) while true do local u = s:upper() end",
     ]);
+    // %s with a precision measures the whole argument and copies one byte:
+    // 50 calls over 4 MiB scan 200 MiB, which must cost the budget (~3.3 M
+    // units), not the ~3,000 instructions of the loop.
+    assert_trips_instructions(&[&format!(
+        "{BIG_STRINGS} for i = 1, 50 do local s = string.format('%.1s', A) end return 1"
+    )]);
 }
 
 // --- No heap addresses (SPEC §15.3) ---------------------------------------

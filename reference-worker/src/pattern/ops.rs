@@ -94,6 +94,52 @@ pub fn lua_match<B: Budget>(
     find_aux(s, p, init, false, false, budget)
 }
 
+/// The first window of a literal search, in bytes; each next one is twice
+/// as long, up to [`LITERAL_WINDOW_MAX`].
+const LITERAL_WINDOW_FIRST: usize = 256;
+const LITERAL_WINDOW_MAX: usize = 1 << 20;
+
+/// Where `p` first occurs in `s` at or after `init` (SPEC §15.4, §15.6).
+///
+/// The search runs over windows that start at 256 bytes and double, each
+/// charged (one unit plus one per 64 bytes, the needle's bytes included)
+/// before it is scanned: a hit near `init` costs a few units however long
+/// the rest of the subject is — as a tokenizer's `s:find(",", pos, true)`
+/// over a large text needs — and a miss costs at most about twice a single
+/// charged scan of the rest. Consecutive windows overlap by the needle's
+/// length minus one, so no occurrence straddling a border is missed.
+fn literal_find<B: Budget>(
+    s: &[u8],
+    p: &[u8],
+    init: usize,
+    budget: &mut B,
+) -> Outcome<Option<usize>, B::Stop> {
+    let finder = memchr::memmem::Finder::new(p);
+    let mut start = init;
+    let mut window = LITERAL_WINDOW_FIRST;
+    loop {
+        let end = start
+            .saturating_add(window)
+            .saturating_add(p.len())
+            .min(s.len());
+        let scanned = (end - start + p.len()) as u64;
+        budget
+            .charge(1 + scanned / PLAIN_BYTES_PER_STEP)
+            .map_err(PatternError::Stopped)?;
+        if let Some(offset) = finder.find(&s[start..end]) {
+            return Ok(Some(start + offset));
+        }
+        if end == s.len() {
+            return Ok(None);
+        }
+        // Every start position whose occurrence would end inside this
+        // window was checked (the needle is not empty: an empty one is
+        // found at once); the next window begins after the last of them.
+        start = end + 1 - p.len();
+        window = (window * 2).min(LITERAL_WINDOW_MAX);
+    }
+}
+
 fn find_aux<B: Budget>(
     s: &[u8],
     p: &[u8],
@@ -107,14 +153,12 @@ fn find_aux<B: Budget>(
         return Ok(None);
     }
     if find && (plain || no_specials(p)) {
-        let scanned = (s.len() - init + p.len()) as u64;
-        budget
-            .charge(1 + scanned / PLAIN_BYTES_PER_STEP)
-            .map_err(PatternError::Stopped)?;
-        return Ok(memchr::memmem::find(&s[init..], p).map(|offset| Found {
-            range: init + offset..init + offset + p.len(),
-            captures: Vec::new(),
-        }));
+        return literal_find(s, p, init, budget).map(|found| {
+            found.map(|start| Found {
+                range: start..start + p.len(),
+                captures: Vec::new(),
+            })
+        });
     }
     let (anchor, p) = match p.split_first() {
         Some((b'^', rest)) => (true, rest),
@@ -291,4 +335,98 @@ pub fn gsub<B: Budget>(
         .map_err(|a| m.error(a))?;
     m.finish().map_err(|a| m.error(a))?;
     Ok((Some(out), n))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::StepLimit;
+    use super::*;
+
+    fn unlimited() -> StepLimit {
+        StepLimit {
+            steps: 0,
+            limit: u64::MAX,
+        }
+    }
+
+    fn literal(s: &[u8], p: &[u8], init: usize) -> (Option<usize>, u64) {
+        let mut budget = unlimited();
+        let found = literal_find(s, p, init, &mut budget).unwrap();
+        (found, budget.steps)
+    }
+
+    #[test]
+    fn finds_what_a_plain_scan_finds_at_every_window_border() {
+        // Needles placed across every border of the first windows (256, then
+        // 512, 1024 bytes after the previous start) are found at their first
+        // position, exactly where a one-piece search finds them.
+        let lengths = [1, 2, 3, 7, 64, 300];
+        for len in lengths {
+            let needle: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            for at in [
+                0, 1, 200, 254, 255, 256, 257, 500, 767, 768, 769, 1790, 1800, 4000,
+            ] {
+                for init in [0, 1, 100] {
+                    let mut subject = vec![b'.'; 5000];
+                    subject[at..at + len].copy_from_slice(&needle);
+                    let expected =
+                        memchr::memmem::find(&subject[init..], &needle).map(|o| o + init);
+                    assert_eq!(
+                        literal(&subject, &needle, init).0,
+                        expected,
+                        "needle of {len} at {at}, init {init}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn edges_empty_needles_and_the_end_of_the_subject() {
+        assert_eq!(literal(b"abc", b"", 0).0, Some(0));
+        assert_eq!(literal(b"abc", b"", 3).0, Some(3));
+        assert_eq!(literal(b"abc", b"c", 3).0, None);
+        assert_eq!(literal(b"abc", b"abcd", 0).0, None);
+        assert_eq!(literal(b"", b"x", 0).0, None);
+        let mut tail = vec![b'.'; 10_000];
+        tail.extend_from_slice(b"xyz");
+        assert_eq!(literal(&tail, b"xyz", 0).0, Some(10_000));
+        assert_eq!(literal(&tail, b"xyz", 10_000).0, Some(10_000));
+        assert_eq!(literal(&tail, b"xyz", 10_001).0, None);
+    }
+
+    #[test]
+    fn a_hit_near_init_is_cheap_and_a_miss_costs_about_the_rest() {
+        // SPEC §15.6: a literal find is charged per 64 bytes scanned. A hit
+        // at init in a 1 MiB subject must not be charged for the megabyte.
+        let mut subject = vec![b'a'; 1 << 20];
+        subject[10] = b'x';
+        let (found, near) = literal(&subject, b"x", 0);
+        assert_eq!(found, Some(10));
+        assert!(near <= 10, "a hit 10 bytes in charged {near} units");
+        // A miss scans the whole subject: at least one unit per 64 bytes of
+        // it, and not more than twice that (windows double) plus one unit
+        // per window.
+        let (missing, miss) = literal(&subject, b"y", 0);
+        assert_eq!(missing, None);
+        let rest = (1u64 << 20) / PLAIN_BYTES_PER_STEP;
+        assert!(
+            (rest..=2 * rest + 64).contains(&miss),
+            "a miss over 1 MiB charged {miss} units (rest: {rest})"
+        );
+    }
+
+    #[test]
+    fn the_budget_stops_a_long_literal_search() {
+        let subject = vec![b'a'; 1 << 20];
+        let mut budget = StepLimit {
+            steps: 0,
+            limit: 1_000,
+        };
+        assert!(matches!(
+            literal_find(&subject, b"y", 0, &mut budget),
+            Err(PatternError::Stopped(_))
+        ));
+    }
 }
