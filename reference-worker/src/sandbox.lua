@@ -9,7 +9,8 @@
 -- charge(n)          charges n instruction units, raising on any budget trip
 -- reserve_rep(s,n,p) checks string.rep's result size against the memory
 --                    headroom and charges its copying
--- interval           instruction units charged per coroutine and request
+-- settle(co)         charges coroutine co the instructions it ran since its
+--                    count hook last fired, and resets its counter
 -- as_library(f)      puts the Lua function f behind a library call (a C
 --                    closure, see library_call.rs); the worker does this for
 --                    every wrapper left in the library tables
@@ -23,7 +24,7 @@
 -- and forwards its arguments with their count intact (`...`), so that a
 -- missing argument stays "no value" rather than becoming nil.
 
-local guard, charge, reserve_rep, plain_find, interval, as_library, caller_where, table_capacity = ...
+local guard, charge, reserve_rep, plain_find, settle, as_library, caller_where, table_capacity = ...
 
 local type, select, error, getmetatable, rawlen = type, select, error, getmetatable, rawlen
 local tointeger = math.tointeger
@@ -81,32 +82,24 @@ do
 end
 
 ---------------------------------------------------------------------------
--- Coroutines: every coroutine inherits the count hook; a coroutine is
--- charged one interval the first time it runs in a request, which covers
--- the instructions its own hook counter may hold.
+-- Coroutines: every coroutine inherits the count hook. Control leaves a
+-- coroutine only through resume (it yields, returns or fails) and close
+-- (its __close handlers ran), and each time the coroutine is settled: it is
+-- charged the instructions it ran since its hook last fired, so a coroutine
+-- that dies between two firings costs exactly what it ran (SPEC §15.7).
 ---------------------------------------------------------------------------
-local generation = 0
-local charged = raw_setmetatable({}, { __mode = "k" })
-
-local function charge_thread(co)
-  if type(co) == "thread" and charged[co] ~= generation then
-    charged[co] = generation
-    charge(interval)
-  end
-end
-
 do
   local create, resume, close, status = coroutine.create, coroutine.resume, coroutine.close, coroutine.status
 
-  coroutine.create = function(...)
-    local co = create(...)
-    charge_thread(co)
-    return co
+  local function settled(co, ...)
+    if type(co) == "thread" then
+      settle(co)
+    end
+    return ...
   end
 
   coroutine.resume = function(...)
-    charge_thread((...))
-    return after(resume(...))
+    return after(settled((...), resume(...)))
   end
 
   -- A stopped VM closes no coroutine: the coroutine's pending __close
@@ -114,13 +107,14 @@ do
   -- when the stop was raised in it (SPEC §15.8).
   coroutine.close = function(...)
     guard()
-    return after(close(...))
+    return after(settled((...), close(...)))
   end
 
   -- Mirrors lcorolib's auxwrap: close a coroutine that died in error, then
   -- propagate the error (with the caller's position prepended to string
   -- errors, as auxwrap's luaL_where(L, 1) does).
   local function finish(co, ok, ...)
+    settle(co)
     guard()
     if ok then
       return ...
@@ -128,6 +122,7 @@ do
     local err = ...
     if status(co) == "dead" then
       local closed, closing_error = close(co)
+      settle(co)
       guard()
       if not closed then
         err = closing_error
@@ -141,9 +136,7 @@ do
 
   coroutine.wrap = function(...)
     local co = create(...)
-    charge_thread(co)
     return as_library(function(...)
-      charge_thread(co)
       return finish(co, resume(co, ...))
     end)
   end
@@ -919,9 +912,4 @@ do
       error(err, 0)
     end
   end
-end
-
--- Called by the worker at the start of every budget window.
-return function()
-  generation = generation + 1
 end
