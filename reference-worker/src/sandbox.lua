@@ -16,6 +16,8 @@
 --                    every wrapper left in the library tables
 -- caller_where()     luaL_where(L, 1) of the library call running this code
 -- table_capacity(t)  slots of t's array part and hash part
+-- native_next(c)     Lua's next as a C function that calls c(t, k, k2) to
+--                    charge its scan of a table of more than 64 slots
 --
 -- Errors: every wrapper is called through a library call, which rewrites an
 -- error positioned in this chunk as Lua's C library would have raised it at
@@ -24,7 +26,8 @@
 -- and forwards its arguments with their count intact (`...`), so that a
 -- missing argument stays "no value" rather than becoming nil.
 
-local guard, charge, reserve_rep, plain_find, settle, as_library, caller_where, table_capacity = ...
+local guard, charge, reserve_rep, plain_find, settle, as_library, caller_where, table_capacity,
+  native_next = ...
 
 local type, select, error, getmetatable, rawlen = type, select, error, getmetatable, rawlen
 local tointeger = math.tointeger
@@ -417,12 +420,10 @@ do
     return nil
   end
 
-  local function charged_next(...)
-    local t, k = ...
-    if type(t) ~= "table" then
-      return raw_next(...) -- the original reports the argument error
-    end
-    local k2, v2 = raw_next(t, k)
+  -- Charges the scan of one call next(t, k) that returned k2 (nil at the
+  -- end); the C function that does the call (traversal.rs) calls this only
+  -- for tables of more than 64 slots.
+  local function charge_scan(t, k, k2)
     local array, hash = table_capacity(t)
     local start = 0
     if k ~= nil then
@@ -447,12 +448,9 @@ do
     last_key[t] = k2
     hash_paid[t] = paid
     charge_count(units)
-    if k2 == nil then
-      return nil -- one result at the end, as Lua's next
-    end
-    return k2, v2
   end
 
+  local charged_next = native_next(charge_scan)
   _G.next = charged_next
   _G.pairs = function(...)
     local f, s, c = raw_pairs(...)

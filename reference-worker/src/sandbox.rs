@@ -176,6 +176,8 @@ pub fn build_observed(
     };
     // Level 0 is this helper; the library call is the first C function above.
     let caller_where = lua.create_function(|lua, ()| Ok(library_call::caller_position(lua, 1)))?;
+    let native_next =
+        lua.create_function(|lua, charger: Function| crate::traversal::charged_next(lua, charger))?;
     let prelude = lua
         .load(PRELUDE)
         .set_name(format!("={}", library_call::SANDBOX_ID))
@@ -191,6 +193,7 @@ pub fn build_observed(
         as_library,
         caller_where,
         table_capacity,
+        native_next,
     ))?;
     observe(BuildStep::PreludeRun);
     library_call::install(&lua, &rewriter)?;
