@@ -276,6 +276,25 @@ do
       local result = format(...)
       return result
     end
+    -- The common call: a few arguments, none an object or a string of 64
+    -- bytes or more, and no "p" in the format (so no %p): nothing to
+    -- rewrite or charge here; the scan below costs a hundred instructions.
+    local n = select("#", ...)
+    if n <= 9 and plain_find(fmt, "p", 1) == nil then
+      local simple = true
+      for k = 2, n do
+        local v = select(k, ...)
+        local t = type(v)
+        if referenced[t] or (t == "string" and #v >= 64) then
+          simple = false
+          break
+        end
+      end
+      if simple then
+        local result = format(...)
+        return result
+      end
+    end
     local args = pack(select(2, ...))
     local parts, from, changed = {}, 1, false
     local i, arg, n = 1, 0, #fmt
@@ -686,6 +705,13 @@ do
 
   table.concat = function(...)
     local t, sep, i, j = ...
+    if i == nil and j == nil and type(t) == "table" and getmetatable(t) == nil then
+      -- The common call: a whole plain array (up to 64 elements covered by
+      -- the call itself, SPEC §15.6).
+      charge_count(rawlen(t))
+      local result = concat(t, sep)
+      return result
+    end
     if type(t) ~= "table" then
       local result = concat(...)
       return result
@@ -715,6 +741,14 @@ do
 
   table.unpack = function(...)
     local t, i, j = ...
+    if i == nil and j == nil and type(t) == "table" and getmetatable(t) == nil then
+      -- The common call: a whole plain array (see table.concat).
+      local n = rawlen(t)
+      if n < 1000000 then
+        charge_count(n)
+        return unpack(t) -- cannot fail below Lua's stack limit
+      end
+    end
     if type(t) ~= "table" then
       return pass_counted(unpack(...))
     end
