@@ -11,6 +11,14 @@ fn main() {
         "luaH_finishset",
         "luaH_set",
         "luaH_setint",
+        "luaT_gettm",
+        "luaT_getvarargs",
+        "luaG_typeerror",
+        "luaG_callerror",
+        "luaG_concaterror",
+        "luaG_opinterror",
+        "luaG_tointerror",
+        "lua_getinfo",
     ] {
         println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
     }

@@ -189,6 +189,7 @@ pub struct Meter {
     instruction_limit: AtomicU64,
     charged: AtomicU64,
     allocated_bytes: AtomicU64,
+    metamethod_lookups: AtomicU64,
     started_ns: AtomicU64,
     deadline_ns: AtomicU64,
     wall_ms: AtomicU64,
@@ -210,6 +211,10 @@ struct MemoryTrack {
     since_clock_check: AtomicU64,
 }
 
+/// Metamethod lookups charged as one unit (see
+/// [`Meter::charge_metamethod_lookup`]).
+pub const LOOKUPS_PER_UNIT: u64 = 8;
+
 /// Bytes of allocation growth between two clock checks in the allocator.
 pub const ALLOC_CLOCK_CHECK_BYTES: u64 = 256 * 1024;
 
@@ -226,6 +231,7 @@ impl Meter {
             instruction_limit: AtomicU64::new(instruction_limit),
             charged: AtomicU64::new(0),
             allocated_bytes: AtomicU64::new(0),
+            metamethod_lookups: AtomicU64::new(0),
             started_ns: AtomicU64::new(0),
             deadline_ns: AtomicU64::new(NO_DEADLINE),
             wall_ms: AtomicU64::new(0),
@@ -259,6 +265,7 @@ impl Meter {
             .store(instruction_limit, Ordering::Relaxed);
         self.charged.store(0, Ordering::Relaxed);
         self.allocated_bytes.store(0, Ordering::Relaxed);
+        self.metamethod_lookups.store(0, Ordering::Relaxed);
         self.started_ns.store(now, Ordering::Relaxed);
         self.wall_ms.store(
             u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
@@ -389,6 +396,18 @@ impl Meter {
         let before = self.allocated_bytes.fetch_add(growth, Ordering::Relaxed);
         let units = before.saturating_add(growth) / BYTES_PER_UNIT - before / BYTES_PER_UNIT;
         self.charge_quietly(units)
+    }
+
+    /// One metamethod looked up in a metatable (a step of an `__index` or
+    /// `__newindex` chain, which Lua follows up to 2,000 tables inside one
+    /// instruction): one unit per [`LOOKUPS_PER_UNIT`] lookups of a request.
+    /// Returns `true` when the VM is stopped afterwards.
+    pub fn charge_metamethod_lookup(&self) -> bool {
+        let lookups = self
+            .metamethod_lookups
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_add(1);
+        lookups.is_multiple_of(LOOKUPS_PER_UNIT) && self.charge_quietly(1)
     }
 
     /// Charge `units` from a context that cannot raise a Lua error (the

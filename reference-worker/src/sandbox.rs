@@ -249,13 +249,38 @@ fn check_internal_layout(lua: &Lua) -> mlua::Result<()> {
             mlua::ffi::lua_pushboolean(state, i32::from(ok));
         })?
     };
-    if ok {
+    // The call-frame fields read by the error-path charges: a Lua function
+    // of four instructions calls a C probe.
+    let caller: Function = lua
+        .load("return function(g) return (g()) end")
+        .set_name("=layout")
+        .eval()?;
+    // SAFETY: `layout_probe` follows the lua_CFunction contract (see there).
+    let probe = unsafe { lua.create_c_function(layout_probe)? };
+    let frames_ok: bool = caller.call(probe)?;
+    if ok && frames_ok {
         Ok(())
     } else {
         Err(mlua::Error::runtime(
-            "the linked Lua's table or string layout is not the Lua 5.4 layout the budget relies on",
+            "the linked Lua's table, string or call-frame layout is not the Lua 5.4 layout the budget relies on",
         ))
     }
+}
+
+/// Pushes whether the call-frame layout matches, seen from a C function that
+/// a Lua function of four instructions called.
+///
+/// # Safety
+/// Called by Lua as a C function; it only reads frames and pushes one
+/// boolean (every C function has `LUA_MINSTACK` free slots).
+unsafe extern "C-unwind" fn layout_probe(state: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    // SAFETY: `state` is the running thread inside this C function, called
+    // from the four-instruction Lua function of `check_internal_layout`.
+    unsafe {
+        let ok = crate::vm_costs::check_call_layout(state.cast(), 4);
+        mlua::ffi::lua_pushboolean(state, std::ffi::c_int::from(ok));
+    }
+    1
 }
 
 /// Install the count hook (see `hook.rs`).

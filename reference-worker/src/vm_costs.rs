@@ -6,7 +6,10 @@
 //! a numeric string), walking the call stack (`lua_getstack`, which
 //! `error` with a level and tracebacks use), and rehashing a table
 //! (`luaH_finishset`, `luaH_set`, `luaH_setint`: the stores that can add a
-//! key).
+//! key), looking up metamethods (`luaT_gettm`: `__index` and
+//! `__newindex` chains of tables), copying `...` (`luaT_getvarargs`), and
+//! the code scans and library searches behind error messages
+//! (`luaG_typeerror` and kin, `lua_getinfo`).
 //!
 //! These run inside single VM instructions, where the count hook cannot see
 //! them. The build scripts link every binary with
@@ -37,6 +40,14 @@ pub const WRAPPED_SYMBOLS: &[&str] = &[
     "luaH_finishset",
     "luaH_set",
     "luaH_setint",
+    "luaT_gettm",
+    "luaT_getvarargs",
+    "luaG_typeerror",
+    "luaG_callerror",
+    "luaG_concaterror",
+    "luaG_opinterror",
+    "luaG_tointerror",
+    "lua_getinfo",
 ];
 
 /// Bytes of a byte-at-a-time scan (number parsing) charged as one unit.
@@ -122,7 +133,23 @@ pub unsafe fn check_layout(ts: *const c_void, contents: *const u8, len: usize) -
     offset == TSTRING_CONTENTS_OFFSET && unsafe { long_len(ts) } == len as u64
 }
 
+unsafe extern "C-unwind" {
+    fn __real_luaG_typeerror(state: *mut c_void, o: *const c_void, op: *const c_char) -> !;
+    fn __real_luaG_callerror(state: *mut c_void, o: *const c_void) -> !;
+    fn __real_luaG_concaterror(state: *mut c_void, a: *const c_void, b: *const c_void) -> !;
+    fn __real_luaG_opinterror(
+        state: *mut c_void,
+        a: *const c_void,
+        b: *const c_void,
+        msg: *const c_char,
+    ) -> !;
+    fn __real_luaG_tointerror(state: *mut c_void, a: *const c_void, b: *const c_void) -> !;
+    fn __real_lua_getinfo(state: *mut c_void, what: *const c_char, ar: *mut c_void) -> c_int;
+}
+
 unsafe extern "C" {
+    fn __real_luaT_getvarargs(state: *mut c_void, ci: *mut c_void, to: *mut c_void, wanted: c_int);
+    fn __real_luaT_gettm(events: *mut c_void, event: c_int, name: *mut c_void) -> *const c_void;
     fn __real_lua_getstack(state: *mut c_void, level: c_int, ar: *mut c_void) -> c_int;
     fn __real_luaH_finishset(
         state: *mut c_void,
@@ -231,6 +258,378 @@ const TABLE_LSIZENODE_OFFSET: usize = 11;
 const TABLE_ALIMIT_OFFSET: usize = 12;
 /// `BITRAS` of `flags`: set when `alimit` is not the real array size.
 const TABLE_BITRAS: u8 = 1 << 7;
+
+/// Instructions of a function's code scanned by an error message, charged
+/// as one unit.
+pub const CODE_PER_UNIT: u64 = 64;
+
+/// `lua_Debug` as `lua.h` declares it, with the private `i_ci` (the
+/// `CallInfo` of the frame) readable; the same size as mlua's mirror.
+#[repr(C)]
+struct DebugRecord {
+    event: c_int,
+    name: *const c_char,
+    namewhat: *const c_char,
+    what: *const c_char,
+    source: *const c_char,
+    srclen: usize,
+    currentline: c_int,
+    linedefined: c_int,
+    lastlinedefined: c_int,
+    nups: u8,
+    nparams: u8,
+    isvararg: c_char,
+    istailcall: c_char,
+    ftransfer: u16,
+    ntransfer: u16,
+    short_src: [c_char; 60],
+    i_ci: *mut c_void,
+}
+
+const _: () =
+    assert!(std::mem::size_of::<DebugRecord>() == std::mem::size_of::<mlua::ffi::lua_Debug>());
+
+impl DebugRecord {
+    fn zeroed() -> Self {
+        Self {
+            event: 0,
+            name: std::ptr::null(),
+            namewhat: std::ptr::null(),
+            what: std::ptr::null(),
+            source: std::ptr::null(),
+            srclen: 0,
+            currentline: 0,
+            linedefined: 0,
+            lastlinedefined: 0,
+            nups: 0,
+            nparams: 0,
+            isvararg: 0,
+            istailcall: 0,
+            ftransfer: 0,
+            ntransfer: 0,
+            short_src: [0; 60],
+            i_ci: std::ptr::null_mut(),
+        }
+    }
+}
+
+/// Offsets in Lua 5.4's `CallInfo` (`func`, then `top`, then `previous`),
+/// `TValue` (the tag after the 8-byte value), `LClosure` (`p` after the
+/// header and `gclist`) and `Proto` (`sizecode` after the header bytes and
+/// two `int`s).
+const CALLINFO_FUNC_OFFSET: usize = 0;
+const CALLINFO_PREVIOUS_OFFSET: usize = 16;
+const TVALUE_TAG_OFFSET: usize = 8;
+/// The tag of a Lua closure value: `LUA_VLCL` (6) with the collectable bit.
+const TAG_LUA_CLOSURE: u8 = 6 | (1 << 6);
+const LCLOSURE_PROTO_OFFSET: usize = 24;
+const PROTO_SIZECODE_OFFSET: usize = 24;
+
+/// Instructions of the Lua function a `CallInfo` runs (0 for a C function
+/// or no frame).
+///
+/// # Safety
+/// `ci` must be null or a live `CallInfo` of the running Lua state.
+unsafe fn code_size_of_call(ci: *const u8) -> u64 {
+    if ci.is_null() {
+        return 0;
+    }
+    // SAFETY: `ci` is a live CallInfo: its `func` points at the function's
+    // stack slot, a TValue; a Lua closure's value is its LClosure, whose
+    // `p` is its Proto. The offsets are the ones `check_call_layout`
+    // verified when the VM was built.
+    unsafe {
+        let func = ci
+            .add(CALLINFO_FUNC_OFFSET)
+            .cast::<*const u8>()
+            .read_unaligned();
+        if func.is_null() || func.add(TVALUE_TAG_OFFSET).read() != TAG_LUA_CLOSURE {
+            return 0;
+        }
+        let closure = func.cast::<*const u8>().read_unaligned();
+        let proto = closure
+            .add(LCLOSURE_PROTO_OFFSET)
+            .cast::<*const u8>()
+            .read_unaligned();
+        let size = proto
+            .add(PROTO_SIZECODE_OFFSET)
+            .cast::<c_int>()
+            .read_unaligned();
+        u64::try_from(size).unwrap_or(0)
+    }
+}
+
+/// # Safety
+/// `ci` must be null or a live `CallInfo`.
+unsafe fn previous_call(ci: *const u8) -> *const u8 {
+    if ci.is_null() {
+        return std::ptr::null();
+    }
+    // SAFETY: a live CallInfo's `previous` field (verified offset).
+    unsafe {
+        ci.add(CALLINFO_PREVIOUS_OFFSET)
+            .cast::<*const u8>()
+            .read_unaligned()
+    }
+}
+
+/// The `CallInfo` of stack level `level`, or null.
+///
+/// # Safety
+/// `state` must be the running Lua thread.
+unsafe fn call_at(state: *mut c_void, level: c_int) -> *const u8 {
+    let mut record = DebugRecord::zeroed();
+    // SAFETY: `DebugRecord` has lua_Debug's layout; lua_getstack only fills
+    // its private `i_ci`.
+    let found = unsafe { mlua::ffi::lua_getstack(state.cast(), level, (&raw mut record).cast()) };
+    if found == 0 {
+        std::ptr::null()
+    } else {
+        record.i_ci.cast_const().cast()
+    }
+}
+
+/// Verify the offsets `code_size_of_call` and `previous_call` read: called
+/// from a C function that a Lua function of `expected` instructions called,
+/// level 0 (the C function) must be a C frame whose previous frame is level
+/// 1, a Lua function of `expected` instructions.
+///
+/// # Safety
+/// `state` must be the running thread inside such a C function.
+pub unsafe fn check_call_layout(state: *mut c_void, expected: u64) -> bool {
+    // SAFETY: per the contract; frames 0 and 1 exist.
+    unsafe {
+        let own = call_at(state, 0);
+        let caller = call_at(state, 1);
+        !own.is_null()
+            && !caller.is_null()
+            && previous_call(own) == caller
+            && code_size_of_call(own) == 0
+            && code_size_of_call(caller) == expected
+    }
+}
+
+/// Lua's messages for a bad operand (`attempt to index a nil value (field
+/// 'x')`) name the operand by scanning the running function's code up to
+/// the failing instruction (`findsetreg`): in a function of a million
+/// instructions, each caught error costs a million steps for a few
+/// instructions of the guest. Charged by the function's size.
+///
+/// # Safety
+/// `state` must be the running thread.
+unsafe fn charge_error_scan(state: *mut c_void) {
+    // SAFETY: per the contract.
+    let size = unsafe { code_size_of_call(call_at(state, 0)) };
+    if size >= CODE_PER_UNIT {
+        charge(size / CODE_PER_UNIT);
+    }
+}
+
+/// `luaG_typeerror` (and below: the other errors that name an operand).
+///
+/// # Safety
+/// Called by Lua with its own arguments; never returns (raises).
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn __wrap_luaG_typeerror(
+    state: *mut c_void,
+    o: *const c_void,
+    op: *const c_char,
+) -> ! {
+    // SAFETY: Lua's own arguments, forwarded; no Rust value with a
+    // destructor lives in this frame when the original raises.
+    unsafe {
+        charge_error_scan(state);
+        __real_luaG_typeerror(state, o, op)
+    }
+}
+
+/// # Safety
+/// As `__wrap_luaG_typeerror`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn __wrap_luaG_callerror(state: *mut c_void, o: *const c_void) -> ! {
+    // SAFETY: as in `__wrap_luaG_typeerror`.
+    unsafe {
+        charge_error_scan(state);
+        __real_luaG_callerror(state, o)
+    }
+}
+
+/// # Safety
+/// As `__wrap_luaG_typeerror`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn __wrap_luaG_concaterror(
+    state: *mut c_void,
+    a: *const c_void,
+    b: *const c_void,
+) -> ! {
+    // SAFETY: as in `__wrap_luaG_typeerror`.
+    unsafe {
+        charge_error_scan(state);
+        __real_luaG_concaterror(state, a, b)
+    }
+}
+
+/// # Safety
+/// As `__wrap_luaG_typeerror`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn __wrap_luaG_opinterror(
+    state: *mut c_void,
+    a: *const c_void,
+    b: *const c_void,
+    msg: *const c_char,
+) -> ! {
+    // SAFETY: as in `__wrap_luaG_typeerror`.
+    unsafe {
+        charge_error_scan(state);
+        __real_luaG_opinterror(state, a, b, msg)
+    }
+}
+
+/// # Safety
+/// As `__wrap_luaG_typeerror`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn __wrap_luaG_tointerror(
+    state: *mut c_void,
+    a: *const c_void,
+    b: *const c_void,
+) -> ! {
+    // SAFETY: as in `__wrap_luaG_typeerror`.
+    unsafe {
+        charge_error_scan(state);
+        __real_luaG_tointerror(state, a, b)
+    }
+}
+
+/// `lua_getinfo` with `n` names the frame's function from its caller's code
+/// (the same scan, over the calling function: `bad argument #1 to 'rep'`,
+/// tracebacks); when no name is found there, the library's argument errors
+/// and tracebacks then search every loaded library table for the function.
+/// Both are charged: the caller's size, and the library tables' slots.
+///
+/// # Safety
+/// Called with Lua's own arguments.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn __wrap_lua_getinfo(
+    state: *mut c_void,
+    what: *const c_char,
+    ar: *mut c_void,
+) -> c_int {
+    // SAFETY: `what` is a NUL-terminated option string; `ar` a lua_Debug
+    // filled by lua_getstack unless `what` starts with '>' (then the
+    // function is on the stack and no frame is involved).
+    unsafe {
+        let options = std::ffi::CStr::from_ptr(what).to_bytes();
+        let names = options.first() != Some(&b'>') && options.contains(&b'n');
+        if names {
+            let record = ar.cast::<DebugRecord>();
+            let caller = previous_call((*record).i_ci.cast_const().cast());
+            let size = code_size_of_call(caller);
+            if size >= CODE_PER_UNIT {
+                charge(size / CODE_PER_UNIT);
+            }
+        }
+        let found = __real_lua_getinfo(state, what, ar);
+        if names && found != 0 && (*ar.cast::<DebugRecord>()).name.is_null() {
+            charge(loaded_slots(state) / REHASH_SLOTS_PER_UNIT);
+        }
+        found
+    }
+}
+
+/// Slots of every table in the loaded-libraries table (what Lua's search for
+/// a function's global name walks).
+///
+/// # Safety
+/// `state` must be the running thread with three free stack slots (every
+/// frame has them: `LUA_MINSTACK` for C functions, `EXTRA_STACK` for Lua).
+unsafe fn loaded_slots(state: *mut c_void) -> u64 {
+    use mlua::ffi;
+    let state: *mut ffi::lua_State = state.cast();
+    let mut slots = 0u64;
+    // SAFETY: the registry and its `_LOADED` table have no metatables, so
+    // these reads and the traversal run no guest code; the stack is restored.
+    unsafe {
+        if ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, c"_LOADED".as_ptr()) != ffi::LUA_TTABLE
+        {
+            ffi::lua_settop(state, -2);
+            return 0;
+        }
+        let (array, hash) = table_capacity(ffi::lua_topointer(state, -1));
+        slots = slots.saturating_add(array).saturating_add(hash);
+        ffi::lua_pushnil(state);
+        while ffi::lua_next(state, -2) != 0 {
+            if ffi::lua_type(state, -1) == ffi::LUA_TTABLE {
+                let (array, hash) = table_capacity(ffi::lua_topointer(state, -1));
+                slots = slots.saturating_add(array).saturating_add(hash);
+            }
+            ffi::lua_settop(state, -2);
+        }
+        ffi::lua_settop(state, -2);
+    }
+    slots
+}
+
+/// Values of a stack copy charged as one unit.
+pub const VALUES_PER_UNIT: u64 = 64;
+
+/// `...` in an expression that takes all of them (`f(...)`, `{...}`,
+/// `select("#", ...)`, `return ...`) copies every extra argument of the
+/// running function onto the stack inside one instruction: a function called
+/// with 200,000 arguments could copy them again and again for a few
+/// instructions each. Charged one unit per 64 values, read as the frame's
+/// stack top after the copy (the extra arguments plus at most the
+/// function's 255 registers).
+///
+/// # Safety
+/// Called by Lua with its own arguments (the running thread, its current
+/// call, the destination, the count wanted or -1 for all).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __wrap_luaT_getvarargs(
+    state: *mut c_void,
+    ci: *mut c_void,
+    to: *mut c_void,
+    wanted: c_int,
+) {
+    // SAFETY: forwarding Lua's arguments to the original; with `wanted < 0`
+    // it sets the thread's top after the copied values, which `lua_gettop`
+    // reads relative to the running function (the call Lua passed).
+    unsafe {
+        __real_luaT_getvarargs(state, ci, to, wanted);
+        if wanted < 0 {
+            let top = mlua::ffi::lua_gettop(state.cast());
+            if let Ok(values) = u64::try_from(top)
+                && values >= VALUES_PER_UNIT
+            {
+                charge(values / VALUES_PER_UNIT);
+            }
+        }
+    }
+}
+
+/// A metamethod looked up in a metatable (`fasttm`, when the metatable's
+/// cache does not already say the event is absent): every step of an
+/// `__index` or `__newindex` chain of tables, which Lua follows up to 2,000
+/// tables inside one instruction. Charged one unit per
+/// [`LOOKUPS_PER_UNIT`](crate::meter::LOOKUPS_PER_UNIT) lookups.
+///
+/// # Safety
+/// Called by Lua with its own arguments (a metatable, an event, its name).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __wrap_luaT_gettm(
+    events: *mut c_void,
+    event: c_int,
+    name: *mut c_void,
+) -> *const c_void {
+    ACTIVE.with(|active| {
+        // SAFETY: a non-null pointer was set by a live `ActiveMeter` (see
+        // `charge`).
+        if let Some(meter) = unsafe { active.get().as_ref() } {
+            meter.charge_metamethod_lookup();
+        }
+    });
+    // SAFETY: forwarding Lua's arguments to the original.
+    unsafe { __real_luaT_gettm(events, event, name) }
+}
 
 /// Offset of the `node` pointer (the hash part) in Lua 5.4's `Table`.
 const TABLE_NODE_OFFSET: usize = 24;

@@ -437,6 +437,112 @@ fn rehashes_at_the_same_size_are_charged_for_the_slots_they_count() {
 }
 
 #[test]
+fn index_and_newindex_chains_are_charged_per_table_followed() {
+    // SPEC §15.6: one `t.missing` on the end of a 1,990-table `__index`
+    // chain follows every table inside one instruction. 500 such reads must
+    // cost the budget (~125,000 units), not the ~2,000 instructions of the
+    // loop; the same for `__newindex`.
+    for (event, access) in [
+        ("__index", "local v = t.missing"),
+        ("__newindex", "t.x = nil"),
+    ] {
+        let source = format!(
+            "local t = {{}}
+             for i = 1, 1990 do t = setmetatable({{}}, {{{event} = t}}) end
+             for i = 1, 500 do {access} end
+             return 1"
+        );
+        let budgets = Budgets {
+            instruction_limit: 100_000,
+            ..SMALL
+        };
+        assert_eq!(
+            tripped(eval(&mut vm_with(budgets), &source)),
+            "instructions",
+            "{event}"
+        );
+    }
+    // Ordinary method lookups through one `__index` cost little: 10,000
+    // calls on an instance fit in a budget four times the loop's own size.
+    let methods = "local Class = {} Class.__index = Class
+                   function Class:get() return self.n end
+                   local object = setmetatable({n = 1}, Class)
+                   local sum = 0
+                   for i = 1, 10000 do sum = sum + object:get() end
+                   return sum";
+    let budgets = Budgets {
+        instruction_limit: 200_000,
+        ..SMALL
+    };
+    assert_eq!(success(eval(&mut vm_with(budgets), methods)), json!(10000));
+}
+
+#[test]
+fn copies_of_varargs_are_charged_per_value() {
+    // SPEC §15.6: `select("#", ...)` copies all 100,000 extra arguments in
+    // one instruction. 200 copies (20 M values) must cost the budget
+    // (~310,000 units), not the ~1,000 instructions of the loop.
+    let copies = "local t = {} for i = 1, 100000 do t[i] = i end
+                  local function f(...)
+                    local n = 0
+                    for i = 1, 200 do n = n + select('#', ...) end
+                    return n
+                  end
+                  return f(table.unpack(t))";
+    let budgets = Budgets {
+        instruction_limit: 500_000,
+        ..SMALL
+    };
+    assert_eq!(tripped(eval(&mut vm_with(budgets), copies)), "instructions");
+    // A few varargs pass uncharged: a vararg wrapper called 10,000 times
+    // stays within a budget twice the loop's own size.
+    let wrapper = "local function pass(...) return ... end
+                   local sum = 0
+                   for i = 1, 10000 do sum = sum + pass(i, 1, 2) end
+                   return sum";
+    let small = Budgets {
+        instruction_limit: 150_000,
+        ..SMALL
+    };
+    assert_eq!(
+        success(eval(&mut vm_with(small), wrapper)),
+        json!(50_005_000)
+    );
+}
+
+#[test]
+fn error_messages_that_scan_a_large_function_are_charged() {
+    // SPEC §15.6: naming the operand of `t.a.b` (or the function of a bad
+    // argument) scans the failing function's code. 200 caught errors at the
+    // end of a function of ~60,000 instructions (never run: behind
+    // `if false`) must cost the budget (~190,000 units), not the ~1,500
+    // instructions that run.
+    let dead: String = (0..60_000).map(|i| format!("a = {i} ")).collect();
+    let budgets = Budgets {
+        instruction_limit: 100_000,
+        ..SMALL
+    };
+    for failing in ["local t = {} return t.a.b", "return string.rep()"] {
+        let source = format!(
+            "local function f() local a if false then {dead} end {failing} end
+             for i = 1, 200 do pcall(f) end
+             return 1"
+        );
+        assert_eq!(
+            tripped(eval(&mut vm_with(budgets), &source)),
+            "instructions",
+            "{failing}"
+        );
+    }
+    // The same errors in a small function cost next to nothing.
+    let small = "local function f() local t = {} return t.a.b end
+                 local function g() return string.rep() end
+                 for i = 1, 200 do pcall(f) pcall(g) end
+                 return 1";
+    assert_eq!(success(eval(&mut vm_with(budgets), small)), json!(1));
+}
+
+#[test]
 fn table_resizes_are_charged_by_what_they_allocate() {
     assert_trips_instructions(&[
         // A full hash part: each delete + insert of a new key rehashes it.
