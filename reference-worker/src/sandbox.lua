@@ -615,8 +615,13 @@ do
   end
 
   table.insert = function(...)
-    local nargs = select("#", ...) - 1
     local t, pos, value = ...
+    -- The common call: append to a plain table (no loop to charge).
+    if value == nil and type(t) == "table" and getmetatable(t) == nil and select("#", ...) == 2 then
+      insert(t, pos)
+      return
+    end
+    local nargs = select("#", ...) - 1
     if type(t) ~= "table" or (nargs ~= 1 and nargs ~= 2) then
       insert(...) -- the original reports the argument error
       return
@@ -653,7 +658,12 @@ do
   end
 
   table.remove = function(...)
-    local t = ...
+    local t, last = ...
+    -- The common call: remove the last element of a plain table (no loop).
+    if last == nil and type(t) == "table" and getmetatable(t) == nil then
+      local result = remove(t)
+      return result
+    end
     if plain(t) then
       local size = rawlen(t)
       local pos = size
