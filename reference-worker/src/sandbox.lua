@@ -257,6 +257,12 @@ do
   end
 
   _G.tostring = function(...)
+    local v = ...
+    local t = type(v)
+    if t == "number" or t == "string" or t == "boolean" then
+      local result = raw_tostring(v) -- no address to hide
+      return result
+    end
     if select("#", ...) == 0 then
       local result = raw_tostring(...) -- reports the missing argument
       return result
