@@ -747,8 +747,19 @@ do
       local result = concat(...)
       return result
     end
-    charge(span(first, last))
-    if not plain(t) then
+    if plain(t) then
+      -- Lua stops at the first element that is no string or number, so it
+      -- visits at most one more element than the table holds: a range far
+      -- beyond the table fails at once, as in Lua, instead of paying for
+      -- the range (SPEC §15.6).
+      local array, hash = table_capacity(t)
+      local visited = span(first, last)
+      if visited > array + hash then
+        visited = array + hash + 1
+      end
+      charge(visited)
+    else
+      charge(span(first, last))
       t = plain_copy(t, first, last)
     end
     local result = concat(t, sep, first, last)

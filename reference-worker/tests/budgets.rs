@@ -534,6 +534,17 @@ fn error_messages_that_scan_a_large_function_are_charged() {
             "{failing}"
         );
     }
+    // An argument error of a function called by `pcall` has no name in the
+    // calling code, so Lua searches the loaded library tables, `_G` among
+    // them: with 50,000 globals, 200 such errors search 13 M slots.
+    let search = "for i = 1, 50000 do _G['g' .. i] = i end
+                  for i = 1, 200 do pcall(string.rep) end
+                  return 1";
+    let roomy = Budgets {
+        instruction_limit: 1_000_000,
+        ..SMALL
+    };
+    assert_eq!(tripped(eval(&mut vm_with(roomy), search)), "instructions");
     // The same errors in a small function cost next to nothing.
     let small = "local function f() local t = {} return t.a.b end
                  local function g() return string.rep() end

@@ -83,6 +83,10 @@ const CALLS: &[&str] = &[
     r#"collectgarbage("bogus")"#,
     r#"collectgarbage({})"#,
     // table
+    // (a range far beyond the table fails at its first element, as in Lua,
+    // rather than being charged for the whole range)
+    r#"table.concat({}, ",", 1, 1e9)"#,
+    r#"table.concat({"a", "b"}, ",", 1, math.maxinteger)"#,
     r#"table.concat({1, {}})"#,
     r#"table.concat()"#,
     r#"table.concat({}, ",", 1, 2)"#,
