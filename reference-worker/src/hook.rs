@@ -80,6 +80,73 @@ pub fn install(lua: &Lua, meter: &Arc<Meter>) -> mlua::Result<()> {
     }
 }
 
+/// Offset of `basehookcount` in Lua 5.4's `lua_State` (LP64), the count a
+/// thread's hook was set with; `hookcount`, the instructions left until the
+/// hook fires, follows it. [`check_thread_layout`] verifies both when the VM
+/// is built.
+const BASEHOOKCOUNT_OFFSET: usize = 184;
+const HOOKCOUNT_OFFSET: usize = BASEHOOKCOUNT_OFFSET + 4;
+
+/// Read the `c_int` at `offset` bytes into the thread `state`.
+///
+/// # Safety
+/// `state` is a live `lua_State` whose layout [`check_thread_layout`] has
+/// verified; `offset` is one of the two offsets above, inside the struct.
+unsafe fn read_count(state: *mut ffi::lua_State, offset: usize) -> c_int {
+    // SAFETY: see the function's contract; the field is an aligned `int`.
+    unsafe { state.cast::<u8>().add(offset).cast::<c_int>().read() }
+}
+
+/// Whether the linked Lua keeps a thread's hook counts at the offsets this
+/// module reads: a fresh thread's hook set with two different counts must
+/// show each count in both fields (`lua_sethook` resets the counter to the
+/// count).
+pub fn check_thread_layout(lua: &Lua) -> mlua::Result<bool> {
+    // SAFETY: `exec_raw` runs the closure in a protected call; the new thread
+    // stays on the stack (alive) while its fields are read, and it never runs.
+    unsafe {
+        lua.exec_raw((), |state| {
+            let thread = ffi::lua_newthread(state);
+            let mut ok = true;
+            for count in [12_345, 777] {
+                ffi::lua_sethook(thread, Some(count_hook), ffi::LUA_MASKCOUNT, count);
+                ok &= read_count(thread, BASEHOOKCOUNT_OFFSET) == count
+                    && read_count(thread, HOOKCOUNT_OFFSET) == count
+                    && ffi::lua_gethookcount(thread) == count;
+            }
+            ffi::lua_sethook(thread, None, 0, 0);
+            ffi::lua_settop(state, 0);
+            ffi::lua_pushboolean(state, c_int::from(ok));
+        })
+    }
+}
+
+/// The instructions `state` executed since its count hook last fired (or
+/// its counter was last reset), which no firing has charged; resets its
+/// counter, so each instruction is counted once. Coroutines are settled
+/// whenever control returns from them (SPEC §15.7): a coroutine that dies
+/// between two firings would otherwise take its uncounted instructions
+/// with it.
+///
+/// # Safety
+/// `state` is a live thread of this VM, and [`check_thread_layout`] has
+/// returned `true` for the VM.
+pub unsafe fn settle_thread(state: *mut ffi::lua_State) -> u64 {
+    // SAFETY: reading the hook fields and re-setting the same hook with the
+    // same mask and count neither allocates nor raises; Lua allows setting
+    // any thread's hook (its own debug.sethook does).
+    unsafe {
+        let mask = ffi::lua_gethookmask(state);
+        let count = ffi::lua_gethookcount(state);
+        if mask & ffi::LUA_MASKCOUNT == 0 || count <= 0 {
+            return 0;
+        }
+        let left = read_count(state, HOOKCOUNT_OFFSET);
+        ffi::lua_sethook(state, ffi::lua_gethook(state), mask, count);
+        u64::try_from(count.saturating_sub(left)).unwrap_or(0)
+    }
+}
+
 /// Charge one interval; `true` when the VM is (now) stopped.
 #[inline(never)]
 fn charge_interval(meter: &Meter) -> bool {

@@ -22,6 +22,7 @@ pub mod sandbox;
 pub mod sdk;
 pub mod serve;
 mod stdio;
+mod traversal;
 pub mod vm;
 pub mod vm_costs;
 

@@ -15,9 +15,10 @@
 //! after the charged units exceed `instruction_limit`:
 //! - the count hook charges one interval (`min(1000, instruction_limit)`
 //!   VM instructions) each time it fires, in any thread;
-//! - a coroutine is charged one interval the first time it is created or
-//!   resumed in a request, which covers the instructions it may run before
-//!   its own hook counter first fires;
+//! - a coroutine is charged, whenever control returns from it, the
+//!   instructions it ran since its own hook counter last fired (`hook.rs`,
+//!   `settle_thread`), so a coroutine that dies between two firings is
+//!   still charged what it ran;
 //! - native library functions whose running time grows with their arguments
 //!   are charged before they run: one unit per element they visit
 //!   (`table.move`, `table.concat`, `table.insert`/`remove` with a position,

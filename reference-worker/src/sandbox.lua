@@ -9,12 +9,15 @@
 -- charge(n)          charges n instruction units, raising on any budget trip
 -- reserve_rep(s,n,p) checks string.rep's result size against the memory
 --                    headroom and charges its copying
--- interval           instruction units charged per coroutine and request
+-- settle(co)         charges coroutine co the instructions it ran since its
+--                    count hook last fired, and resets its counter
 -- as_library(f)      puts the Lua function f behind a library call (a C
 --                    closure, see library_call.rs); the worker does this for
 --                    every wrapper left in the library tables
 -- caller_where()     luaL_where(L, 1) of the library call running this code
 -- table_capacity(t)  slots of t's array part and hash part
+-- native_next(c)     Lua's next as a C function that calls c(t, k, k2) to
+--                    charge its scan of a table of more than 64 slots
 --
 -- Errors: every wrapper is called through a library call, which rewrites an
 -- error positioned in this chunk as Lua's C library would have raised it at
@@ -23,7 +26,8 @@
 -- and forwards its arguments with their count intact (`...`), so that a
 -- missing argument stays "no value" rather than becoming nil.
 
-local guard, charge, reserve_rep, plain_find, interval, as_library, caller_where, table_capacity = ...
+local guard, charge, reserve_rep, plain_find, settle, as_library, caller_where, table_capacity,
+  native_next = ...
 
 local type, select, error, getmetatable, rawlen = type, select, error, getmetatable, rawlen
 local tointeger = math.tointeger
@@ -81,32 +85,24 @@ do
 end
 
 ---------------------------------------------------------------------------
--- Coroutines: every coroutine inherits the count hook; a coroutine is
--- charged one interval the first time it runs in a request, which covers
--- the instructions its own hook counter may hold.
+-- Coroutines: every coroutine inherits the count hook. Control leaves a
+-- coroutine only through resume (it yields, returns or fails) and close
+-- (its __close handlers ran), and each time the coroutine is settled: it is
+-- charged the instructions it ran since its hook last fired, so a coroutine
+-- that dies between two firings costs exactly what it ran (SPEC §15.7).
 ---------------------------------------------------------------------------
-local generation = 0
-local charged = raw_setmetatable({}, { __mode = "k" })
-
-local function charge_thread(co)
-  if type(co) == "thread" and charged[co] ~= generation then
-    charged[co] = generation
-    charge(interval)
-  end
-end
-
 do
   local create, resume, close, status = coroutine.create, coroutine.resume, coroutine.close, coroutine.status
 
-  coroutine.create = function(...)
-    local co = create(...)
-    charge_thread(co)
-    return co
+  local function settled(co, ...)
+    if type(co) == "thread" then
+      settle(co)
+    end
+    return ...
   end
 
   coroutine.resume = function(...)
-    charge_thread((...))
-    return after(resume(...))
+    return after(settled((...), resume(...)))
   end
 
   -- A stopped VM closes no coroutine: the coroutine's pending __close
@@ -114,13 +110,14 @@ do
   -- when the stop was raised in it (SPEC §15.8).
   coroutine.close = function(...)
     guard()
-    return after(close(...))
+    return after(settled((...), close(...)))
   end
 
   -- Mirrors lcorolib's auxwrap: close a coroutine that died in error, then
   -- propagate the error (with the caller's position prepended to string
   -- errors, as auxwrap's luaL_where(L, 1) does).
   local function finish(co, ok, ...)
+    settle(co)
     guard()
     if ok then
       return ...
@@ -128,6 +125,7 @@ do
     local err = ...
     if status(co) == "dead" then
       local closed, closing_error = close(co)
+      settle(co)
       guard()
       if not closed then
         err = closing_error
@@ -141,9 +139,7 @@ do
 
   coroutine.wrap = function(...)
     local co = create(...)
-    charge_thread(co)
     return as_library(function(...)
-      charge_thread(co)
       return finish(co, resume(co, ...))
     end)
   end
@@ -261,6 +257,12 @@ do
   end
 
   _G.tostring = function(...)
+    local v = ...
+    local t = type(v)
+    if t == "number" or t == "string" or t == "boolean" then
+      local result = raw_tostring(v) -- no address to hide
+      return result
+    end
     if select("#", ...) == 0 then
       local result = raw_tostring(...) -- reports the missing argument
       return result
@@ -279,6 +281,25 @@ do
     if type(fmt) ~= "string" or plain_find(fmt, "%", 1) == nil then
       local result = format(...)
       return result
+    end
+    -- The common call: a few arguments, none an object or a string of 64
+    -- bytes or more, and no "p" in the format (so no %p): nothing to
+    -- rewrite or charge here; the scan below costs a hundred instructions.
+    local n = select("#", ...)
+    if n <= 9 and plain_find(fmt, "p", 1) == nil then
+      local simple = true
+      for k = 2, n do
+        local v = select(k, ...)
+        local t = type(v)
+        if referenced[t] or (t == "string" and #v >= 64) then
+          simple = false
+          break
+        end
+      end
+      if simple then
+        local result = format(...)
+        return result
+      end
     end
     local args = pack(select(2, ...))
     local parts, from, changed = {}, 1, false
@@ -424,12 +445,10 @@ do
     return nil
   end
 
-  local function charged_next(...)
-    local t, k = ...
-    if type(t) ~= "table" then
-      return raw_next(...) -- the original reports the argument error
-    end
-    local k2, v2 = raw_next(t, k)
+  -- Charges the scan of one call next(t, k) that returned k2 (nil at the
+  -- end); the C function that does the call (traversal.rs) calls this only
+  -- for tables of more than 64 slots.
+  local function charge_scan(t, k, k2)
     local array, hash = table_capacity(t)
     local start = 0
     if k ~= nil then
@@ -454,12 +473,9 @@ do
     last_key[t] = k2
     hash_paid[t] = paid
     charge_count(units)
-    if k2 == nil then
-      return nil -- one result at the end, as Lua's next
-    end
-    return k2, v2
   end
 
+  local charged_next = native_next(charge_scan)
   _G.next = charged_next
   _G.pairs = function(...)
     local f, s, c = raw_pairs(...)
@@ -521,7 +537,9 @@ do
     local step, s, i = codes(...)
     local charged = steps[step]
     if charged == nil then
-      charged = charged_step(step)
+      -- A library call, as the C iterator it replaces: an invalid byte
+      -- sequence raises "invalid UTF-8 code" at the guest's loop, not here.
+      charged = as_library(charged_step(step))
       steps[step] = charged
     end
     return charged, s, i
@@ -540,6 +558,16 @@ do
 
   local function plain(t)
     return type(t) == "table" and getmetatable(t) == nil
+  end
+
+  -- Lua's length of a table with a metatable (luaL_len): __len's result
+  -- must convert to an integer.
+  local function length_of(t)
+    local n = tointeger(#t)
+    if n == nil then
+      error("object length is not an integer", 1)
+    end
+    return n
   end
 
   local function span(first, last)
@@ -593,8 +621,13 @@ do
   end
 
   table.insert = function(...)
-    local nargs = select("#", ...) - 1
     local t, pos, value = ...
+    -- The common call: append to a plain table (no loop to charge).
+    if value == nil and type(t) == "table" and getmetatable(t) == nil and select("#", ...) == 2 then
+      insert(t, pos)
+      return
+    end
+    local nargs = select("#", ...) - 1
     if type(t) ~= "table" or (nargs ~= 1 and nargs ~= 2) then
       insert(...) -- the original reports the argument error
       return
@@ -603,7 +636,7 @@ do
       if plain(t) then
         insert(t, pos)
       else
-        t[#t + 1] = pos
+        t[length_of(t) + 1] = pos
       end
       return
     end
@@ -620,7 +653,7 @@ do
       insert(t, p, value)
       return
     end
-    local e = #t + 1
+    local e = length_of(t) + 1
     if not (p >= 1 and p <= e) then
       error("bad argument #2 to 'insert' (position out of bounds)", 1)
     end
@@ -631,7 +664,12 @@ do
   end
 
   table.remove = function(...)
-    local t = ...
+    local t, last = ...
+    -- The common call: remove the last element of a plain table (no loop).
+    if last == nil and type(t) == "table" and getmetatable(t) == nil then
+      local result = remove(t)
+      return result
+    end
     if plain(t) then
       local size = rawlen(t)
       local pos = size
@@ -649,7 +687,7 @@ do
       local result = remove(...)
       return result
     end
-    local size = #t
+    local size = length_of(t)
     local pos = size
     local given = select(2, ...)
     if select("#", ...) > 1 and given ~= nil then
@@ -667,9 +705,7 @@ do
       t[pos] = t[pos + 1]
       pos = pos + 1
     end
-    if pos <= size then
-      t[pos] = nil
-    end
+    t[pos] = nil -- also at size + 1 (and 0 when empty), as Lua's tremove
     return value
   end
 
@@ -685,6 +721,13 @@ do
 
   table.concat = function(...)
     local t, sep, i, j = ...
+    if i == nil and j == nil and type(t) == "table" and getmetatable(t) == nil then
+      -- The common call: a whole plain array (up to 64 elements covered by
+      -- the call itself, SPEC §15.6).
+      charge_count(rawlen(t))
+      local result = concat(t, sep)
+      return result
+    end
     if type(t) ~= "table" then
       local result = concat(...)
       return result
@@ -698,7 +741,7 @@ do
     elseif plain(t) then
       last = rawlen(t)
     else
-      last = #t
+      last = length_of(t)
     end
     if first == nil or last == nil then
       local result = concat(...)
@@ -725,6 +768,14 @@ do
 
   table.unpack = function(...)
     local t, i, j = ...
+    if i == nil and j == nil and type(t) == "table" and getmetatable(t) == nil then
+      -- The common call: a whole plain array (see table.concat).
+      local n = rawlen(t)
+      if n < 1000000 then
+        charge_count(n)
+        return unpack(t) -- cannot fail below Lua's stack limit
+      end
+    end
     if type(t) ~= "table" then
       return pass_counted(unpack(...))
     end
@@ -737,7 +788,7 @@ do
     elseif plain(t) then
       last = rawlen(t)
     else
-      last = #t
+      last = length_of(t)
     end
     if first == nil or last == nil then
       return pass_counted(unpack(...))
@@ -763,6 +814,118 @@ do
     return n * log
   end
 
+  local raw_pcall, raw_rawget = pcall, rawget
+
+  -- Lua's auxsort (ltablib.c) step for step, over a table whose elements
+  -- are read and written through its metamethods: the same reads, writes
+  -- and comparisons in the same order. Each comparison is made by the
+  -- original sort on a two-element probe, so the comparator (or `<`) runs
+  -- called from C exactly as in Lua: its errors carry the same positions
+  -- and it cannot yield. Lua draws a random pivot only after a badly
+  -- unbalanced partition; a counter stands in for its clock-based seed.
+  local pivot_seed = 0
+  local function sort_through_metamethods(t, n, comp)
+    local x, y, swapped
+    local probe = raw_setmetatable({}, {
+      __len = function() return 2 end,
+      __index = function(_, k)
+        if k == 1 then
+          return y
+        end
+        return x
+      end,
+      __newindex = function() swapped = true end,
+    })
+    -- comp(a, b) (or a < b): the original sort swaps the probe's elements
+    -- exactly when b, a is out of order.
+    local function less(a, b)
+      x, y, swapped = a, b, false
+      sort(probe, comp)
+      return swapped
+    end
+    local function auxsort(lo, up, rnd)
+      while lo < up do
+        local a_lo, a_up = t[lo], t[up]
+        if less(a_up, a_lo) then
+          t[lo] = a_up
+          t[up] = a_lo
+        end
+        if up - lo == 1 then
+          return
+        end
+        local p
+        if up - lo < 100 or rnd == 0 then
+          p = (lo + up) // 2
+        else
+          local r4 = (up - lo) // 4
+          p = rnd % (r4 * 2) + (lo + r4)
+        end
+        local a_p, a_lo2 = t[p], t[lo]
+        if less(a_p, a_lo2) then
+          t[p] = a_lo2
+          t[lo] = a_p
+        else
+          local a_up2 = t[up]
+          if less(a_up2, a_p) then
+            t[p] = a_up2
+            t[up] = a_p
+          end
+        end
+        if up - lo == 2 then
+          return
+        end
+        local pivot = t[p]
+        local a_before = t[up - 1]
+        t[p] = a_before
+        t[up - 1] = pivot
+        local i, j = lo, up - 1
+        while true do
+          i = i + 1
+          local a_i = t[i]
+          while less(a_i, pivot) do
+            if i == up - 1 then
+              error("invalid order function for sorting", 1)
+            end
+            i = i + 1
+            a_i = t[i]
+          end
+          j = j - 1
+          local a_j = t[j]
+          while less(pivot, a_j) do
+            if j < i then
+              error("invalid order function for sorting", 1)
+            end
+            j = j - 1
+            a_j = t[j]
+          end
+          if j < i then
+            t[up - 1] = a_i
+            t[i] = pivot
+            p = i
+            break
+          end
+          t[i] = a_j
+          t[j] = a_i
+        end
+        local smaller
+        if p - lo < up - p then
+          auxsort(lo, p - 1, rnd)
+          smaller = p - lo
+          lo = p + 1
+        else
+          auxsort(p + 1, up, rnd)
+          smaller = up - p
+          up = p - 1
+        end
+        if (up - lo) // 128 > smaller then
+          pivot_seed = pivot_seed + 1
+          rnd = pivot_seed
+        end
+      end
+    end
+    auxsort(1, n, 0)
+  end
+
   table.sort = function(...)
     local t, comp = ...
     if type(t) ~= "table" then
@@ -774,20 +937,38 @@ do
       sort(t, comp)
       return
     end
-    local n = #t
+    local n = length_of(t)
+    if n <= 1 then
+      return -- Lua reads nothing and checks no comparator
+    end
     if n >= 2147483647 then
       error("bad argument #1 to 'sort' (array too big)", 1)
     end
+    if comp ~= nil and type(comp) ~= "function" then
+      sort({ 1, 2 }, comp) -- the original reports the argument error
+    end
     charge(sort_units(n))
-    local copy = plain_copy(t, 1, n)
-    sort(copy, comp)
+    -- Reads and writes of keys the table holds never reach a metamethod,
+    -- so a table holding all of 1..n (an object with methods in its
+    -- metatable) is sorted as a plain copy by Lua's own sort, and written
+    -- back also when the comparator fails, as Lua leaves it half sorted.
+    for k = 1, n do
+      if raw_rawget(t, k) == nil then
+        sort_through_metamethods(t, n, comp)
+        return
+      end
+    end
+    local copy = {}
+    for k = 1, n do
+      copy[k] = raw_rawget(t, k)
+    end
+    local ok, err = raw_pcall(sort, copy, comp)
+    guard()
     for k = 1, n do
       t[k] = copy[k]
     end
+    if not ok then
+      error(err, 0)
+    end
   end
-end
-
--- Called by the worker at the start of every budget window.
-return function()
-  generation = generation + 1
 end

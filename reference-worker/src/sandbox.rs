@@ -66,9 +66,6 @@ const BIG_COUNT: u64 = 64;
 pub struct Sandbox {
     /// The VM.
     pub lua: Lua,
-    /// Starts a new coroutine-accounting generation; call at every budget
-    /// reset.
-    pub next_generation: Function,
 }
 
 /// The steps of [`build`], in order, as [`build_observed`] reports them
@@ -141,6 +138,22 @@ pub fn build_observed(
         })?
     };
     check_internal_layout(&lua)?;
+    if !crate::hook::check_thread_layout(&lua)? {
+        return Err(mlua::Error::runtime(
+            "the linked Lua's thread layout is not the Lua 5.4 layout the budget relies on",
+        ));
+    }
+    // Charges a coroutine the instructions it ran since its hook last fired
+    // (SPEC §15.7).
+    let settle = {
+        let meter = Arc::clone(meter);
+        lua.create_function(move |_, co: mlua::Thread| {
+            // SAFETY: `co` is a live thread of this VM (the argument keeps it
+            // alive), and the thread layout was checked just above.
+            let units = unsafe { crate::hook::settle_thread(co.state()) };
+            meter.charge(units)
+        })?
+    };
     let table_capacity = lua.create_function(|_, table: mlua::Table| {
         // SAFETY: `table` is a live table held by this call's arguments.
         let (array, hash) = unsafe { crate::vm_costs::table_capacity(table.to_pointer()) };
@@ -163,21 +176,24 @@ pub fn build_observed(
     };
     // Level 0 is this helper; the library call is the first C function above.
     let caller_where = lua.create_function(|lua, ()| Ok(library_call::caller_position(lua, 1)))?;
+    let native_next =
+        lua.create_function(|lua, charger: Function| crate::traversal::charged_next(lua, charger))?;
     let prelude = lua
         .load(PRELUDE)
         .set_name(format!("={}", library_call::SANDBOX_ID))
         .set_mode(ChunkMode::Binary)
         .into_function()?;
     observe(BuildStep::PreludeLoad);
-    let next_generation: Function = prelude.call((
+    prelude.call::<()>((
         guard,
         charge,
         reserve_rep,
         plain_find,
-        meter.interval(),
+        settle,
         as_library,
         caller_where,
         table_capacity,
+        native_next,
     ))?;
     observe(BuildStep::PreludeRun);
     library_call::install(&lua, &rewriter)?;
@@ -197,10 +213,7 @@ pub fn build_observed(
         globals.raw_set(key, Value::Nil)?;
     }
     observe(BuildStep::Globals);
-    Ok(Sandbox {
-        lua,
-        next_generation,
-    })
+    Ok(Sandbox { lua })
 }
 
 /// Fail closed unless the `Table` and `TString` header fields read by

@@ -61,6 +61,10 @@ const CALLS: &[&str] = &[
     r#"ipairs()"#,
     r#"pairs()"#,
     r#"next({}, "nope")"#,
+    r#"next()"#,
+    r#"next("x")"#,
+    r#"next(setmetatable({}, {__index = {a = 1}}), "a")"#,
+    r#"(function() local t = {} for i = 1, 100 do t[i] = i end return next(t, "nokey") end)()"#,
     r#"assert(false)"#,
     r#"assert(nil, "message")"#,
     r#"assert()"#,
@@ -115,6 +119,17 @@ const CALLS: &[&str] = &[
     r#"table.sort({3, 2, 1}, function(a, b) error("bare", 0) end)"#,
     r#"table.sort({3, 2, 1}, function(a, b) error({}) end)"#,
     r#"table.sort({3, 2, 1}, function(a, b) return ("%d"):format(0.5) end)"#,
+    // tables with metatables: a length that is no integer (luaL_len), and
+    // errors of a sort that reads through __index
+    r#"table.sort(setmetatable({3, 1, 2}, {__len = function() return 2.5 end}))"#,
+    r#"table.insert(setmetatable({}, {__len = function() return "x" end}), 1)"#,
+    r#"table.remove(setmetatable({1}, {__len = function() return nil end}))"#,
+    r#"table.concat(setmetatable({"a"}, {__len = function() return 1.5 end}))"#,
+    r#"table.unpack(setmetatable({1}, {__len = function() return {} end}))"#,
+    r#"table.sort(setmetatable({}, {__index = function(_, k) return 4 - k end, __len = function() return 3 end}), 5)"#,
+    r#"table.sort(setmetatable({}, {__index = function(_, k) return k % 7 end, __len = function() return 50 end}), function() return true end)"#,
+    r#"table.sort(setmetatable({}, {__index = function(_, k) return k end, __len = function() return 3 end}), function() error("level two", 2) end)"#,
+    r#"table.sort(setmetatable({}, {__index = function(_, k) return k == 2 and "x" or k end, __len = function() return 3 end}))"#,
     r#"table.unpack()"#,
     r#"table.unpack({}, 1, 1e8)"#,
     r#"table.unpack({}, "x")"#,
@@ -136,6 +151,9 @@ const CALLS: &[&str] = &[
     r#"utf8.offset("abc", 1, 10)"#,
     r#"utf8.offset()"#,
     r#"utf8.codes({})"#,
+    // the codes iterator raises at the guest's loop, as Lua's C iterator
+    r#"(function() for _ in utf8.codes("a\xffb") do end end)()"#,
+    r#"(function() local step, s = utf8.codes("\xff") return step(s, 0) end)()"#,
     // coroutine
     r#"coroutine.create(1)"#,
     r#"coroutine.create()"#,

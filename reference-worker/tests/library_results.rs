@@ -83,6 +83,16 @@ const CALLS: &[&str] = &[
     "string.reverse('')",
     "string.format('%q', 1/0)",
     "string.format('%5.1f|%-3d|%x', 2.25, 7, 255)",
+    // string.format's short path (few arguments, no object, short strings,
+    // no 'p' in the format) and the general one give the same text
+    "string.format('[%5s][%-5s][%.2s]', 12, 3.5, 'abcdef')",
+    "string.format('%d pages', 3)",
+    "string.format('%s %s %d', true, nil, 7)",
+    "string.format('%d%d%d%d%d%d%d%d%d%d', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)",
+    "string.format('%d', 1, 2, 3)",
+    "#string.format('%s|%10s', string.rep('x', 100), string.rep('y', 70))",
+    "table.concat({1, 2}, nil)",
+    "table.unpack({1, nil, 3})",
     "string.unpack('<i2 >i2', '\\1\\0\\0\\1')",
     "string.unpack('z', 'ab\\0cd')",
     "string.unpack('s1', '\\2ab', 1)",
@@ -123,6 +133,14 @@ const CALLS: &[&str] = &[
     "table.pack(nil, nil).n",
     "table.move({1, 2, 3}, 1, 3, 2)[3]",
     "table.move({1}, 1, 0, 1)[1]",
+    // table.remove on a table with metamethods clears t[pos] also at
+    // #t + 1 and at 0 (Lua's tremove always ends with `t[pos] = nil`)
+    "(function() local log = {} local t = setmetatable({}, {__newindex = function(t, k, v) \
+      log[#log + 1] = tostring(k) .. '=' .. tostring(v) rawset(t, k, v) end}) \
+      t[1] = 'a' local r = table.remove(t, 2) local r0 = table.remove(setmetatable({}, getmetatable(t))) \
+      return r, r0, table.concat(log, ',') end)()",
+    "(function() local t = setmetatable({}, {__index = function(_, k) return 'v' .. k end}) \
+      return table.remove(t, 1), table.remove(t, 0), rawget(t, 1) end)()",
     // math
     "math.tointeger(3.5)",
     "math.tointeger('8')",
@@ -224,4 +242,57 @@ fn traversals_written_with_next_by_hand_end_as_in_lua() {
         success(eval(&mut vm, &source)),
         serde_json::json!("3 [number:3, number:1, nil:nil]")
     );
+}
+
+#[test]
+fn sorts_of_tables_with_metatables_read_and_write_as_lua_does() {
+    // Lua's sort reads and writes a table with a metatable through
+    // lua_geti/lua_seti as it goes: a proxy sees every read and write in
+    // Lua's order, a failing comparator leaves the table half sorted, and a
+    // comparator cannot yield (it is called from C).
+    let source = r##"local function logged(backing, log)
+  return setmetatable({}, {
+    __index = function(_, k) log[#log + 1] = "r" .. k; return backing[k] end,
+    __newindex = function(_, k, v) log[#log + 1] = "w" .. k .. "=" .. tostring(v); backing[k] = v end,
+    __len = function() return #backing end })
+end
+local function run(values, comp)
+  local log, backing = {}, {}
+  for i, v in ipairs(values) do backing[i] = v end
+  local ok, e = pcall(table.sort, logged(backing, log), comp)
+  return tostring(ok) .. " " .. tostring(e) .. " | " .. table.concat(backing, ",") .. " | " .. table.concat(log, " ")
+end
+local big, odd = {}, {}
+for i = 1, 300 do big[i] = (i * 7919) % 1000 end
+for i = 1, 40 do odd[i] = i % 7 end
+local out = {
+  run({3, 1, 2}),
+  run({2, 1}),
+  run({1}, 5),
+  run({5, 9, 1, 7, 3, 8, 2, 6, 4, 0}, function(a, b) return a > b end),
+  run(big),
+  run(odd, function() return true end),
+  run({3, 1, 2, 5, 4}, function(a, b) if a == 5 or b == 5 then error("no fives") end return a < b end),
+  run({3, 1, 2}, function() error("level two", 2) end),
+  run({3, "x", 2}),
+  coroutine.wrap(function() return run({3, 1, 2}, function(a, b) coroutine.yield() return a < b end) end)(),
+}
+local list = setmetatable({5, 4, 3, 2, 1, 9, 8, 7}, {__index = table})
+local n = 0
+local ok, e = pcall(list.sort, list, function(a, b) n = n + 1; if n == 6 then error("stop", 0) end return a < b end)
+out[#out + 1] = tostring(ok) .. " " .. e .. " " .. list:concat(",")
+list:sort()
+out[#out + 1] = list:concat(",")
+local t = setmetatable({3, 1, 2}, {__len = function() return "3" end})
+table.sort(t)
+out[#out + 1] = table.concat(t, ",", 1, 3)
+return table.concat(out, "\n")
+"##;
+    let expected = reference(source);
+    assert!(
+        expected.contains("r1 r3 w1=2 w3=3"),
+        "the reference logs the proxy's reads and writes: {expected}"
+    );
+    let mut vm = vm();
+    assert_eq!(success(eval(&mut vm, source)), serde_json::json!(expected));
 }

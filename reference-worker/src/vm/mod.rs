@@ -81,7 +81,6 @@ pub struct Vm {
     lua: Lua,
     meter: Arc<Meter>,
     state: Arc<SdkState>,
-    next_generation: Function,
     is_cancelled: Function,
     policy: Policy,
     plugin: Option<Chunk>,
@@ -132,10 +131,7 @@ impl Vm {
             policy.instruction_limit(),
             Arc::clone(&cancel),
         ));
-        let sandbox::Sandbox {
-            lua,
-            next_generation,
-        } = sandbox::build(&meter).map_err(|e| build_error(&e))?;
+        let sandbox::Sandbox { lua } = sandbox::build(&meter).map_err(|e| build_error(&e))?;
         let grants = match &config.grants {
             Some(grants) => grants.iter().cloned().collect(),
             None => sdk::default_grants(policy.allow_process()),
@@ -180,7 +176,6 @@ impl Vm {
             lua,
             meter,
             state,
-            next_generation,
             is_cancelled,
             policy,
             plugin: None,
@@ -279,9 +274,6 @@ impl Vm {
             self.policy.instruction_limit(),
             wall.min(self.policy_wall()),
         );
-        self.next_generation
-            .call::<()>(())
-            .map_err(|e| lua_failure(&e, &[]))?;
         sandbox::install_hook(&self.lua, &self.meter).map_err(|e| lua_failure(&e, &[]))
     }
 
