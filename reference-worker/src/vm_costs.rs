@@ -5,8 +5,8 @@
 //! by string arithmetic, `tonumber` and every library argument that accepts
 //! a numeric string), walking the call stack (`lua_getstack`, which
 //! `error` with a level and tracebacks use), and rehashing a table
-//! (`luaH_finishset`, `luaH_set`, `luaH_setint`: the stores that can add a
-//! key), looking up metamethods (`luaT_gettm`: `__index` and
+//! (`luaH_finishset`, `lua_rawset`, `lua_rawseti`, `lua_rawsetp`: the
+//! stores that can add a key), looking up metamethods (`luaT_gettm`: `__index` and
 //! `__newindex` chains of tables), copying `...` (`luaT_getvarargs`), and
 //! the code scans and library searches behind error messages
 //! (`luaG_typeerror` and kin, `lua_getinfo`).
@@ -32,14 +32,27 @@ use std::os::raw::{c_char, c_int, c_void};
 use std::sync::Arc;
 
 /// The symbols every binary linking this crate must wrap (`-Wl,--wrap=`).
+///
+/// The linker redirects *every* call to a wrapped symbol, also the calls
+/// from the C file that defines it; and the C compiler may assume that a
+/// function of the same file leaves the registers it does not use intact
+/// (GCC's `-fipa-ra`), which a wrapper in Rust does not. So a symbol is
+/// wrapped only when its own file never calls it, or calls it only where
+/// nothing is live afterwards (a tail call, or a function that never
+/// returns: `luaG_typeerror` from `luaG_concaterror`). `luaH_getint` failed
+/// this rule (`luaH_getn` calls it in a loop) and crashed the release
+/// build, which is why hash chains are not charged (SPEC §15.6, "Known
+/// limit") and why raw stores are wrapped at the API (`lua_rawset`) rather
+/// than in the table code (`luaH_set`, which `luaH_resize` calls in a loop).
 pub const WRAPPED_SYMBOLS: &[&str] = &[
     "strcoll",
     "luaS_eqlngstr",
     "luaO_str2num",
     "lua_getstack",
     "luaH_finishset",
-    "luaH_set",
-    "luaH_setint",
+    "lua_rawset",
+    "lua_rawseti",
+    "lua_rawsetp",
     "luaT_gettm",
     "luaT_getvarargs",
     "luaG_typeerror",
@@ -158,13 +171,9 @@ unsafe extern "C" {
         slot: *const c_void,
         value: *mut c_void,
     );
-    fn __real_luaH_set(
-        state: *mut c_void,
-        table: *mut c_void,
-        key: *const c_void,
-        value: *mut c_void,
-    );
-    fn __real_luaH_setint(state: *mut c_void, table: *mut c_void, key: i64, value: *mut c_void);
+    fn __real_lua_rawset(state: *mut c_void, index: c_int);
+    fn __real_lua_rawseti(state: *mut c_void, index: c_int, key: i64);
+    fn __real_lua_rawsetp(state: *mut c_void, index: c_int, key: *const c_void);
     fn __real_strcoll(a: *const c_char, b: *const c_char) -> c_int;
     fn __real_luaS_eqlngstr(a: *const c_void, b: *const c_void) -> c_int;
     fn __real_luaO_str2num(s: *const c_char, o: *mut c_void) -> usize;
@@ -743,41 +752,75 @@ pub unsafe extern "C" fn __wrap_luaH_finishset(
     }
 }
 
-/// `lua_rawset`.
+/// The table at stack index `index` of `state`, as `lua_topointer` gives it
+/// (null when it is no table).
 ///
 /// # Safety
-/// Called by Lua with its own arguments.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __wrap_luaH_set(
-    state: *mut c_void,
-    table: *mut c_void,
-    key: *const c_void,
-    value: *mut c_void,
-) {
-    // SAFETY: Lua passes a live table; the original gets its arguments.
+/// `state` must be a live thread and `index` valid in it.
+unsafe fn table_at(state: *mut c_void, index: c_int) -> *const c_void {
+    // SAFETY: per the contract.
     unsafe {
-        let before = before_store(table);
-        __real_luaH_set(state, table, key, value);
-        after_store(table, &before);
+        if mlua::ffi::lua_type(state.cast(), index) == mlua::ffi::LUA_TTABLE {
+            mlua::ffi::lua_topointer(state.cast(), index)
+        } else {
+            std::ptr::null()
+        }
     }
 }
 
-/// `lua_rawseti`.
+/// The raw stores of the API (`rawset`, and the library and host code that
+/// store without metamethods): as `__wrap_luaH_finishset`. Lua's own table
+/// code calls the `luaH_*` stores among themselves, so only the API entry
+/// points are wrapped here (a wrapper of a function called from its own
+/// file would break the register assumptions the C compiler makes there).
 ///
 /// # Safety
-/// Called by Lua with its own arguments.
+/// Called with Lua's own arguments.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn __wrap_luaH_setint(
-    state: *mut c_void,
-    table: *mut c_void,
-    key: i64,
-    value: *mut c_void,
-) {
-    // SAFETY: Lua passes a live table; the original gets its arguments.
+pub unsafe extern "C" fn __wrap_lua_rawset(state: *mut c_void, index: c_int) {
+    // SAFETY: the table stays on the stack (only the key and value are
+    // popped), so its pointer stays valid across the call.
     unsafe {
-        let before = before_store(table);
-        __real_luaH_setint(state, table, key, value);
-        after_store(table, &before);
+        let table = table_at(state, index);
+        let before = (!table.is_null()).then(|| before_store(table));
+        __real_lua_rawset(state, index);
+        if let Some(before) = before {
+            after_store(table, &before);
+        }
+    }
+}
+
+/// `lua_rawseti`, as [`__wrap_lua_rawset`].
+///
+/// # Safety
+/// Called with Lua's own arguments.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __wrap_lua_rawseti(state: *mut c_void, index: c_int, key: i64) {
+    // SAFETY: as in `__wrap_lua_rawset`.
+    unsafe {
+        let table = table_at(state, index);
+        let before = (!table.is_null()).then(|| before_store(table));
+        __real_lua_rawseti(state, index, key);
+        if let Some(before) = before {
+            after_store(table, &before);
+        }
+    }
+}
+
+/// `lua_rawsetp`, as [`__wrap_lua_rawset`].
+///
+/// # Safety
+/// Called with Lua's own arguments.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __wrap_lua_rawsetp(state: *mut c_void, index: c_int, key: *const c_void) {
+    // SAFETY: as in `__wrap_lua_rawset`.
+    unsafe {
+        let table = table_at(state, index);
+        let before = (!table.is_null()).then(|| before_store(table));
+        __real_lua_rawsetp(state, index, key);
+        if let Some(before) = before {
+            after_store(table, &before);
+        }
     }
 }
 

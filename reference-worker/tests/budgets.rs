@@ -431,6 +431,13 @@ fn rehashes_at_the_same_size_are_charged_for_the_slots_they_count() {
         ..SMALL
     };
     assert_eq!(tripped(eval(&mut vm_with(budgets), churn)), "instructions");
+    // The same through `rawset` (the API's raw store).
+    let raw = churn.replace(
+        "t[k + 0.5] = true t[k + 0.5] = nil",
+        "rawset(t, k + 0.5, true) rawset(t, k + 0.5, nil)",
+    );
+    assert_ne!(raw, churn);
+    assert_eq!(tripped(eval(&mut vm_with(budgets), &raw)), "instructions");
     // Building the same table, once, stays well within that budget.
     let build = "local t = {} for i = 1, 500000 do t[i] = true end t.a = 1 return #t";
     assert_eq!(success(eval(&mut vm_with(budgets), build)), json!(500000));
