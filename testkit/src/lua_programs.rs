@@ -146,6 +146,7 @@ local META = setmetatable({}, {
   __close = function() end,
 })
 local LIAR = setmetatable({}, {__len = function() return math.maxinteger end, __index = function() return 1 end})
+local CHAIN = {} for i = 1, 200 do CHAIN = setmetatable({}, {__index = CHAIN, __newindex = CHAIN}) end
 local sink = {}
 "#;
 
@@ -180,7 +181,7 @@ fn call(bytes: &mut Bytes<'_>) -> String {
     let t = bytes.pick(TABLES);
     let f = bytes.pick(FUNCTIONS);
     let v = value(bytes);
-    match bytes.below(40) {
+    match bytes.below(46) {
         0 => format!("string.rep({s}, {n}, {s2})"),
         1 => format!("string.rep({s}, {n})"),
         2 => format!("string.pack({s}, {n}, {n})"),
@@ -226,6 +227,15 @@ fn call(bytes: &mut Bytes<'_>) -> String {
         36 => format!("{t}[{s}]"),
         37 => format!("math.floor({n})"),
         38 => format!("string.format('%s %s', {s}, {t})"),
+        // The paths of BENCHMARKS.md B3: chains of __index/__newindex
+        // tables, error levels, unterminated z strings, `...` taken whole,
+        // keys added and removed next to a large array part.
+        39 => format!("CHAIN[{s}]"),
+        40 => format!("(function() CHAIN[{s}] = {v} end)()"),
+        41 => format!("select(2, pcall(error, {s}, {n}))"),
+        42 => format!("select(2, pcall(string.unpack, 'z', {s}, {n}))"),
+        43 => format!("(function(...) return select('#', ...) end)(table.unpack({t}, 1, {n}))"),
+        44 => format!("(function() {t}[#sink + 0.5] = true {t}[#sink + 0.5] = nil end)()"),
         _ => format!("coroutine.status(coroutine.create({f}))"),
     }
 }
@@ -236,7 +246,7 @@ fn statement(bytes: &mut Bytes<'_>, out: &mut String, depth: usize) {
         return;
     }
     let d = depth + 1;
-    match bytes.below(16) {
+    match bytes.below(17) {
         0..=4 => out.push_str(&format!("sink[#sink % 8 + 1] = {}", call(bytes))),
         5 => {
             let limit = bytes.pick(&["3", "100", "1e4", "1e9"]);
@@ -307,6 +317,15 @@ fn statement(bytes: &mut Bytes<'_>, out: &mut String, depth: usize) {
             out.push_str(" else ");
             statement(bytes, out, d);
             out.push_str(" end");
+        }
+        16 => {
+            // At the bottom of a deep stack: error levels and tracebacks
+            // walk every frame (BENCHMARKS.md B3).
+            out.push_str(
+                "sink[#sink % 8 + 1] = (function() local function deep(k) if k == 0 then ",
+            );
+            statement(bytes, out, d);
+            out.push_str(" return 0 end return 1 + deep(k - 1) end return deep(5000) end)()");
         }
         _ => {
             let t = bytes.pick(TABLES);
