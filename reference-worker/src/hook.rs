@@ -182,3 +182,22 @@ unsafe extern "C-unwind" fn count_hook(state: *mut ffi::lua_State, _ar: *mut ffi
         ffi::lua_error(state)
     }
 }
+
+/// Raise the stop from a C function the guest called (the sandbox's
+/// `guard`): the same preallocated value the hook raises, with
+/// `lua_error`. Unlike an error returned by an mlua callback, this builds
+/// no traceback, which at the bottom of a deep stack costs a walk of the
+/// whole stack per raise, and after a stop nothing charges it (SPEC §15.8).
+///
+/// # Safety
+/// `state` must be the running thread inside a C function with a free stack
+/// slot (every C function has `LUA_MINSTACK`), and no Rust value with a
+/// destructor may be alive in the calling frames up to Lua.
+pub(crate) unsafe fn raise_stop(state: *mut ffi::lua_State) -> ! {
+    // SAFETY: per the contract; the stop value is kept alive by the
+    // registry (installed with the hook), so pushing it does not allocate.
+    unsafe {
+        ffi::lua_rawgetp(state, ffi::LUA_REGISTRYINDEX, key(&STOP_VALUE_KEY));
+        ffi::lua_error(state)
+    }
+}

@@ -307,6 +307,19 @@ impl Meter {
         self.trip(Stop::Limit(trip))
     }
 
+    /// [`Meter::guard`] for a C function: `true` when the request must
+    /// stop (a pending memory refusal is recorded as the trip first).
+    pub fn must_stop(&self) -> bool {
+        if self.stop.get().is_some() {
+            return true;
+        }
+        if self.memory.pending.load(Ordering::Relaxed) {
+            let _recorded = self.trip_limit(self.pending_memory_trip());
+            return true;
+        }
+        false
+    }
+
     /// Fail if the VM has stopped, or if the allocator refused memory that
     /// Lua did not get back by collecting garbage (which makes it a memory
     /// trip now).

@@ -117,10 +117,8 @@ pub fn build_observed(
     strings.raw_set("__metatable", false)?;
     observe(BuildStep::StringMetatable);
 
-    let guard = {
-        let meter = Arc::clone(meter);
-        lua.create_function(move |_, ()| meter.guard())?
-    };
+    // SAFETY: `guard_stop` follows the lua_CFunction contract (see there).
+    let guard = unsafe { lua.create_c_function(guard_stop)? };
     let charge = {
         let meter = Arc::clone(meter);
         lua.create_function(move |_, units: i64| meter.charge(u64::try_from(units).unwrap_or(0)))?
@@ -371,4 +369,22 @@ fn plain_find(meter: &Meter, s: &[u8], p: &[u8], init: i64) -> mlua::Result<Mult
         }
         None => Ok(MultiValue::from_iter([Value::Nil])),
     }
+}
+
+/// `guard()` of the sandbox prelude: raises the stop when the request must
+/// stop (SPEC §15.8), from C, so that no traceback is built: the prelude
+/// calls it in every protected-call wrapper and message handler, and Lua
+/// calls a failing message handler again on top of the stack, so after a
+/// stop it can run hundreds of times at the bottom of a deep stack.
+///
+/// # Safety
+/// Called by Lua as a C function; it owns no Rust value with a destructor
+/// when it raises.
+unsafe extern "C-unwind" fn guard_stop(state: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    if crate::vm_costs::with_active_meter(crate::meter::Meter::must_stop) == Some(true) {
+        // SAFETY: the running thread inside this C function; nothing with a
+        // destructor is alive here.
+        unsafe { crate::hook::raise_stop(state) }
+    }
+    0
 }

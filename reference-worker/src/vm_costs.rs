@@ -101,6 +101,15 @@ impl Drop for ActiveMeter {
     }
 }
 
+/// Run `f` on the active meter of this thread, if a request is running.
+pub(crate) fn with_active_meter<R>(f: impl FnOnce(&Meter) -> R) -> Option<R> {
+    ACTIVE.with(|active| {
+        // SAFETY: a non-null pointer was set by a live `ActiveMeter`, which
+        // holds an `Arc` to the meter until it resets the pointer on drop.
+        unsafe { active.get().as_ref() }.map(f)
+    })
+}
+
 /// Charge the active meter; `true` when the VM is stopped (skip the work).
 fn charge(units: u64) -> bool {
     ACTIVE.with(|active| {
