@@ -22,6 +22,27 @@ use mlua::chunk::ChunkMode;
 use mlua::{Lua, LuaOptions, StdLib};
 use std::path::{Path, PathBuf};
 
+/// The Lua functions whose calls the linker sends to the `__wrap_`
+/// functions of `src/vm_costs.rs` (which states the rule for adding one).
+const WRAPPED_SYMBOLS: &[&str] = &[
+    "strcoll",
+    "luaS_eqlngstr",
+    "luaO_str2num",
+    "lua_getstack",
+    "lua_getinfo",
+    "luaH_finishset",
+    "lua_rawset",
+    "lua_rawseti",
+    "lua_rawsetp",
+    "luaT_gettm",
+    "luaT_getvarargs",
+    "luaG_typeerror",
+    "luaG_callerror",
+    "luaG_concaterror",
+    "luaG_opinterror",
+    "luaG_tointerror",
+];
+
 /// Trusted chunks: (source path, chunk name, output file).
 const CHUNKS: &[(&str, &str, &str)] = &[
     ("src/sandbox.lua", "=sandbox", "sandbox.luac"),
@@ -29,26 +50,15 @@ const CHUNKS: &[(&str, &str, &str)] = &[
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    for symbol in [
-        "strcoll",
-        "luaS_eqlngstr",
-        "luaO_str2num",
-        "lua_getstack",
-        "luaH_finishset",
-        "lua_rawset",
-        "lua_rawseti",
-        "lua_rawsetp",
-        "luaT_gettm",
-        "luaT_getvarargs",
-        "luaG_typeerror",
-        "luaG_callerror",
-        "luaG_concaterror",
-        "luaG_opinterror",
-        "luaG_tointerror",
-        "lua_getinfo",
-    ] {
+    for symbol in WRAPPED_SYMBOLS {
         println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
     }
+    // The same list for every package that links this crate (their build
+    // scripts read it as DEP_QUIRL_LUA_VM_COSTS_SYMBOLS, through the
+    // `links` key) and for `vm_costs::WRAPPED_SYMBOLS`.
+    let list = WRAPPED_SYMBOLS.join(",");
+    println!("cargo::metadata=symbols={list}");
+    println!("cargo::rustc-env=QUIRL_LUA_WRAPPED_SYMBOLS={list}");
     println!("cargo::rerun-if-changed=build.rs");
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     // Compiling needs no library at all; the state only parses.

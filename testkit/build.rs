@@ -1,29 +1,13 @@
 //! With the `worker` feature, link every binary and test of this package
 //! with the link-time wrappers of the worker crate
-//! (`reference-worker/src/vm_costs.rs`), which charge the Lua VM's own
-//! long-string comparisons and string-to-number conversions (SPEC §15.6);
-//! the link fails without the flags once the worker is linked in.
+//! (`reference-worker/src/vm_costs.rs`, SPEC §15.6), whose list the worker's
+//! build script passes on (its `links` key); without the feature the worker
+//! is not linked and there is no list.
 
 fn main() {
-    if std::env::var_os("CARGO_FEATURE_WORKER").is_some() {
-        for symbol in [
-            "strcoll",
-            "luaS_eqlngstr",
-            "luaO_str2num",
-            "lua_getstack",
-            "luaH_finishset",
-            "lua_rawset",
-            "lua_rawseti",
-            "lua_rawsetp",
-            "luaT_gettm",
-            "luaT_getvarargs",
-            "luaG_typeerror",
-            "luaG_callerror",
-            "luaG_concaterror",
-            "luaG_opinterror",
-            "luaG_tointerror",
-            "lua_getinfo",
-        ] {
+    println!("cargo::rerun-if-env-changed=DEP_QUIRL_LUA_VM_COSTS_SYMBOLS");
+    if let Ok(symbols) = std::env::var("DEP_QUIRL_LUA_VM_COSTS_SYMBOLS") {
+        for symbol in symbols.split(',') {
             println!("cargo::rustc-link-arg=-Wl,--wrap={symbol}");
         }
     }

@@ -13,7 +13,7 @@
 //!
 //! These run inside single VM instructions, where the count hook cannot see
 //! them. The build scripts link every binary with
-//! `-Wl,--wrap=SYMBOL` for each of [`WRAPPED_SYMBOLS`]: the linker sends Lua's calls to the `__wrap_`
+//! `-Wl,--wrap=SYMBOL` for each symbol of [`WRAPPED_SYMBOLS`]: the linker sends Lua's calls to the `__wrap_`
 //! functions below, which charge the active VM's [`Meter`] by the bytes
 //! involved and call the original through its `__real_` name. A binary
 //! that links this crate without the flags fails to link (the `__real_`
@@ -31,7 +31,10 @@ use std::cell::Cell;
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::Arc;
 
-/// The symbols every binary linking this crate must wrap (`-Wl,--wrap=`).
+/// The symbols every binary linking this crate must wrap (`-Wl,--wrap=`),
+/// comma-separated. The list lives in this crate's `build.rs`, which links
+/// this crate's own targets with it and hands it to the build scripts of
+/// every package that links the crate (`links = "quirl_lua_vm_costs"`).
 ///
 /// The linker redirects *every* call to a wrapped symbol, also the calls
 /// from the C file that defines it; and the C compiler may assume that a
@@ -44,24 +47,7 @@ use std::sync::Arc;
 /// build, which is why hash chains are not charged (SPEC §15.6, "Known
 /// limit") and why raw stores are wrapped at the API (`lua_rawset`) rather
 /// than in the table code (`luaH_set`, which `luaH_resize` calls in a loop).
-pub const WRAPPED_SYMBOLS: &[&str] = &[
-    "strcoll",
-    "luaS_eqlngstr",
-    "luaO_str2num",
-    "lua_getstack",
-    "luaH_finishset",
-    "lua_rawset",
-    "lua_rawseti",
-    "lua_rawsetp",
-    "luaT_gettm",
-    "luaT_getvarargs",
-    "luaG_typeerror",
-    "luaG_callerror",
-    "luaG_concaterror",
-    "luaG_opinterror",
-    "luaG_tointerror",
-    "lua_getinfo",
-];
+pub const WRAPPED_SYMBOLS: &str = env!("QUIRL_LUA_WRAPPED_SYMBOLS");
 
 /// Bytes of a byte-at-a-time scan (number parsing) charged as one unit.
 pub const SCAN_BYTES_PER_UNIT: u64 = 16;
@@ -872,26 +858,38 @@ pub unsafe fn table_capacity(table: *const c_void) -> (u64, u64) {
 mod tests {
     use super::WRAPPED_SYMBOLS;
 
-    /// Every package that links the worker passes the same `--wrap` list in
-    /// its build script; a symbol missing from one fails that link, and one
-    /// missing from all would leave its charge out silently.
+    /// The build script's list and this file's wrappers are the same set: a
+    /// listed symbol without a `__wrap_` function fails every link, and a
+    /// wrapper left off the list never runs (its charge silently missing).
     #[test]
-    fn every_build_script_wraps_every_symbol() {
+    fn every_listed_symbol_has_a_wrapper_and_every_wrapper_is_listed() {
+        let whole = include_str!("vm_costs.rs");
+        let source = &whole[..whole.find("#[cfg(test)]").unwrap()];
+        let listed: std::collections::BTreeSet<&str> = WRAPPED_SYMBOLS.split(',').collect();
+        let defined: std::collections::BTreeSet<&str> = source
+            .split("fn __wrap_")
+            .skip(1)
+            .filter_map(|rest| rest.split('(').next())
+            .collect();
+        assert!(listed.len() >= 16, "{listed:?}");
+        assert_eq!(listed, defined);
+    }
+
+    /// Every package that links the worker takes the list from the worker's
+    /// build script instead of keeping a copy of its own.
+    #[test]
+    fn every_linking_package_takes_the_list_from_the_worker() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        for package in [
-            "reference-worker",
-            "reference-parent",
-            "testkit",
-            "bench",
-            "fuzz",
-        ] {
+        for package in ["reference-parent", "testkit", "bench", "fuzz"] {
             let script = std::fs::read_to_string(root.join(package).join("build.rs")).unwrap();
-            for symbol in WRAPPED_SYMBOLS {
-                assert!(
-                    script.contains(&format!("\"{symbol}\"")),
-                    "{package}/build.rs does not wrap {symbol}"
-                );
-            }
+            assert!(
+                script.contains("DEP_QUIRL_LUA_VM_COSTS_SYMBOLS"),
+                "{package}/build.rs does not take the worker's list"
+            );
+            assert!(
+                !script.contains("\"strcoll\""),
+                "{package}/build.rs keeps its own list"
+            );
         }
     }
 }
