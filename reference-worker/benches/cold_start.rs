@@ -253,27 +253,19 @@ fn processes(options: &Options) {
     }
 }
 
-const STEPS: [(&str, Option<BuildStep>); 13] = [
+const STEPS: [(&str, Option<BuildStep>); 8] = [
     (
         "`Lua::new_with` (5 standard libraries)",
         Some(BuildStep::LuaState),
     ),
     (
-        "string metatable protected",
+        "string metatable protected, `string.dump` removed",
         Some(BuildStep::StringMetatable),
     ),
-    ("Rust helpers, layout check", Some(BuildStep::Helpers)),
-    (
-        "budgeted patterns (Lua glue loaded and run)",
-        Some(BuildStep::Patterns),
-    ),
-    ("prelude loaded", Some(BuildStep::PreludeLoad)),
-    ("prelude run", Some(BuildStep::PreludeRun)),
-    ("library calls installed", Some(BuildStep::LibraryCalls)),
     ("globals pruned", Some(BuildStep::Globals)),
     ("SDK table `quirl`", None),
     ("full collection (baseline memory)", None),
-    ("memory limit, count hook", None),
+    ("meter attached (memory limit, sandbox mode)", None),
     ("lockdown: BPF program compiled", None),
     ("total", None),
 ];
@@ -338,8 +330,7 @@ fn build_once(clock: fn() -> Duration) -> Vec<Duration> {
     mark(&mut times, &mut last);
     lua.gc_collect().expect("collect");
     mark(&mut times, &mut last);
-    lua.set_memory_limit(4 << 20).expect("limit");
-    sandbox::install_hook(&lua, &meter).expect("hook");
+    meter.attach(&lua);
     mark(&mut times, &mut last);
     #[cfg(all(
         target_os = "linux",

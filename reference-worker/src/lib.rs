@@ -4,17 +4,13 @@
 
 #![deny(missing_docs)]
 
-mod alloc_gate;
 pub mod config;
 pub mod convert;
 pub mod diag;
 pub mod error;
 pub mod events;
-mod hook;
-pub mod library_call;
 pub mod lockdown;
 pub mod meter;
-pub mod pattern;
 pub mod records_from_lua;
 pub mod registry;
 pub mod runner;
@@ -22,9 +18,7 @@ pub mod sandbox;
 pub mod sdk;
 pub mod serve;
 mod stdio;
-mod traversal;
 pub mod vm;
-pub mod vm_costs;
 
 pub use error::{ErrorCode, OpError};
 pub use serve::{Ending, ServeOptions, WorkerError, serve};

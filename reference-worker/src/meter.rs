@@ -1,71 +1,39 @@
-//! Budgets and sticky termination.
+//! Budgets and sticky termination: the Rust side of the metered VM.
 //!
-//! One [`Meter`] per VM holds the per-request budgets (instructions, wall
-//! deadline, cancellation) and the VM-wide memory limit, and records the first
-//! reason the VM had to stop. That record is *sticky*: once set it is never
-//! cleared, every protected-call wrapper, the instruction hook, the allocator
-//! and every host function consult it and re-raise, and the operation's
-//! verdict is taken from it rather than from whatever the guest managed to
-//! return. A VM that has stopped is never used again (the worker answers and
-//! exits).
+//! The budgets themselves live in the Lua state (`metered-lua/c/lmeter.c`,
+//! SPEC §15.6): the interpreter counts every instruction it dispatches,
+//! native work is charged where it happens, the allocator enforces the
+//! memory limit, and the clock and the cancellation flag are checked every
+//! 1,024 units and every 256 KiB of allocation. The first stop is recorded
+//! there and never cleared; from then on every instruction of every thread
+//! raises it, without running any message handler, so no guest code runs
+//! after a stop (SPEC §15.8).
+//!
+//! A [`Meter`] is the worker's handle on that state: it opens and closes
+//! budget windows, records the stops only the worker sees (the host-call
+//! budget, a `resource_limit` host error, a protocol violation during a
+//! host call) and turns the state's record into a [`Stop`] with the
+//! observed values of SPEC §15.11.
 //!
 //! # What "instructions" means
 //!
-//! The budget is charged in *units*, and a request stops at the first check
-//! after the charged units exceed `instruction_limit`:
-//! - the count hook charges one interval (`min(1000, instruction_limit)`
-//!   VM instructions) each time it fires, in any thread;
-//! - a coroutine is charged, whenever control returns from it, the
-//!   instructions it ran since its own hook counter last fired (`hook.rs`,
-//!   `settle_thread`), so a coroutine that dies between two firings is
-//!   still charged what it ran;
-//! - native library functions whose running time grows with their arguments
-//!   are charged before they run: one unit per element they visit
-//!   (`table.move`, `table.concat`, `table.insert`/`remove` with a position,
-//!   `table.unpack`, `table.sort` at n·log2 n, `string.byte`,
-//!   `utf8.codepoint`) and one unit per 64 bytes they scan without
-//!   allocating (`utf8.len`, `utf8.offset`, the strings of `string.format`'s
-//!   `%s` with a width or precision, a literal `string.find` window by
-//!   window); what `sub`, `upper`, `lower`, `reverse` and `format` copy is
-//!   charged by the allocator gate (next item);
-//! - every byte the VM allocates during a request (gross, frees are not
-//!   credited) is charged at one unit per 64 bytes by the allocator gate:
-//!   native work that builds its result as it goes (concatenation, table
-//!   resizes, `string.format`, buffers) is proportional to what it allocates,
-//!   even when the memory is freed again at once;
-//! - native scans that allocate nothing are charged by the wrappers in
-//!   `sandbox.lua` (`next`/`pairs`, `string.pack` formats, `utf8.codes`) and
-//!   by the link-time wrappers in `vm_costs.rs` (long-string comparison and
-//!   equality, string-to-number conversion, stack walks, table rehashes).
-//!
-//! SPEC §15.6 lists every reachable function with its cost model.
-//!
-//! The charged units are never fewer than the VM instructions executed minus
-//! one interval, so a request runs at most `instruction_limit` plus one
-//! interval of VM instructions.
-//!
-//! # After a stop
-//!
-//! A trip recorded where no error can be raised (the allocator, the
-//! link-time wrappers) takes effect at the next check: the next allocation
-//! that grows the heap by more than [`STOPPED_GROWTH_MAX`] bytes is refused,
-//! and the count hook raises at its next firing and from then on before every
-//! instruction of that thread (see `hook.rs`).
+//! The budget is counted in *units*: one per VM instruction, in any
+//! coroutine, plus the charges of native work listed in SPEC §15.6 (one
+//! unit per 64 bytes allocated, per matcher step, per element a library
+//! loop visits, …). A request stops at the first unit past
+//! `instruction_limit`: exactly `instruction_limit` units run, and the same
+//! program with the same budget stops at the same instruction every time.
 
 use crate::error::OpError;
+use mlua::Lua;
+use quirl_lua_metered_vm as vm;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Largest hook interval, in VM instructions.
-pub const HOOK_INTERVAL_MAX: u64 = 1000;
 /// Bytes of native copying charged as one instruction unit.
 pub const BYTES_PER_UNIT: u64 = 64;
-/// Largest heap growth the allocator still grants once the VM has stopped
-/// (the unwinding and the error record need a little memory; nothing may
-/// build large values any more).
-pub const STOPPED_GROWTH_MAX: u64 = 4096;
 
 /// Why a VM stopped. Set once, never cleared.
 #[derive(Debug, Clone)]
@@ -161,8 +129,9 @@ impl LimitTrip {
 }
 
 /// The error value raised into Lua when a VM has stopped. Guest code never
-/// sees anything it could use: protected calls re-raise it, and the worker's
-/// verdict comes from the [`Meter`], not from this value.
+/// sees anything it could use: every instruction after a stop raises it
+/// again, and the worker's verdict comes from the [`Meter`], not from this
+/// value.
 #[derive(Debug, Clone, Copy)]
 pub struct StopSignal;
 
@@ -179,71 +148,66 @@ pub fn stop_error() -> mlua::Error {
     mlua::Error::external(StopSignal)
 }
 
-/// Per-VM budget state shared by the hook, the allocator gate, host
-/// functions and the operation driver.
+/// The worker's handle on one VM's meter. Every method that reaches the
+/// state is a no-op (or reports "running") before [`Meter::attach`].
 #[derive(Debug)]
 pub struct Meter {
-    epoch: Instant,
-    interval: u64,
     memory_limit: u64,
     instruction_limit: AtomicU64,
-    charged: AtomicU64,
-    allocated_bytes: AtomicU64,
-    metamethod_lookups: AtomicU64,
-    started_ns: AtomicU64,
-    deadline_ns: AtomicU64,
     wall_ms: AtomicU64,
     cancel: Arc<AtomicBool>,
-    stop: OnceLock<Stop>,
-    memory: MemoryTrack,
+    /// The main state of the VM; set once by [`Meter::attach`].
+    state: AtomicPtr<vm::lua_State>,
+    /// What the worker recorded as an external stop.
+    external: OnceLock<Stop>,
 }
-
-/// What the allocator gate reports: bytes in use and an allocation refused
-/// by the limit that has not (yet) been recovered by Lua's emergency
-/// collection.
-#[derive(Debug, Default)]
-struct MemoryTrack {
-    used: AtomicI64,
-    pending: AtomicBool,
-    pending_ptr: AtomicUsize,
-    pending_osize: AtomicUsize,
-    pending_nsize: AtomicUsize,
-    since_clock_check: AtomicU64,
-}
-
-/// Metamethod lookups charged as one unit (see
-/// [`Meter::charge_metamethod_lookup`]).
-pub const LOOKUPS_PER_UNIT: u64 = 8;
-
-/// Bytes of allocation growth between two clock checks in the allocator.
-pub const ALLOC_CLOCK_CHECK_BYTES: u64 = 256 * 1024;
-
-const NO_DEADLINE: u64 = u64::MAX;
 
 impl Meter {
-    /// A meter for a VM with the given memory limit and instruction limit
-    /// (the latter fixes the hook interval).
+    /// A meter for a VM with the given memory limit and instruction limit.
     pub fn new(memory_limit: u64, instruction_limit: u64, cancel: Arc<AtomicBool>) -> Self {
         Self {
-            epoch: Instant::now(),
-            interval: instruction_limit.clamp(1, HOOK_INTERVAL_MAX),
             memory_limit,
             instruction_limit: AtomicU64::new(instruction_limit),
-            charged: AtomicU64::new(0),
-            allocated_bytes: AtomicU64::new(0),
-            metamethod_lookups: AtomicU64::new(0),
-            started_ns: AtomicU64::new(0),
-            deadline_ns: AtomicU64::new(NO_DEADLINE),
             wall_ms: AtomicU64::new(0),
             cancel,
-            stop: OnceLock::new(),
-            memory: MemoryTrack::default(),
+            state: AtomicPtr::new(std::ptr::null_mut()),
+            external: OnceLock::new(),
         }
     }
 
-    /// Hook interval in VM instructions.
-    pub fn interval(&self) -> u64 {
-        self.interval
+    /// Tie the meter to `lua` and configure it as a sandbox: the memory
+    /// limit, the cancellation flag and the sandbox behaviour (SPEC §15.3,
+    /// §15.5, §15.6). Call once, after the sandbox is built and before any
+    /// guest code runs.
+    ///
+    /// The meter must not be used after `lua` is dropped: the VM owns every
+    /// holder that calls it (the SDK's closures live in the state, and the
+    /// [`Vm`](crate::Vm) drops its state before its meter).
+    pub fn attach(&self, lua: &Lua) {
+        let state = lua.state();
+        self.state.store(state, Ordering::Release);
+        let limit = usize::try_from(self.memory_limit).unwrap_or(usize::MAX);
+        // SAFETY: `state` is the live main state of `lua`; the flag's
+        // storage lives in the `Arc` this meter holds, which outlives the
+        // state (see above), and the C side only reads it atomically.
+        unsafe {
+            vm::lua_meter_configure(state, limit, self.cancel.as_ptr().cast_const().cast(), 1);
+        }
+    }
+
+    fn state(&self) -> Option<*mut vm::lua_State> {
+        let state = self.state.load(Ordering::Acquire);
+        (!state.is_null()).then_some(state)
+    }
+
+    fn status(&self) -> vm::MeterStatus {
+        let mut status = vm::MeterStatus::default();
+        if let Some(state) = self.state() {
+            // SAFETY: the state is alive while the meter is used (see
+            // `attach`); the call only fills `status`.
+            unsafe { vm::lua_meter_status(state, &mut status) };
+        }
+        status
     }
 
     /// The VM's memory limit in bytes.
@@ -251,54 +215,90 @@ impl Meter {
         self.memory_limit
     }
 
-    fn now_ns(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX - 1)
-    }
-
     /// Reset the budgets for a new request (or test function, or callback):
-    /// nothing charged, a deadline `wall` from now. The stop record is not
-    /// touched: a stopped VM stays stopped.
+    /// nothing charged, a deadline `wall` from now. A stopped VM stays
+    /// stopped.
     pub fn begin(&self, instruction_limit: u64, wall: Duration) {
-        let now = self.now_ns();
-        let wall_ns = u64::try_from(wall.as_nanos()).unwrap_or(u64::MAX);
         self.instruction_limit
             .store(instruction_limit, Ordering::Relaxed);
-        self.charged.store(0, Ordering::Relaxed);
-        self.allocated_bytes.store(0, Ordering::Relaxed);
-        self.metamethod_lookups.store(0, Ordering::Relaxed);
-        self.started_ns.store(now, Ordering::Relaxed);
         self.wall_ms.store(
             u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
-        self.deadline_ns.store(
-            now.saturating_add(wall_ns).min(NO_DEADLINE - 1),
-            Ordering::Relaxed,
-        );
+        if let Some(state) = self.state() {
+            let limit = i64::try_from(instruction_limit).unwrap_or(i64::MAX);
+            let wall_ns = i64::try_from(wall.as_nanos()).unwrap_or(i64::MAX);
+            // SAFETY: the state is alive (see `attach`).
+            unsafe { vm::lua_meter_begin(state, limit, wall_ns) };
+        }
     }
 
     /// Leave request mode: no deadline applies until the next `begin`.
     pub fn end(&self) {
-        self.deadline_ns.store(NO_DEADLINE, Ordering::Relaxed);
+        if let Some(state) = self.state() {
+            // SAFETY: the state is alive (see `attach`).
+            unsafe { vm::lua_meter_end(state) };
+        }
     }
 
     /// Time left before the current deadline (zero when none is active).
     pub fn remaining(&self) -> Duration {
-        let deadline = self.deadline_ns.load(Ordering::Relaxed);
-        if deadline == NO_DEADLINE {
-            return Duration::ZERO;
+        match self.state() {
+            // SAFETY: the state is alive (see `attach`).
+            Some(state) => Duration::from_nanos(
+                u64::try_from(unsafe { vm::lua_meter_remaining_ns(state) }).unwrap_or(0),
+            ),
+            None => Duration::ZERO,
         }
-        Duration::from_nanos(deadline.saturating_sub(self.now_ns()))
+    }
+
+    /// Units charged in the current (or last) window.
+    pub fn used_units(&self) -> u64 {
+        u64::try_from(self.status().used).unwrap_or(0)
     }
 
     /// The sticky stop record, if any.
-    pub fn stopped(&self) -> Option<&Stop> {
-        self.stop.get()
+    pub fn stopped(&self) -> Option<Stop> {
+        let status = self.status();
+        let trip = match status.stop {
+            vm::LUAQ_RUNNING => return None,
+            vm::LUAQ_EXTERNAL => return self.external.get().cloned(),
+            vm::LUAQ_INSTRUCTIONS => LimitTrip::Instructions {
+                charged: u64::try_from(status.used).unwrap_or(0),
+                limit: u64::try_from(status.limit).unwrap_or(0),
+            },
+            vm::LUAQ_WALLTIME => LimitTrip::WallTime {
+                elapsed_ms: u64::try_from(status.elapsed_ns).unwrap_or(0) / 1_000_000,
+                limit_ms: self.wall_ms.load(Ordering::Relaxed),
+            },
+            vm::LUAQ_MEMORY => LimitTrip::Memory {
+                requested: u64::try_from(status.requested).unwrap_or(0),
+                used: u64::try_from(status.memory_at_refusal).unwrap_or(0),
+                limit: self.memory_limit,
+            },
+            _ => LimitTrip::Cancelled,
+        };
+        Some(Stop::Limit(trip))
     }
 
-    /// Record a stop (the first one wins) and return the error to raise.
+    /// The same as [`Meter::stopped`] (kept for callers that settle a
+    /// pending record: the state records every stop where it happens).
+    pub fn settle(&self) -> Option<Stop> {
+        self.stopped()
+    }
+
+    /// Record a stop of the worker's own (the first stop wins) and return
+    /// the error to raise.
     pub fn trip(&self, stop: Stop) -> mlua::Error {
-        let _ = self.stop.set(stop);
+        if let Some(state) = self.state() {
+            // SAFETY: the state is alive (see `attach`).
+            let kept = unsafe { vm::lua_meter_stop(state, vm::LUAQ_EXTERNAL) };
+            if kept == vm::LUAQ_EXTERNAL {
+                let _ = self.external.set(stop);
+            }
+        } else {
+            let _ = self.external.set(stop);
+        }
         stop_error()
     }
 
@@ -307,243 +307,42 @@ impl Meter {
         self.trip(Stop::Limit(trip))
     }
 
-    /// [`Meter::guard`] for a C function: `true` when the request must
-    /// stop (a pending memory refusal is recorded as the trip first).
-    pub fn must_stop(&self) -> bool {
-        if self.stop.get().is_some() {
-            return true;
-        }
-        if self.memory.pending.load(Ordering::Relaxed) {
-            let _recorded = self.trip_limit(self.pending_memory_trip());
-            return true;
-        }
-        false
-    }
-
-    /// Fail if the VM has stopped, or if the allocator refused memory that
-    /// Lua did not get back by collecting garbage (which makes it a memory
-    /// trip now).
+    /// Fail if the VM has stopped.
     pub fn guard(&self) -> mlua::Result<()> {
-        if self.stop.get().is_some() {
-            return Err(stop_error());
-        }
-        if self.memory.pending.load(Ordering::Relaxed) {
-            return Err(self.trip_limit(self.pending_memory_trip()));
-        }
-        Ok(())
-    }
-
-    /// Record a memory trip if a refusal is pending, then report whether the
-    /// VM is stopped. Used where an error cannot be raised.
-    pub fn settle(&self) -> Option<&Stop> {
-        if self.stop.get().is_none() && self.memory.pending.load(Ordering::Relaxed) {
-            let _ = self.stop.set(Stop::Limit(self.pending_memory_trip()));
-        }
-        self.stop.get()
-    }
-
-    fn pending_memory_trip(&self) -> LimitTrip {
-        LimitTrip::Memory {
-            requested: self.memory.pending_nsize.load(Ordering::Relaxed) as u64,
-            used: self.used_memory(),
-            limit: self.memory_limit,
+        match self.status().stop {
+            vm::LUAQ_RUNNING => Ok(()),
+            _ => Err(stop_error()),
         }
     }
 
-    /// Bytes the VM holds, as counted by the allocator gate.
-    pub fn used_memory(&self) -> u64 {
-        u64::try_from(self.memory.used.load(Ordering::Relaxed)).unwrap_or(0)
-    }
-
-    /// Bytes the VM may still allocate.
-    pub fn memory_headroom(&self) -> u64 {
-        self.memory_limit.saturating_sub(self.used_memory())
-    }
-
-    /// Seed the usage counter when the gate is installed.
-    pub fn set_used_memory(&self, used: u64) {
-        self.memory
-            .used
-            .store(i64::try_from(used).unwrap_or(i64::MAX), Ordering::Relaxed);
-    }
-
-    /// Allocator gate: an allocation is about to grow the heap by `growth`
-    /// bytes. Returns `false` when it must be refused because the clock
-    /// demands a stop (checked every [`ALLOC_CLOCK_CHECK_BYTES`]).
-    pub fn before_growth(&self, growth: u64) -> bool {
-        if self.stop.get().is_some() {
-            return growth <= STOPPED_GROWTH_MAX;
-        }
-        if self.charge_quietly_allocation(growth) {
-            return false;
-        }
-        let since = self
-            .memory
-            .since_clock_check
-            .fetch_add(growth, Ordering::Relaxed)
-            .saturating_add(growth);
-        if since < ALLOC_CLOCK_CHECK_BYTES {
-            return true;
-        }
-        self.memory.since_clock_check.store(0, Ordering::Relaxed);
-        if self.stop.get().is_some() {
-            return true;
-        }
-        match self.clock_trip() {
-            Some(trip) => {
-                let _ = self.stop.set(Stop::Limit(trip));
-                false
-            }
-            None => true,
-        }
-    }
-
-    /// Charge `growth` allocated bytes (one unit per [`BYTES_PER_UNIT`],
-    /// fractions carried over) while a request runs. Returns `true` when this
-    /// charge tripped the instruction budget (the trip is recorded; the
-    /// caller refuses the allocation).
-    fn charge_quietly_allocation(&self, growth: u64) -> bool {
-        if self.deadline_ns.load(Ordering::Relaxed) == NO_DEADLINE {
-            return false;
-        }
-        let before = self.allocated_bytes.fetch_add(growth, Ordering::Relaxed);
-        let units = before.saturating_add(growth) / BYTES_PER_UNIT - before / BYTES_PER_UNIT;
-        self.charge_quietly(units)
-    }
-
-    /// One metamethod looked up in a metatable (a step of an `__index` or
-    /// `__newindex` chain, which Lua follows up to 2,000 tables inside one
-    /// instruction): one unit per [`LOOKUPS_PER_UNIT`] lookups of a request.
-    /// Returns `true` when the VM is stopped afterwards.
-    pub fn charge_metamethod_lookup(&self) -> bool {
-        let lookups = self
-            .metamethod_lookups
-            .fetch_add(1, Ordering::Relaxed)
-            .wrapping_add(1);
-        lookups.is_multiple_of(LOOKUPS_PER_UNIT) && self.charge_quietly(1)
-    }
-
-    /// Charge `units` from a context that cannot raise a Lua error (the
-    /// allocator, the link-time wrappers of `vm_costs.rs`). Returns `true`
-    /// when the VM is stopped afterwards; the trip, if any, is recorded and
-    /// raised at the next check.
-    pub fn charge_quietly(&self, units: u64) -> bool {
-        if self.stop.get().is_some() {
-            return true;
-        }
-        if units == 0 {
-            return false;
-        }
-        let charged = self
-            .charged
-            .fetch_add(units, Ordering::Relaxed)
-            .saturating_add(units);
-        let limit = self.instruction_limit.load(Ordering::Relaxed);
-        if charged > limit && self.deadline_ns.load(Ordering::Relaxed) != NO_DEADLINE {
-            let _ = self
-                .stop
-                .set(Stop::Limit(LimitTrip::Instructions { charged, limit }));
-            return true;
-        }
-        false
-    }
-
-    /// Allocator gate: the limit refused `(ptr, osize, nsize)`. Lua retries
-    /// a refused allocation once, with the same arguments, after an
-    /// emergency collection; a second refusal of the same request is a
-    /// memory trip. A first refusal stays pending until it is either retried
-    /// successfully or seen by a guard (then it is a trip).
-    pub fn refused(&self, ptr: usize, osize: usize, nsize: usize) {
-        let memory = &self.memory;
-        let same = memory.pending.load(Ordering::Relaxed)
-            && memory.pending_ptr.load(Ordering::Relaxed) == ptr
-            && memory.pending_osize.load(Ordering::Relaxed) == osize
-            && memory.pending_nsize.load(Ordering::Relaxed) == nsize;
-        memory.pending_ptr.store(ptr, Ordering::Relaxed);
-        memory.pending_osize.store(osize, Ordering::Relaxed);
-        memory.pending_nsize.store(nsize, Ordering::Relaxed);
-        memory.pending.store(true, Ordering::Relaxed);
-        if same && self.stop.get().is_none() {
-            let _ = self.stop.set(Stop::Limit(self.pending_memory_trip()));
-        }
-    }
-
-    /// Allocator gate: `(ptr, osize, nsize)` succeeded; `old` bytes were
-    /// replaced by `nsize` bytes.
-    pub fn allocated(&self, ptr: usize, osize: usize, nsize: usize, old: usize) {
-        let memory = &self.memory;
-        let delta =
-            i64::try_from(nsize).unwrap_or(i64::MAX) - i64::try_from(old).unwrap_or(i64::MAX);
-        memory.used.fetch_add(delta, Ordering::Relaxed);
-        if memory.pending.load(Ordering::Relaxed)
-            && memory.pending_ptr.load(Ordering::Relaxed) == ptr
-            && memory.pending_osize.load(Ordering::Relaxed) == osize
-            && memory.pending_nsize.load(Ordering::Relaxed) == nsize
-        {
-            memory.pending.store(false, Ordering::Relaxed);
-        }
-    }
-
-    /// Allocator gate: `bytes` were freed.
-    pub fn freed(&self, bytes: usize) {
-        self.memory
-            .used
-            .fetch_sub(i64::try_from(bytes).unwrap_or(i64::MAX), Ordering::Relaxed);
-    }
-
-    /// Charge `units` and check every per-request budget.
+    /// Charge `units` (host code: the SDK); fails once the VM has stopped.
     pub fn charge(&self, units: u64) -> mlua::Result<()> {
-        self.guard()?;
-        let charged = self
-            .charged
-            .fetch_add(units, Ordering::Relaxed)
-            .saturating_add(units);
-        let limit = self.instruction_limit.load(Ordering::Relaxed);
-        if charged > limit {
-            return Err(self.trip_limit(LimitTrip::Instructions { charged, limit }));
+        let Some(state) = self.state() else {
+            return Ok(());
+        };
+        let units = i64::try_from(units).unwrap_or(i64::MAX);
+        // SAFETY: the state is alive (see `attach`).
+        match unsafe { vm::lua_meter_charge(state, units) } {
+            vm::LUAQ_RUNNING => Ok(()),
+            _ => Err(stop_error()),
         }
-        self.check_clock()
     }
 
     /// Check cancellation and the wall deadline without charging.
     pub fn check_clock(&self) -> mlua::Result<()> {
-        match self.clock_trip() {
-            Some(trip) => Err(self.trip_limit(trip)),
-            None => Ok(()),
+        let Some(state) = self.state() else {
+            return Ok(());
+        };
+        // SAFETY: the state is alive (see `attach`).
+        match unsafe { vm::lua_meter_check(state) } {
+            vm::LUAQ_RUNNING => Ok(()),
+            _ => Err(stop_error()),
         }
     }
 
-    /// The trip that the clock or the cancellation flag demands now, if any.
-    pub fn clock_trip(&self) -> Option<LimitTrip> {
-        if self.cancel.load(Ordering::Relaxed) {
-            return Some(LimitTrip::Cancelled);
-        }
-        let deadline = self.deadline_ns.load(Ordering::Relaxed);
-        if deadline == NO_DEADLINE {
-            return None;
-        }
-        let now = self.now_ns();
-        if now > deadline {
-            let started = self.started_ns.load(Ordering::Relaxed);
-            return Some(LimitTrip::WallTime {
-                elapsed_ms: now.saturating_sub(started) / 1_000_000,
-                limit_ms: self.wall_ms.load(Ordering::Relaxed),
-            });
-        }
-        None
-    }
-
-    /// Record a clock trip from a context that cannot raise (the allocator).
-    /// Returns whether the VM is (now) stopped.
-    pub fn clock_checkpoint(&self) -> bool {
-        if self.stop.get().is_some() {
-            return true;
-        }
-        if let Some(trip) = self.clock_trip() {
-            let _ = self.stop.set(Stop::Limit(trip));
-            return true;
-        }
-        false
+    /// Bytes the VM holds.
+    pub fn used_memory(&self) -> u64 {
+        u64::try_from(self.status().memory_in_use).unwrap_or(0)
     }
 }
 
@@ -551,13 +350,16 @@ impl Meter {
 mod tests {
     use super::*;
 
-    fn meter(limit: u64) -> Meter {
-        Meter::new(1 << 20, limit, Arc::new(AtomicBool::new(false)))
+    fn meter(limit: u64) -> (Lua, Meter) {
+        let lua = Lua::new();
+        let meter = Meter::new(1 << 24, limit, Arc::new(AtomicBool::new(false)));
+        meter.attach(&lua);
+        (lua, meter)
     }
 
     #[test]
     fn charging_past_the_limit_trips_and_stays_tripped() {
-        let meter = meter(10);
+        let (_lua, meter) = meter(10);
         meter.begin(10, Duration::from_secs(10));
         assert!(meter.charge(10).is_ok());
         assert!(meter.charge(1).is_err());
@@ -574,7 +376,7 @@ mod tests {
 
     #[test]
     fn the_first_stop_wins() {
-        let meter = meter(10);
+        let (_lua, meter) = meter(10);
         let _ = meter.trip_limit(LimitTrip::Cancelled);
         let _ = meter.trip(Stop::Violation("late".to_owned()));
         assert!(matches!(
@@ -585,7 +387,7 @@ mod tests {
 
     #[test]
     fn an_expired_deadline_trips_on_the_next_check() {
-        let meter = meter(1000);
+        let (_lua, meter) = meter(1000);
         meter.begin(1000, Duration::ZERO);
         std::thread::sleep(Duration::from_millis(2));
         assert!(meter.check_clock().is_err());
@@ -596,8 +398,19 @@ mod tests {
     }
 
     #[test]
-    fn the_hook_interval_never_exceeds_a_small_limit() {
-        assert_eq!(meter(7).interval(), 7);
-        assert_eq!(meter(1_000_000).interval(), HOOK_INTERVAL_MAX);
+    fn the_instruction_limit_is_exact() {
+        let (lua, meter) = meter(1000);
+        // A loop whose instruction count is known: a trip at exactly the
+        // first unit past the limit reports limit + 1 charged units.
+        meter.begin(1000, Duration::from_secs(10));
+        let result = lua.load("local x = 0 while true do x = x + 1 end").exec();
+        assert!(result.is_err());
+        assert!(matches!(
+            meter.stopped(),
+            Some(Stop::Limit(LimitTrip::Instructions {
+                charged: 1001,
+                limit: 1000
+            }))
+        ));
     }
 }

@@ -10,7 +10,6 @@
 use mlua::{Function, Lua, MultiValue, Value};
 use proptest::prelude::*;
 use quirl_lua_reference_worker::meter::{LimitTrip, Meter, Stop};
-use quirl_lua_reference_worker::{library_call, pattern};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -33,19 +32,19 @@ fn harness(lua: &Lua) -> Function {
     lua.load(HARNESS).set_name("harness").call(()).unwrap()
 }
 
+/// A state with the meter attached as the sandbox attaches it and a budget
+/// window of `limit` units open (SPEC §15.6): every matcher step charged.
+fn metered(limit: u64, cancel: Arc<AtomicBool>) -> (Lua, Arc<Meter>) {
+    let lua = Lua::new();
+    let meter = Arc::new(Meter::new(1 << 30, limit, cancel));
+    meter.attach(&lua);
+    meter.begin(limit, Duration::from_secs(3600));
+    (lua, meter)
+}
+
 fn states() -> States {
     let c_lua = Lua::new();
-    let engine_lua = Lua::new();
-    let meter = Arc::new(Meter::new(
-        1 << 30,
-        u64::MAX,
-        Arc::new(AtomicBool::new(false)),
-    ));
-    meter.begin(u64::MAX, Duration::from_secs(3600));
-    pattern::install(&engine_lua, &meter).unwrap();
-    // As the sandbox does: wrappers behind library calls (SPEC §15.11).
-    let rewriter = library_call::rewriter(&engine_lua).unwrap();
-    library_call::install(&engine_lua, &rewriter).unwrap();
+    let (engine_lua, meter) = metered(u64::MAX / 2, Arc::new(AtomicBool::new(false)));
     States {
         c: harness(&c_lua),
         engine: harness(&engine_lua),
@@ -469,25 +468,21 @@ fn hand_checked_results_agree_with_c_lua() {
     }
 }
 
+/// Matcher steps are charged in batches of this many (`LUAQ_MATCH_BATCH`).
+const STEPS_PER_CHARGE: u64 = 256;
+
 #[test]
 fn a_catastrophic_pattern_ends_by_the_instruction_budget() {
-    let lua = Lua::new();
-    let meter = Arc::new(Meter::new(
-        1 << 30,
-        1_000_000,
-        Arc::new(AtomicBool::new(false)),
-    ));
-    meter.begin(1_000_000, Duration::from_secs(3600));
-    pattern::install(&lua, &meter).unwrap();
+    let (lua, meter) = metered(1_000_000, Arc::new(AtomicBool::new(false)));
     let result = lua
         .load(r#"return (("a"):rep(30) .. "b"):find(("a*"):rep(30) .. "c")"#)
         .eval::<MultiValue>();
     assert!(result.is_err(), "the budget stops the match");
     match meter.stopped() {
         Some(Stop::Limit(LimitTrip::Instructions { charged, limit })) => {
-            assert_eq!(*limit, 1_000_000);
+            assert_eq!(limit, 1_000_000);
             assert!(
-                *charged > 1_000_000 && *charged <= 1_000_000 + pattern::STEPS_PER_CHARGE,
+                charged > 1_000_000 && charged <= 1_000_000 + STEPS_PER_CHARGE,
                 "the trip comes within one batch of steps: {charged}"
             );
         }
@@ -497,11 +492,8 @@ fn a_catastrophic_pattern_ends_by_the_instruction_budget() {
 
 #[test]
 fn a_cancelled_match_stops_at_the_next_batch() {
-    let lua = Lua::new();
     let cancel = Arc::new(AtomicBool::new(false));
-    let meter = Arc::new(Meter::new(1 << 30, u64::MAX, Arc::clone(&cancel)));
-    meter.begin(u64::MAX, Duration::from_secs(3600));
-    pattern::install(&lua, &meter).unwrap();
+    let (lua, meter) = metered(u64::MAX / 2, Arc::clone(&cancel));
     cancel.store(true, std::sync::atomic::Ordering::Relaxed);
     let result = lua
         .load(r#"return (("a"):rep(30) .. "b"):find(("a*"):rep(30) .. "c")"#)
@@ -515,16 +507,16 @@ fn a_cancelled_match_stops_at_the_next_batch() {
 
 #[test]
 fn step_counts_are_deterministic() {
-    let subject = "a".repeat(16) + "b";
-    let pat = "a*".repeat(8) + "c";
+    let source = format!(
+        "return ({:?}):find({:?})",
+        "a".repeat(16) + "b",
+        "a*".repeat(8) + "c"
+    );
     let steps = || {
-        let mut budget = pattern::StepLimit {
-            steps: 0,
-            limit: u64::MAX,
-        };
-        let found = pattern::find(subject.as_bytes(), pat.as_bytes(), 1, false, &mut budget);
-        assert_eq!(found, Ok(None));
-        budget.steps
+        let (lua, meter) = metered(u64::MAX / 2, Arc::new(AtomicBool::new(false)));
+        let found: Value = lua.load(source.as_str()).eval().unwrap();
+        assert_eq!(found, Value::Nil);
+        meter.used_units()
     };
     let first = steps();
     assert!(first > 100_000, "backtracking is counted: {first}");

@@ -168,10 +168,7 @@ impl Vm {
             ))
             .with_help("Raise memory_limit_bytes"));
         }
-        lua.set_memory_limit(usize::try_from(policy.memory_limit_bytes()).unwrap_or(usize::MAX))
-            .map_err(|e| build_error(&e))?;
-        crate::alloc_gate::install(&lua, Arc::clone(&meter));
-        sandbox::install_hook(&lua, &meter).map_err(|e| build_error(&e))?;
+        meter.attach(&lua);
         Ok(Self {
             lua,
             meter,
@@ -200,9 +197,7 @@ impl Vm {
             return verdict;
         }
         self.state.host_calls.store(0, Ordering::Relaxed);
-        let active = crate::vm_costs::ActiveMeter::enter(&self.meter);
         let result = self.dispatch(operation);
-        drop(active);
         self.meter.end();
         match self.stopped_verdict() {
             Some(verdict) => verdict,
@@ -214,9 +209,9 @@ impl Vm {
     }
 
     fn stopped_verdict(&self) -> Option<Verdict> {
-        match self.meter.settle()? {
+        match self.meter.stopped()? {
             Stop::Limit(trip) => Some(Verdict::Retired(trip.to_error().bounded())),
-            Stop::Violation(reason) => Some(Verdict::Violation(reason.clone())),
+            Stop::Violation(reason) => Some(Verdict::Violation(reason)),
         }
     }
 
@@ -274,7 +269,7 @@ impl Vm {
             self.policy.instruction_limit(),
             wall.min(self.policy_wall()),
         );
-        sandbox::install_hook(&self.lua, &self.meter).map_err(|e| lua_failure(&e, &[]))
+        Ok(())
     }
 
     fn chunks<'a>(&'a self, extra: Option<&'a Chunk>) -> Vec<&'a Chunk> {

@@ -1,0 +1,629 @@
+/*
+** lmeter.c -- the meter of quirl-lua-worker's Lua 5.4 (our code, not Lua's).
+** See lmeter.h for what it does and the crate's README for every hunk of
+** the patch that calls it.
+*/
+
+#define lmeter_c
+#define LUA_CORE
+
+#include "lprefix.h"
+
+#include <string.h>
+#include <time.h>
+
+#if defined(__linux__)
+#include <sys/random.h>
+#endif
+
+#include "lua.h"
+
+#include "ldebug.h"
+#include "ldo.h"
+#include "lgc.h"
+#include "lmeter.h"
+#include "lobject.h"
+#include "lstate.h"
+#include "lstring.h"
+
+
+/*
+** {======================================================
+** The process secret
+** =======================================================
+*/
+
+/*
+** Drawn once per process, before the first state is complete, from the
+** kernel's random source. Table hashes must be a pure function of the key
+** (a table knows nothing of its state), so the secret is the process's;
+** the worker runs one state per process.
+*/
+static uint64_t secret[4];
+static int secret_ready = 0;
+
+static uint64_t mum (uint64_t a, uint64_t b) {
+#if defined(__SIZEOF_INT128__)
+  unsigned __int128 r = (unsigned __int128)a * b;
+  return (uint64_t)r ^ (uint64_t)(r >> 64);
+#else
+  uint64_t h = a * (b | 1);
+  return h ^ (h >> 29) ^ (b * 0x9E3779B97F4A7C15ull);
+#endif
+}
+
+static void draw_secret (void) {
+  if (__atomic_load_n(&secret_ready, __ATOMIC_ACQUIRE))
+    return;
+  {
+    uint64_t fresh[4];
+    size_t got = 0;
+#if defined(__linux__)
+    while (got < sizeof(fresh)) {
+      ssize_t n = getrandom((char *)fresh + got, sizeof(fresh) - got, 0);
+      if (n <= 0) break;
+      got += (size_t)n;
+    }
+#endif
+    if (got < sizeof(fresh)) {  /* no kernel source: the clock and ASLR */
+      struct timespec ts;
+      int i;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      fresh[0] = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32);
+      fresh[1] = (uint64_t)(size_t)&ts ^ (uint64_t)(size_t)&draw_secret;
+      for (i = 2; i < 4; i++)
+        fresh[i] = mum(fresh[i - 1] ^ 0xA0761D6478BD642Full,
+                       fresh[i - 2] ^ 0xE7037ED1A0B428DBull);
+    }
+    /* two threads may draw at once: either draw is a good secret, and
+       no hash exists before the first state is complete */
+    memcpy(secret, fresh, sizeof(secret));
+    __atomic_store_n(&secret_ready, 1, __ATOMIC_RELEASE);
+  }
+}
+
+/* A keyed mix of 'x': what number and pointer keys hash by (ltable.c) */
+uint64_t luaQ_mix (uint64_t x) {
+  return mum(mum(x ^ secret[0], secret[1] ^ 0xA0761D6478BD642Full) ^ secret[2],
+             secret[3] ^ 0xE7037ED1A0B428DBull);
+}
+
+/* The string seed of a new state ('luai_makeseed') */
+unsigned int luaQ_seed (void) {
+  uint64_t r = 0;
+  draw_secret();
+#if defined(__linux__)
+  if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+#endif
+    r = luaQ_mix((uint64_t)(size_t)&r);
+  return (unsigned int)(r ^ (r >> 32));
+}
+
+/* A random 64-bit value of state 'L' (math.randomseed without arguments) */
+uint64_t luaQ_random (lua_State *L) {
+  global_State *g = G(L);
+  g->meter.lastrandom++;
+  return luaQ_mix(luaQ_mix((uint64_t)g->seed ^ (g->meter.lastrandom << 32))
+                  ^ g->meter.lastrandom);
+}
+
+/* }====================================================== */
+
+
+/*
+** {======================================================
+** The running state of this thread
+** =======================================================
+*/
+
+#if defined(__GNUC__)
+static __thread global_State *running = NULL;
+#else
+static _Thread_local global_State *running = NULL;
+#endif
+
+global_State *luaQ_running (void) {
+  return running;
+}
+
+global_State *luaQ_enter (global_State *g) {
+  global_State *previous = running;
+  running = g;
+  return previous;
+}
+
+void luaQ_leave (global_State *previous) {
+  running = previous;
+}
+
+/* 'g' is closed: never charge it again */
+void luaQ_forget (global_State *g) {
+  if (running == g)
+    running = NULL;
+}
+
+/* }====================================================== */
+
+
+/*
+** {======================================================
+** Budget windows, slices and stops
+** =======================================================
+*/
+
+static uint64_t now_ns (void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+
+/* Called from 'lua_newstate' (lstate.c), before the first allocation */
+void luaQ_init (global_State *g) {
+  luaQ_Meter *m = &g->meter;
+  draw_secret();
+  memset(m, 0, sizeof(*m));
+  m->slice = m->left = LUAQ_IDLE_SLICE;
+}
+
+
+/* Called from 'f_luaopen' (lstate.c): the value every stop raises */
+void luaQ_open (lua_State *L) {
+  global_State *g = G(L);
+  g->meter.stopmsg = luaS_newliteral(L, "the sandbox stopped this request");
+  luaC_fix(L, obj2gco(g->meter.stopmsg));  /* a new string: never collected */
+}
+
+
+static void record_stop (luaQ_Meter *m, int reason) {
+  if (m->stop == LUAQ_RUNNING) {
+    m->stop = reason;
+    m->stopped_ns = now_ns();
+    m->stopped_used = m->used;
+  }
+}
+
+
+/* The stop the clock or the cancellation flag demands now, if any */
+static int clock_stop (luaQ_Meter *m) {
+  if (m->cancel != NULL && __atomic_load_n(m->cancel, __ATOMIC_RELAXED))
+    return LUAQ_CANCELLED;
+  if (m->active && now_ns() > m->deadline_ns)
+    return LUAQ_WALLTIME;
+  return LUAQ_RUNNING;
+}
+
+
+/*
+** Account for the units of the current slice, check the limit, the clock
+** and the cancellation flag, and open the next slice: the smaller of the
+** clock interval and what the window has left, so that the limit trips
+** at exactly the first unit past it. Returns the stop (0 while running).
+** Never raises.
+*/
+int luaQ_settle (global_State *g) {
+  luaQ_Meter *m = &g->meter;
+  m->used += cast(lu_mem, m->slice - m->left);
+  if (m->stop == LUAQ_RUNNING && m->active) {
+    if (m->used > m->limit)
+      record_stop(m, LUAQ_INSTRUCTIONS);
+    else {
+      int reason = clock_stop(m);
+      if (reason != LUAQ_RUNNING)
+        record_stop(m, reason);
+    }
+  }
+  if (m->stop != LUAQ_RUNNING)
+    m->slice = m->left = 0;  /* every later unit comes back here */
+  else if (!m->active) {
+    m->used = 0;
+    m->slice = m->left = LUAQ_IDLE_SLICE;
+  }
+  else {
+    lu_mem rest = m->limit - m->used;
+    m->slice = m->left = (rest < LUAQ_CLOCK_INTERVAL)
+                         ? cast(l_mem, rest) : LUAQ_CLOCK_INTERVAL;
+  }
+  return m->stop;
+}
+
+
+/*
+** Charge 'units' where no error may be raised; returns the stop (0 while
+** running). The stop takes effect at the next instruction.
+*/
+int luaQ_chargequiet (global_State *g, l_mem units) {
+  luaQ_Meter *m = &g->meter;
+  m->left -= units;
+  if (m->left < 0)
+    return luaQ_settle(g);
+  return m->stop;
+}
+
+
+/* Push the stop value and throw it: no message handler runs */
+l_noret luaQ_raise (lua_State *L) {
+  luaD_checkstack(L, 1);
+  setsvalue2s(L, L->top.p, G(L)->meter.stopmsg);
+  L->top.p++;
+  luaD_throw(L, LUA_ERRRUN);
+}
+
+
+/* Charge 'units' where errors may be raised (inside a call) */
+void luaQ_charge (lua_State *L, l_mem units) {
+  if (luaQ_chargequiet(G(L), units) != LUAQ_RUNNING)
+    luaQ_raise(L);
+}
+
+
+/* Charge the state whose protected call is running on this thread */
+void luaQ_chargerunning (l_mem units) {
+  global_State *g = running;
+  if (g != NULL)
+    luaQ_chargequiet(g, units);
+}
+
+
+/*
+** The dispatch check of 'vmfetch' found the slice used up, before the
+** instruction at 'pc'. Raising here is like raising from a hook.
+*/
+void luaQ_poll (lua_State *L, const Instruction *pc) {
+  if (luaQ_settle(G(L)) != LUAQ_RUNNING) {
+    CallInfo *ci = L->ci;
+    ci->u.l.savedpc = pc + 1;  /* the instruction that was not run */
+    L->top.p = ci->top.p;  /* the frame is discarded: any free slot will do */
+    luaQ_raise(L);
+  }
+}
+
+
+int luaQ_stopped (lua_State *L) {
+  return G(L)->meter.stop;
+}
+
+
+int luaQ_sandboxed (lua_State *L) {
+  return G(L)->meter.sandbox;
+}
+
+/* }====================================================== */
+
+
+/*
+** {======================================================
+** Memory
+** =======================================================
+*/
+
+/*
+** An allocation is about to grow the heap by 'growth' bytes; 0: refuse
+** it. The first attempt ('first') is charged (one unit per
+** LUAQ_BYTES_PER_UNIT, gross) and checks the clock every LUAQ_CLOCK_BYTES;
+** the retry after an emergency collection only checks the limit.
+*/
+int luaQ_allowgrowth (global_State *g, size_t growth, int first) {
+  luaQ_Meter *m = &g->meter;
+  if (m->stop != LUAQ_RUNNING)
+    return growth <= LUAQ_STOPPED_GROWTH;
+  if (m->memlimit != 0 && (growth > m->memlimit ||
+                           gettotalbytes(g) > m->memlimit - growth))
+    return 0;
+  if (first && m->active) {
+    lu_mem before = m->allocated;
+    l_mem units;
+    m->allocated += growth;
+    units = cast(l_mem, m->allocated / LUAQ_BYTES_PER_UNIT
+                        - before / LUAQ_BYTES_PER_UNIT);
+    if (units > 0 && luaQ_chargequiet(g, units) != LUAQ_RUNNING)
+      return 0;
+    m->sinceclock += growth;
+    if (m->sinceclock >= LUAQ_CLOCK_BYTES) {
+      int reason;
+      m->sinceclock = 0;
+      reason = clock_stop(m);
+      if (reason != LUAQ_RUNNING) {
+        record_stop(m, reason);
+        m->slice = m->left = 0;
+        return 0;
+      }
+    }
+  }
+  return 1;
+}
+
+
+/* The retry after an emergency collection failed too: a memory trip */
+void luaQ_refused (global_State *g, size_t growth) {
+  luaQ_Meter *m = &g->meter;
+  if (m->stop == LUAQ_RUNNING) {
+    m->requested = growth;
+    m->inuse = gettotalbytes(g);
+    m->used += cast(lu_mem, m->slice - m->left);
+    m->slice = m->left = 0;
+    record_stop(m, LUAQ_MEMORY);
+  }
+}
+
+/* }====================================================== */
+
+
+/*
+** {======================================================
+** Traversals
+** =======================================================
+*/
+
+/*
+** The traversal of 't', or the least recently used entry to take over.
+** Entries are found by table, not by address hash, and replaced by use:
+** which entry a table gets depends only on the calls of the program, so
+** the charges below are the same in every run.
+*/
+static luaQ_Traversal *traversal_of (global_State *g, const void *t) {
+  luaQ_Meter *m = &g->meter;
+  luaQ_Traversal *take = NULL;
+  int i;
+  for (i = 0; i < LUAQ_TRAVERSALS; i++) {
+    luaQ_Traversal *tr = &m->traversals[i];
+    if (tr->table == t)
+      return tr;
+    if (take == NULL ||
+        (take->table != NULL && (tr->table == NULL || tr->stamp < take->stamp)))
+      take = tr;  /* a free entry, else the least recently used */
+  }
+  return take;
+}
+
+
+/*
+** 'next' scanned from 'from' to 'to' ('findindex' numbering: array slots
+** first, then the nodes; 'to' is that of the key returned, or one past the
+** end). The array part is charged exactly; a scan of the hash part is
+** charged at the whole part once per traversal: a call that continues the
+** traversal (its key is the one the previous call on the table returned)
+** pays nothing more. Where the keys sit in the hash part depends on the
+** secret; these charges do not, so a budget trips at the same point in
+** every run.
+*/
+void luaQ_chargenext (lua_State *L, const void *t, unsigned int asize,
+                      unsigned int nsize, unsigned int from,
+                      unsigned int to) {
+  global_State *g = G(L);
+  luaQ_Traversal *tr;
+  lu_mem units = 0;
+  if ((lu_mem)asize + nsize <= LUAQ_SMALL_TABLE)
+    return;
+  tr = traversal_of(g, t);
+  if (from < asize)  /* started in the array part */
+    units += ((to < asize) ? to : asize) - from;
+  if (to > asize || from >= asize) {  /* scanned the hash part */
+    int continues = (from > asize && tr->table == t && tr->asize == asize &&
+                     tr->nsize == nsize && tr->index == from);
+    if (!continues)
+      units += nsize;
+  }
+  if (to <= asize + nsize) {  /* a key was returned: remember it */
+    tr->table = t;
+    tr->asize = asize;
+    tr->nsize = nsize;
+    tr->index = to;
+    tr->stamp = ++g->meter.traversalstamp;
+  }
+  else if (tr->table == t)
+    tr->table = NULL;
+  units /= LUAQ_SLOTS_PER_UNIT;
+  if (units > 0)
+    luaQ_chargequiet(g, cast(l_mem, units));
+}
+
+
+/* Table 't' of 'slots' slots is freed: no traversal continues on it */
+void luaQ_forgettable (lua_State *L, const void *t, lu_mem slots) {
+  if (slots > LUAQ_SMALL_TABLE) {  /* only large tables have entries */
+    luaQ_Meter *m = &G(L)->meter;
+    int i;
+    for (i = 0; i < LUAQ_TRAVERSALS; i++) {
+      if (m->traversals[i].table == t)
+        m->traversals[i].table = NULL;
+    }
+  }
+}
+
+/* }====================================================== */
+
+
+/*
+** {======================================================
+** API
+** =======================================================
+*/
+
+LUA_API void lua_meter_configure (lua_State *L, size_t memlimit,
+                                  const volatile unsigned char *cancel,
+                                  int sandbox) {
+  luaQ_Meter *m = &G(L)->meter;
+  m->memlimit = memlimit;
+  m->cancel = cancel;
+  m->sandbox = sandbox;
+}
+
+
+LUA_API void lua_meter_begin (lua_State *L, lua_Integer limit,
+                              lua_Integer wall_ns) {
+  global_State *g = G(L);
+  luaQ_Meter *m = &g->meter;
+  uint64_t now = now_ns();
+  m->active = 1;
+  m->used = 0;
+  m->limit = (limit < 0) ? 0 : cast(lu_mem, limit);
+  m->started_ns = now;
+  m->deadline_ns = (wall_ns < 0) ? now
+                   : (UINT64_MAX - now < (uint64_t)wall_ns) ? UINT64_MAX
+                   : now + (uint64_t)wall_ns;
+  m->allocated = 0;
+  m->sinceclock = 0;
+  if (m->stop == LUAQ_RUNNING) {
+    lu_mem first = (m->limit < LUAQ_CLOCK_INTERVAL)
+                   ? m->limit : LUAQ_CLOCK_INTERVAL;
+    m->slice = m->left = cast(l_mem, first);
+  }
+}
+
+
+LUA_API void lua_meter_end (lua_State *L) {
+  luaQ_Meter *m = &G(L)->meter;
+  if (m->stop == LUAQ_RUNNING) {
+    m->used += cast(lu_mem, m->slice - m->left);
+    m->slice = m->left = LUAQ_IDLE_SLICE;
+  }
+  m->active = 0;
+}
+
+
+/* Record a stop of the host's (first one wins); returns the stop kept */
+LUA_API int lua_meter_stop (lua_State *L, int reason) {
+  luaQ_Meter *m = &G(L)->meter;
+  if (m->stop == LUAQ_RUNNING) {
+    m->used += cast(lu_mem, m->slice - m->left);
+    m->slice = m->left = 0;
+    record_stop(m, reason);
+  }
+  return m->stop;
+}
+
+
+/* Charge 'units' from host code; returns the stop (0 while running) */
+LUA_API int lua_meter_charge (lua_State *L, lua_Integer units) {
+  return luaQ_chargequiet(G(L), (units < 0) ? 0 : cast(l_mem, units));
+}
+
+
+/* Check the clock and cancellation now; returns the stop */
+LUA_API int lua_meter_check (lua_State *L) {
+  luaQ_Meter *m = &G(L)->meter;
+  if (m->stop == LUAQ_RUNNING && m->active) {
+    int reason = clock_stop(m);
+    if (reason != LUAQ_RUNNING) {
+      m->used += cast(lu_mem, m->slice - m->left);
+      m->slice = m->left = 0;
+      record_stop(m, reason);
+    }
+  }
+  return m->stop;
+}
+
+
+LUA_API void lua_meter_status (lua_State *L, lua_MeterStatus *out) {
+  global_State *g = G(L);
+  luaQ_Meter *m = &g->meter;
+  int stopped = (m->stop != LUAQ_RUNNING);
+  uint64_t until = stopped ? m->stopped_ns : now_ns();
+  out->stop = m->stop;
+  out->active = m->active;
+  out->used = cast(lua_Integer, stopped ? m->stopped_used
+                                : m->used + cast(lu_mem, m->slice - m->left));
+  if (m->stop == LUAQ_INSTRUCTIONS)
+    out->used = cast(lua_Integer, m->stopped_used);
+  out->limit = cast(lua_Integer, m->limit);
+  out->elapsed_ns = cast(lua_Integer, (until > m->started_ns)
+                                      ? until - m->started_ns : 0);
+  out->memory_in_use = cast(lua_Integer, gettotalbytes(g));
+  out->memory_limit = cast(lua_Integer, m->memlimit);
+  out->requested = cast(lua_Integer, m->requested);
+  out->memory_at_refusal = cast(lua_Integer, m->inuse);
+}
+
+
+LUA_API lua_Integer lua_meter_remaining_ns (lua_State *L) {
+  luaQ_Meter *m = &G(L)->meter;
+  uint64_t now = now_ns();
+  if (!m->active || now >= m->deadline_ns)
+    return 0;
+  return cast(lua_Integer, m->deadline_ns - now);
+}
+
+
+LUA_API lua_Unsigned lua_meter_random (lua_State *L) {
+  return (lua_Unsigned)luaQ_random(L);
+}
+
+
+LUA_API void lua_meter_raise (lua_State *L) {
+  luaQ_raise(L);
+}
+
+
+/*
+** A result of 'bytes' is about to be built: when it cannot fit in the
+** memory limit, record the memory trip it would end in (without trying to
+** allocate it) and return 1.
+*/
+LUA_API int lua_meter_reserve (lua_State *L, double bytes) {
+  global_State *g = G(L);
+  luaQ_Meter *m = &g->meter;
+  if (m->memlimit == 0 || bytes <= (double)m->memlimit - (double)gettotalbytes(g))
+    return 0;
+  luaQ_refused(g, (bytes >= (double)MAX_SIZE) ? MAX_SIZE : (size_t)bytes);
+  return 1;
+}
+
+
+LUA_API int lua_meter_sandboxed (lua_State *L) {
+  return G(L)->meter.sandbox;
+}
+
+
+/* Deterministic pivot randomization of 'table.sort' */
+LUA_API unsigned int lua_meter_pivot (lua_State *L) {
+  return ++G(L)->meter.pivots * 2654435761u;
+}
+
+
+/* Registry keys of the object numbers (their addresses) */
+static const char objectids_key = 0;
+static const char stringids_key = 0;
+
+/*
+** The number of the object at 'idx', given the first time it is asked
+** for: unique while the object lives, never an address (tostring and %p
+** in the sandbox). Strings are numbered by content. Returns 0 for values
+** without identity. May raise memory errors.
+*/
+LUA_API lua_Integer lua_meter_objectid (lua_State *L, int idx) {
+  int t = lua_type(L, idx);
+  const void *key = (t == LUA_TSTRING) ? &stringids_key : &objectids_key;
+  lua_Integer id;
+  if (!G(L)->meter.sandbox)
+    return 0;
+  if (t != LUA_TSTRING && t != LUA_TTABLE && t != LUA_TFUNCTION &&
+      t != LUA_TTHREAD && t != LUA_TUSERDATA && t != LUA_TLIGHTUSERDATA)
+    return 0;
+  idx = lua_absindex(L, idx);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 0);
+    if (t != LUA_TSTRING) {  /* objects are numbered while they live */
+      lua_createtable(L, 0, 1);
+      lua_pushliteral(L, "k");
+      lua_setfield(L, -2, "__mode");
+      lua_setmetatable(L, -2);
+    }
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+  }
+  lua_pushvalue(L, idx);
+  if (lua_rawget(L, -2) == LUA_TNUMBER)
+    id = lua_tointeger(L, -1);
+  else {
+    id = ++G(L)->meter.lastid;
+    lua_pushvalue(L, idx);
+    lua_pushinteger(L, id);
+    lua_rawset(L, -4);
+  }
+  lua_pop(L, 2);
+  return id;
+}
+
+/* }====================================================== */

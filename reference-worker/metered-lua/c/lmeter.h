@@ -1,0 +1,150 @@
+/*
+** lmeter.h -- the meter of quirl-lua-worker's Lua 5.4 (our code, not Lua's).
+**
+** One meter per state, inside its global_State, so it lives and dies with
+** the state and covers every coroutine of it:
+**  - the instruction budget: the interpreter counts every instruction it
+**    dispatches (lvm.c, 'vmfetch'), and native work inside one instruction
+**    or library call is charged in units where it happens;
+**  - the wall-clock deadline and the cancellation flag, checked whenever a
+**    slice of at most LUAQ_CLOCK_INTERVAL units is used up, and by the
+**    allocator after every LUAQ_CLOCK_BYTES of growth;
+**  - the memory limit, enforced by the allocator (lmem.c);
+**  - the process secret behind the number and pointer hashes, the string
+**    seed, math.randomseed and the object numbers that replace addresses.
+**
+** A budget window is opened by lua_meter_begin and closed by
+** lua_meter_end; outside a window nothing trips (but the memory limit).
+** The first stop is sticky: from then on every instruction of every
+** thread raises it, without calling any message handler.
+**
+** See reference-worker/metered-lua/README.md for every hunk of the patch.
+*/
+
+#ifndef lmeter_h
+#define lmeter_h
+
+#include <stdint.h>
+
+#include "lua.h"
+#include "llimits.h"
+#include "lmeterapi.h"
+
+/* Units between two checks of the clock and the cancellation flag */
+#define LUAQ_CLOCK_INTERVAL	1024
+/* Bytes of allocation growth between two clock checks */
+#define LUAQ_CLOCK_BYTES	(256 * 1024)
+/* Bytes of allocation charged as one unit */
+#define LUAQ_BYTES_PER_UNIT	64
+/* Largest growth still granted once the state has stopped */
+#define LUAQ_STOPPED_GROWTH	4096
+/* Slice outside a window: nothing is counted against a limit */
+#define LUAQ_IDLE_SLICE		((l_mem)1 << 40)
+
+/* Entries of the cache of running traversals ('next', see ltable.c) */
+#define LUAQ_TRAVERSALS		16
+/* Tables of at most this many slots are scanned within their instruction */
+#define LUAQ_SMALL_TABLE	64
+/* Slots of a 'next' scan charged as one unit */
+#define LUAQ_SLOTS_PER_UNIT	4
+/* Slots of a rehash (counted and moved) charged as one unit */
+#define LUAQ_REHASH_SLOTS_PER_UNIT	16
+/* Steps of an '__index'/'__newindex' chain charged as one unit */
+#define LUAQ_LOOKUPS_PER_UNIT	8
+/* Values of a stack copy ('...', '__call' shifts) charged as one unit */
+#define LUAQ_VALUES_PER_UNIT	64
+/* Bytes of a byte-at-a-time scan (number conversion) charged as one unit */
+#define LUAQ_SCAN_BYTES_PER_UNIT	16
+/* Frames of a stack walk charged as one unit */
+#define LUAQ_FRAMES_PER_UNIT	8
+/* Instructions of a function's code scanned for an error message, per unit */
+#define LUAQ_CODE_PER_UNIT	64
+/* Bytes of source text compiled, per unit */
+#define LUAQ_SOURCE_BYTES_PER_UNIT	4
+/* Steps of a jump-list or label walk of the compiler, per unit */
+#define LUAQ_COMPILER_STEPS_PER_UNIT	16
+
+typedef struct luaQ_Traversal {
+  const void *table;  /* the table (NULL: free entry) */
+  unsigned int asize, nsize;  /* its sizes when the entry was made */
+  unsigned int index;  /* 'findindex' of the key the last call returned */
+  lu_mem stamp;  /* when it was last used */
+} luaQ_Traversal;
+
+typedef struct luaQ_Meter {
+  l_mem left;  /* units left in the current slice (the dispatch check) */
+  l_mem slice;  /* units the current slice started with */
+  lu_mem used;  /* units of this window charged before the current slice */
+  lu_mem limit;  /* instruction limit of the window */
+  int active;  /* a window is open */
+  int stop;  /* LUAQ_* (sticky) */
+  int sandbox;  /* sandbox behaviour (refusals, no addresses) */
+  uint64_t started_ns;  /* CLOCK_MONOTONIC when the window opened */
+  uint64_t deadline_ns;
+  uint64_t stopped_ns;  /* when the stop was recorded */
+  lu_mem stopped_used;  /* units charged when the stop was recorded */
+  const volatile unsigned char *cancel;  /* the host's flag, or NULL */
+  size_t memlimit;  /* bytes; 0: none */
+  size_t requested;  /* size of the refused allocation (memory trips) */
+  size_t inuse;  /* bytes in use when it was refused */
+  lu_mem allocated;  /* bytes of growth in this window */
+  lu_mem sinceclock;  /* growth since the last clock check */
+  lua_Integer lastid;  /* the last object number given */
+  unsigned int pivots;  /* deterministic pivot choices of 'table.sort' */
+  uint64_t lastrandom;  /* draws of 'luaQ_random' */
+  luaQ_Traversal traversals[LUAQ_TRAVERSALS];
+  lu_mem traversalstamp;
+  struct TString *stopmsg;  /* the value every stop raises (fixed) */
+} luaQ_Meter;
+
+
+/* Steps of a walk of the compiler's lists (lcode.c, lparser.c) */
+#define luaQ_chargesteps(L,n) \
+  { if ((n) >= LUAQ_COMPILER_STEPS_PER_UNIT) \
+      luaQ_charge(L, cast(l_mem, (n) / LUAQ_COMPILER_STEPS_PER_UNIT)); }
+
+/* Every instruction: one unit (lvm.c, 'vmfetch') */
+#define luaQ_count(L,pc) \
+  { if (l_unlikely(--G(L)->meter.left < 0)) luaQ_poll(L, pc); }
+
+
+struct global_State;
+
+/* The state whose protected call runs innermost on this thread (set by
+** 'luaD_rawrunprotected'): charges from code that has no 'L' */
+LUAI_FUNC struct global_State *luaQ_running (void);
+LUAI_FUNC struct global_State *luaQ_enter (struct global_State *g);
+LUAI_FUNC void luaQ_leave (struct global_State *previous);
+LUAI_FUNC void luaQ_forget (struct global_State *g);
+
+LUAI_FUNC void luaQ_init (struct global_State *g);
+LUAI_FUNC void luaQ_open (lua_State *L);
+LUAI_FUNC void luaQ_poll (lua_State *L, const Instruction *pc);
+LUAI_FUNC int luaQ_settle (struct global_State *g);
+LUAI_FUNC int luaQ_chargequiet (struct global_State *g, l_mem units);
+LUAI_FUNC void luaQ_charge (lua_State *L, l_mem units);
+LUAI_FUNC void luaQ_chargerunning (l_mem units);
+LUAI_FUNC l_noret luaQ_raise (lua_State *L);
+LUAI_FUNC int luaQ_stopped (lua_State *L);
+LUAI_FUNC int luaQ_sandboxed (lua_State *L);
+
+/* Allocator */
+LUAI_FUNC int luaQ_allowgrowth (struct global_State *g, size_t growth,
+                                int first);
+LUAI_FUNC void luaQ_refused (struct global_State *g, size_t growth);
+
+/* Traversals ('luaH_next') */
+LUAI_FUNC void luaQ_chargenext (lua_State *L, const void *t,
+                                unsigned int asize, unsigned int nsize,
+                                unsigned int from, unsigned int to);
+LUAI_FUNC void luaQ_forgettable (lua_State *L, const void *t, lu_mem slots);
+
+/* The process secret */
+LUAI_FUNC uint64_t luaQ_mix (uint64_t x);
+LUAI_FUNC unsigned int luaQ_seed (void);
+LUAI_FUNC uint64_t luaQ_random (lua_State *L);
+
+/* 'luai_makeseed' of lstate.c: the string seed of a new state */
+#define luai_makeseed(L)	(cast_void(L), luaQ_seed())
+
+#endif

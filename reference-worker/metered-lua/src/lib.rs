@@ -1,0 +1,100 @@
+//! Lua 5.4 with quirl-lua-worker's meter, linked to `mlua` (README.md).
+//!
+//! Linking this crate gives every `mlua` state of the process the metered
+//! interpreter (`mlua-sys`'s `external` feature: this crate's build script
+//! compiles and links the patched Lua). A state behaves exactly as stock
+//! Lua 5.4.9 until its host configures it ([`lua_meter_configure`]) and
+//! opens a budget window ([`lua_meter_begin`]); see `c/lmeter.h` for the
+//! mechanism and the README for every hunk of the patch.
+//!
+//! The functions below are the meter's C API (`c/lmeterapi.h`). None of
+//! them raises a Lua error or calls back into Lua; each takes the
+//! `lua_State` of a live state (any thread of it).
+
+use std::os::raw::{c_int, c_uchar, c_uint};
+
+pub use mlua_sys::lua_State;
+
+/// The state is running: nothing stopped it.
+pub const LUAQ_RUNNING: c_int = 0;
+/// The instruction budget of the window was spent.
+pub const LUAQ_INSTRUCTIONS: c_int = 1;
+/// The window's wall-clock deadline passed.
+pub const LUAQ_WALLTIME: c_int = 2;
+/// An allocation was refused by the memory limit after an emergency
+/// collection.
+pub const LUAQ_MEMORY: c_int = 3;
+/// The host's cancellation flag was set.
+pub const LUAQ_CANCELLED: c_int = 4;
+/// The host recorded a stop of its own ([`lua_meter_stop`]).
+pub const LUAQ_EXTERNAL: c_int = 5;
+
+/// The Lua release this crate builds (checked by its build script).
+pub const LUA_RELEASE: &str = "Lua 5.4.9";
+
+/// What [`lua_meter_status`] reports.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MeterStatus {
+    /// One of the `LUAQ_*` reasons; the first stop is kept.
+    pub stop: c_int,
+    /// Whether a window is open.
+    pub active: c_int,
+    /// Units charged in the window (at the stop, if any).
+    pub used: i64,
+    /// The window's instruction limit.
+    pub limit: i64,
+    /// Nanoseconds since the window opened (until the stop, if any).
+    pub elapsed_ns: i64,
+    /// Bytes the state holds.
+    pub memory_in_use: i64,
+    /// The memory limit in bytes (0: none).
+    pub memory_limit: i64,
+    /// Bytes of the allocation refused by a memory stop.
+    pub requested: i64,
+    /// Bytes the state held when that allocation was refused.
+    pub memory_at_refusal: i64,
+}
+
+unsafe extern "C" {
+    /// Set the memory limit (bytes, 0 for none), the host's cancellation
+    /// flag (read whenever the clock is; may be null) and the sandbox
+    /// behaviour (non-zero: `setmetatable` refuses `__gc`, `collectgarbage`
+    /// refuses the options that stop or retune the collector, and objects
+    /// print as numbers, never addresses).
+    pub fn lua_meter_configure(
+        state: *mut lua_State,
+        memory_limit: usize,
+        cancel: *const c_uchar,
+        sandbox: c_int,
+    );
+    /// Open a budget window: `limit` units, a deadline `wall_ns` from now.
+    pub fn lua_meter_begin(state: *mut lua_State, limit: i64, wall_ns: i64);
+    /// Close the window: nothing trips until the next one (but memory).
+    pub fn lua_meter_end(state: *mut lua_State);
+    /// Record a stop of the host's; returns the stop kept (the first).
+    pub fn lua_meter_stop(state: *mut lua_State, reason: c_int) -> c_int;
+    /// Charge `units`; returns the stop (`LUAQ_RUNNING` while running).
+    pub fn lua_meter_charge(state: *mut lua_State, units: i64) -> c_int;
+    /// Check the clock and the cancellation flag now; returns the stop.
+    pub fn lua_meter_check(state: *mut lua_State) -> c_int;
+    /// Fill `out` with the meter's state.
+    pub fn lua_meter_status(state: *mut lua_State, out: *mut MeterStatus);
+    /// Nanoseconds left before the window's deadline (0 without a window).
+    pub fn lua_meter_remaining_ns(state: *mut lua_State) -> i64;
+    /// Whether the state was configured as a sandbox.
+    pub fn lua_meter_sandboxed(state: *mut lua_State) -> c_int;
+    /// The next deterministic pivot seed of `table.sort` (exposed for tests
+    /// of determinism).
+    pub fn lua_meter_pivot(state: *mut lua_State) -> c_uint;
+}
+
+#[cfg(test)]
+mod tests {
+    /// The status record has the layout of `lua_MeterStatus` (two ints,
+    /// seven 64-bit integers).
+    #[test]
+    fn status_layout_matches_the_c_struct() {
+        assert_eq!(std::mem::size_of::<super::MeterStatus>(), 8 + 7 * 8);
+    }
+}
