@@ -25,6 +25,7 @@
 #include "lobject.h"
 #include "lstate.h"
 #include "lstring.h"
+#include "ltable.h"
 
 
 /*
@@ -567,6 +568,40 @@ LUA_API int lua_meter_reserve (lua_State *L, double bytes) {
     return 0;
   luaQ_refused(g, (bytes >= (double)MAX_SIZE) ? MAX_SIZE : (size_t)bytes);
   return 1;
+}
+
+
+static lu_mem slots_of (const Table *t) {
+  return cast(lu_mem, luaH_realasize(t)) + (isdummy(t) ? 0 : sizenode(t));
+}
+
+
+/*
+** Slots of the table at 'idx' and of every table it holds as a value (the
+** loaded-modules table: what a search for a function's name may walk).
+** Reads no metamethod and allocates nothing.
+*/
+LUA_API lua_Integer lua_meter_loadedslots (lua_State *L, int idx) {
+  const Table *t;
+  lu_mem total;
+  unsigned int i;
+  if (lua_type(L, idx) != LUA_TTABLE)
+    return 0;
+  t = (const Table *)lua_topointer(L, idx);
+  total = slots_of(t);
+  for (i = 0; i < luaH_realasize(t); i++) {
+    if (ttistable(&t->array[i]))
+      total += slots_of(hvalue(&t->array[i]));
+  }
+  if (!isdummy(t)) {
+    int n;
+    for (n = 0; n < sizenode(t); n++) {
+      const TValue *v = gval(gnode(t, n));
+      if (ttistable(v))
+        total += slots_of(hvalue(v));
+    }
+  }
+  return cast(lua_Integer, total);
 }
 
 
