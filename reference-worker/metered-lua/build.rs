@@ -19,6 +19,8 @@ const LUA_SRC_VERSION: &str = "551.0.2";
 const LUA_RELEASE_DIR: &str = "lua-5.4.9";
 /// The static library this script builds.
 const LIBRARY: &str = "quirl_lua54_metered";
+/// The unpatched library of the `stock-baseline` feature.
+const STOCK_LIBRARY: &str = "quirl_lua54_stock";
 
 type BuildResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -61,6 +63,52 @@ fn build() -> BuildResult<()> {
     }
     compile(&work)?;
     println!("cargo::metadata=include={}", work.display());
+    if std::env::var_os("CARGO_FEATURE_STOCK_BASELINE").is_some() {
+        build_stock_baseline(&manifest, &sources, &out)?;
+    }
+    Ok(())
+}
+
+/// The `stock-baseline` feature: the same verified sources, none of our
+/// patch, compiled with the flags of the metered library at `-O3` into a
+/// standalone interpreter (`stock/stock_lua.c`, our own minimal main:
+/// lua-src ships none), whose path the crate exports as `STOCK_LUA`. The
+/// benchmarks and differential tests compare the metered VM against it.
+fn build_stock_baseline(manifest: &Path, sources: &Path, out: &Path) -> BuildResult<()> {
+    println!("cargo::rerun-if-changed=stock");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(sources)?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "c"))
+        .collect();
+    files.sort();
+    let mut build = cc::Build::new();
+    build
+        .include(sources)
+        .opt_level(3)
+        .debug(false)
+        .warnings(false)
+        .define("LUA_USE_LINUX", None)
+        .define("LUA_COMPAT_5_3", None)
+        .cargo_metadata(false)
+        .files(&files);
+    build.try_compile(STOCK_LIBRARY)?;
+    let binary = out.join("stock-lua");
+    let mut link = build.try_get_compiler()?.to_command();
+    link.arg("-I")
+        .arg(sources)
+        .arg(manifest.join("stock/stock_lua.c"))
+        .arg("-o")
+        .arg(&binary)
+        .arg("-L")
+        .arg(out)
+        .arg(format!("-l{STOCK_LIBRARY}"))
+        .args(["-lm", "-ldl"]);
+    let status = link.status()?;
+    if !status.success() {
+        return Err(format!("linking the stock Lua baseline failed: {status}").into());
+    }
+    println!("cargo::rustc-env=QUIRL_STOCK_LUA={}", binary.display());
     Ok(())
 }
 

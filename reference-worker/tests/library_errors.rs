@@ -171,13 +171,10 @@ const CALLS: &[&str] = &[
     r#"coroutine.yield()"#,
 ];
 
-/// A reference Lua state with the full standard library.
+/// Stock Lua 5.4.9 (the VM's release without the metering patch) with
+/// the full standard library.
 fn reference(source: &str) -> Result<String, String> {
-    let lua = mlua::Lua::new();
-    lua.load(source)
-        .set_name("=eval")
-        .call::<String>(())
-        .map_err(|e| e.to_string())
+    quirl_lua_testkit::stock::run(source, "=eval")
 }
 
 /// What the guest sees, as a string: `ok|…` or `err|message` (or the type
@@ -257,9 +254,8 @@ fn library_functions_called_directly_by_pcall_have_their_global_names() {
 
 /// Lua's message for `source`, without its `eval:<line>: ` position.
 fn reference_error(source: &str) -> (Option<u32>, String) {
-    let lua = mlua::Lua::new();
-    let message = match lua.load(source).set_name("=eval").exec() {
-        Err(mlua::Error::RuntimeError(text)) => text.lines().next().unwrap().to_owned(),
+    let message = match quirl_lua_testkit::stock::run(source, "=eval") {
+        Err(text) => text.lines().next().unwrap().to_owned(),
         other => panic!("{source}: expected a runtime error, got {other:?}"),
     };
     if let Some(rest) = message.strip_prefix("eval:") {

@@ -170,12 +170,10 @@ const CALLS: &[&str] = &[
     "coroutine.wrap(function() end)()",
 ];
 
-/// A reference Lua state with the full standard library.
+/// Stock Lua 5.4.9 (the VM's release without the metering patch) with
+/// the full standard library.
 fn reference(source: &str) -> String {
-    let lua = mlua::Lua::new();
-    lua.load(source)
-        .set_name("=eval")
-        .call::<String>(())
+    quirl_lua_testkit::stock::run(source, "=eval")
         .unwrap_or_else(|e| panic!("the reference runs {source}: {e}"))
 }
 

@@ -27,6 +27,9 @@
 //!   fuzz target, the worker's replay test and the bench's B1 rows.
 //! - [`patterns`] (feature `worker`): the pattern engine against Lua's C
 //!   matcher (SPEC §15.4).
+//! - [`stock`] (feature `stock`): stock Lua of the VM's own release, built
+//!   from the same sources without the metering patch, as the oracle of
+//!   the differential tests and the baseline of the benchmarks.
 
 pub mod bins;
 pub mod generate;
@@ -41,5 +44,7 @@ pub mod procfs;
 pub mod lua_programs;
 #[cfg(feature = "worker")]
 pub mod patterns;
+#[cfg(feature = "stock")]
+pub mod stock;
 
 pub use bins::bin_path;

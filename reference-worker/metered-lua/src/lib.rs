@@ -32,6 +32,13 @@ pub const LUAQ_EXTERNAL: c_int = 5;
 /// The Lua release this crate builds (checked by its build script).
 pub const LUA_RELEASE: &str = "Lua 5.4.9";
 
+/// Path of the stock interpreter built by the `stock-baseline` feature:
+/// the same release from the same verified sources, none of our patch,
+/// `-O3 -DLUA_USE_LINUX -DLUA_COMPAT_5_3`. `STOCK_LUA FILE` runs FILE as a
+/// chunk and prints what it returns, tab-separated (`stock/stock_lua.c`).
+#[cfg(feature = "stock-baseline")]
+pub const STOCK_LUA: &str = env!("QUIRL_STOCK_LUA");
+
 /// What [`lua_meter_status`] reports.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
