@@ -9,7 +9,8 @@
 //!
 //! Options: `--quick`; `--only X1,X2,…` (sections X1–X6, `L`, the Lua
 //! compute rows, `C`, `B1`/`B2`, the budget and callback-deadline rows,
-//! `T`, the first request after a limit trip with and without a warm
+//! `V`, the metered VM against stock Lua of the same release on whole
+//! programs, `T`, the first request after a limit trip with and without a warm
 //! spare, and `S`, the throughput/latency curve of pools); `--worker "CMD
 //! …"` (the worker command; default: the `quirl-lua` binary next to this
 //! one with `--internal-lua-worker-v1`; given several times, every section
@@ -37,6 +38,7 @@ mod pingpong;
 mod pools;
 mod report;
 mod sidebyside;
+mod stock_vm;
 mod supervise;
 
 use std::process::ExitCode;
@@ -251,6 +253,13 @@ fn run() -> Result<(), BoxError> {
     }
     if options.wants("L") {
         rows.extend(lua_compute(&options, &worker)?);
+    }
+    if options.wants("V") {
+        rows.extend(stock_vm::v(
+            &sibling("quirl-lua")?,
+            if options.quick { 3 } else { 10 },
+            &mut notes,
+        )?);
     }
     if options.wants("T") {
         rows.extend(trip_latency(&options, &worker, &mut notes)?);
