@@ -304,7 +304,8 @@ macro_rules! client_deadline {
 /// frames read from `R` (the worker's stderr, SPEC §3.1).
 ///
 /// ```no_run
-/// use quirl_lua_protocol::{blocking::ParentClient, Operation, OperationResult, Policy};
+/// use quirl_lua_protocol::blocking::ParentClient;
+/// use quirl_lua_protocol::records::{Operation, OperationResult, Policy};
 /// use std::process::{Command, Stdio};
 ///
 /// let mut child = Command::new("quirl-worker")

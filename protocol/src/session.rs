@@ -377,6 +377,7 @@ fn validate_result(kind: OperationKind, value: &Value) -> Result<(), ProtocolErr
 ///
 /// ```
 /// use quirl_lua_protocol::*;
+/// use quirl_lua_protocol::records::*;
 ///
 /// let mut session = WorkerSession::new();
 /// let init = ParentFrame::Request {

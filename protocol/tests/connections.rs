@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use quirl_lua_protocol::limits::{FRAME_BYTES_MAX, HOST_CALLS_PER_REQUEST_MAX};
+use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use serde_json::{Value, json};
 

@@ -10,9 +10,8 @@ use crate::session::{ParentEvent, ParentSession, SessionState};
 /// [module docs](crate::connection)).
 ///
 /// ```
-/// use quirl_lua_protocol::{
-///     ErrorKind, Operation, OperationResult, ParentConnection, ParentEvent, Policy,
-/// };
+/// use quirl_lua_protocol::{ErrorKind, ParentConnection, ParentEvent};
+/// use quirl_lua_protocol::records::{Operation, OperationResult, Policy};
 ///
 /// let mut connection = ParentConnection::new();
 /// let id = connection.request(Operation::initialize(Policy::quirl_config_profile(), None, false))?;

@@ -51,9 +51,8 @@ pub enum Responded {
 /// [module docs](crate::connection)).
 ///
 /// ```
-/// use quirl_lua_protocol::{
-///     Operation, OperationResult, Policy, ParentConnection, WorkerConnection, WorkerEvent,
-/// };
+/// use quirl_lua_protocol::{ParentConnection, WorkerConnection, WorkerEvent};
+/// use quirl_lua_protocol::records::{Operation, OperationResult, Policy};
 ///
 /// let mut parent = ParentConnection::new();
 /// let mut worker = WorkerConnection::new();

@@ -4,9 +4,9 @@
 
 use std::time::Instant;
 
+use quirl_lua_protocol::records::{ErrorCode, HostCall, OperationResult};
 use quirl_lua_protocol::{
-    ErrorCode, ErrorKind as ProtocolErrorKind, HostCall, OperationResult, ParentConnection,
-    ParentEvent, ProtocolError,
+    ErrorKind as ProtocolErrorKind, ParentConnection, ParentEvent, ProtocolError,
 };
 
 use super::{Flight, Live};
