@@ -113,6 +113,14 @@ error_kinds! {
     /// session is not poisoned. Never sent on the wire and never a peer's
     /// fault (SPEC §11.2).
     InvalidUse = "invalid_use" => Validation,
+    /// The worker retired (SPEC §13.1-b): after answering a request with a
+    /// `resource_limit` error it ended its session, and the parent found
+    /// its stream ended, or its stdin closed, before any byte of the next
+    /// request's answer. The request that met it was not run; the worker
+    /// serves no further request. Not a violation (nothing is poisoned),
+    /// but final: a new worker is needed. Reported as `lua` ("unavailable",
+    /// SPEC §9.5, §11.3).
+    WorkerRetired = "worker_retired" => Lua,
 }
 
 impl fmt::Display for ErrorKind {

@@ -421,6 +421,7 @@ fn every_stream_level_sub_kind_has_a_reject_fixture() {
         ErrorKind::SessionPoisoned,
         ErrorKind::UnexpectedEnd,
         ErrorKind::InvalidUse,
+        ErrorKind::WorkerRetired,
     ];
     let tagged: BTreeSet<String> = manifest()
         .into_iter()
