@@ -171,3 +171,24 @@ fn a_retired_worker_found_by_a_failed_write_is_retired() {
         ErrorKind::IoError
     );
 }
+
+/// SPEC §11.3: the error classes a caller needs, without matching kinds.
+#[test]
+fn errors_tell_their_class_and_the_code_of_spec_11_3() {
+    let timed_out = ProtocolError::io("waiting", io::ErrorKind::TimedOut.into());
+    assert!(timed_out.is_timed_out() && !timed_out.is_peer_gone());
+    assert_eq!(timed_out.code(), ErrorCode::ResourceLimit);
+    let crashed = ProtocolError::new(ErrorKind::UnexpectedEnd, "gone");
+    assert!(crashed.is_peer_gone() && !crashed.is_protocol_violation());
+    assert_eq!(crashed.code(), ErrorCode::Lua);
+    assert_eq!(ErrorKind::WorkerRetired.code(), ErrorCode::Lua);
+    let pipe = ProtocolError::io("writing", io::ErrorKind::BrokenPipe.into());
+    assert!(pipe.is_peer_gone() && !pipe.is_nothing_sent());
+    assert_eq!(pipe.code(), ErrorCode::Io);
+    let mistake = ProtocolError::new(ErrorKind::InvalidUse, "busy");
+    assert!(mistake.is_caller_mistake() && mistake.is_nothing_sent());
+    assert!(!mistake.is_protocol_violation());
+    let violation = decode_worker_frame(b"{}").unwrap_err();
+    assert!(violation.is_protocol_violation() && !violation.is_peer_gone());
+    assert_eq!(violation.code(), ErrorCode::Validation);
+}
