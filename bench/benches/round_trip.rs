@@ -15,8 +15,9 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use quirl_lua_protocol::{
-    Operation, ParentFrame, Policy, PolicySettings, Request, Response, WireFrame, WorkerFrame,
+use quirl_lua_protocol::WireFrame;
+use quirl_lua_protocol::records::{
+    Operation, ParentFrame, Policy, PolicySettings, Request, Response, WorkerFrame,
 };
 use quirl_lua_reference_parent::{WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig};
 

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use quirl_lua_protocol::PolicySettings;
+use quirl_lua_protocol::records::PolicySettings;
 use quirl_lua_reference_parent::callback_deadline::CALLBACK_SLACK;
 use quirl_lua_reference_parent::{Policy, Worker, WorkerCommand, WorkerConfig};
 

@@ -8,9 +8,11 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use quirl_lua_protocol::records::{
+    HostCall, Operation, ParentFrame, Request, Response, WorkerFrame,
+};
 use quirl_lua_protocol::{
-    HostCall, Operation, ParentFrame, Request, Response, WorkerFrame, decode_parent_frame,
-    decode_worker_frame, encode_parent_frame, encode_worker_frame,
+    decode_parent_frame, decode_worker_frame, encode_parent_frame, encode_worker_frame,
 };
 use serde_json::Value;
 

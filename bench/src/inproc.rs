@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use mlua::{Function, HookTriggers, Lua, VmState};
+use quirl_lua_protocol::records::{Operation, ParentFrame, Request, Response, WorkerFrame};
 use quirl_lua_protocol::{
-    Operation, ParentFrame, Request, Response, WorkerFrame, decode_parent_frame,
-    decode_worker_frame, encode_parent_frame, encode_worker_frame,
+    decode_parent_frame, decode_worker_frame, encode_parent_frame, encode_worker_frame,
 };
 use quirl_lua_reference_worker::{Verdict, Vm, VmConfig};
 
@@ -39,7 +39,7 @@ pub fn sample(
 }
 
 /// The reference worker's sandboxed VM, in this process.
-pub fn sandbox_vm(policy: quirl_lua_protocol::Policy) -> Result<Vm, BoxError> {
+pub fn sandbox_vm(policy: quirl_lua_protocol::records::Policy) -> Result<Vm, BoxError> {
     let config = VmConfig {
         policy,
         grants: None,

@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use quirl_lua_protocol::ErrorCode;
-use quirl_lua_protocol::{Policy, PolicySettings};
+use quirl_lua_protocol::records::ErrorCode;
+use quirl_lua_protocol::records::{Policy, PolicySettings};
 use quirl_lua_reference_parent::lifecycle::{PoolOptions, WorkerPool};
 use quirl_lua_reference_parent::{Worker, WorkerCommand, WorkerConfig};
 

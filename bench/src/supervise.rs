@@ -5,8 +5,9 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use quirl_lua_protocol::{
-    Operation, ParentFrame, Policy, PolicySettings, Request, Response, WireFrame, WorkerFrame,
+use quirl_lua_protocol::WireFrame;
+use quirl_lua_protocol::records::{
+    Operation, ParentFrame, Policy, PolicySettings, Request, Response, WorkerFrame,
 };
 use quirl_lua_reference_parent::lifecycle::{PoolOptions, WorkerPool};
 use std::sync::OnceLock;

@@ -19,9 +19,10 @@
 use crate::parent::cases::{FakeHostCall, FakePadded, FakeSlowly, FakeStep, ParentCaseData};
 use crate::proc;
 use quirl_lua_protocol::blocking::FrameReader;
+use quirl_lua_protocol::records::{Operation, ParentFrame};
 use quirl_lua_protocol::{
-    LUA_WORKER_PROTOCOL_DESCRIPTOR, Operation, ParentFrame, decode_parent_frame,
-    decode_worker_frame, encode_parent_frame, encode_worker_frame,
+    LUA_WORKER_PROTOCOL_DESCRIPTOR, decode_parent_frame, decode_worker_frame, encode_parent_frame,
+    encode_worker_frame,
 };
 use serde_json::{Value, json};
 use std::fs::{File, OpenOptions};

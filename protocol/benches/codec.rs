@@ -14,9 +14,11 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use quirl_lua_protocol::records::{
+    HostCall, Operation, ParentFrame, Request, Response, WorkerFrame,
+};
 use quirl_lua_protocol::{
-    HostCall, Operation, ParentFrame, Request, Response, WorkerFrame, decode_parent_frame,
-    decode_worker_frame, encode_parent_frame, encode_worker_frame,
+    decode_parent_frame, decode_worker_frame, encode_parent_frame, encode_worker_frame,
 };
 use quirl_lua_testkit::mirror::{MirrorParentFrame, MirrorWorkerFrame};
 use serde_json::Value;

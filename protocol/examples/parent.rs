@@ -7,7 +7,7 @@
 //! ```
 
 use quirl_lua_protocol::blocking::ParentClient;
-use quirl_lua_protocol::{Operation, OperationResult, Policy};
+use quirl_lua_protocol::records::{Operation, OperationResult, Policy};
 use std::process::{Command, ExitCode, Stdio};
 
 fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {

@@ -5,8 +5,9 @@
 //! cargo run -p quirl-lua-protocol --features tokio --example tokio_parent -- target/release/quirl-worker
 //! ```
 
+use quirl_lua_protocol::ParentEvent;
+use quirl_lua_protocol::records::{Operation, OperationResult, Policy};
 use quirl_lua_protocol::tokio_io::ParentClient;
-use quirl_lua_protocol::{Operation, OperationResult, ParentEvent, Policy};
 use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 use tokio::process::Command;

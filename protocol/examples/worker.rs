@@ -10,8 +10,9 @@
 //!   violation, without writing further frames (SPEC §9.6);
 //! - frames go to stderr, nothing to stdout (SPEC §3.1).
 
+use quirl_lua_protocol::WorkerEvent;
 use quirl_lua_protocol::blocking::WorkerClient;
-use quirl_lua_protocol::{ErrorCode, Operation, OperationResult, ShellError, WorkerEvent};
+use quirl_lua_protocol::records::{ErrorCode, Operation, OperationResult, ShellError};
 use std::io::{Read, Write};
 use std::process::ExitCode;
 

@@ -252,8 +252,11 @@ macro_rules! client_io {
         }
 
         /// The next event; `Ok(None)` at a clean end of stream (SPEC §9.5).
-        /// Blocks until a frame is complete.
+        /// Blocks until a frame is complete. Outgoing bytes still pending
+        /// (a send interrupted by `WouldBlock`) are written first: the peer
+        /// answers only what it received.
         pub fn next_event(&mut self) -> Result<Option<$event>, ProtocolError> {
+            self.send_pending()?;
             loop {
                 if let Some(event) = self.connection.poll_event()? {
                     return Ok(Some(event));
@@ -281,6 +284,7 @@ macro_rules! client_deadline {
             &mut self,
             deadline: Instant,
         ) -> Result<Option<$event>, ProtocolError> {
+            self.send_pending()?;
             loop {
                 if let Some(event) = self.connection.poll_event()? {
                     return Ok(Some(event));
@@ -304,7 +308,8 @@ macro_rules! client_deadline {
 /// frames read from `R` (the worker's stderr, SPEC §3.1).
 ///
 /// ```no_run
-/// use quirl_lua_protocol::{blocking::ParentClient, Operation, OperationResult, Policy};
+/// use quirl_lua_protocol::blocking::ParentClient;
+/// use quirl_lua_protocol::records::{Operation, OperationResult, Policy};
 /// use std::process::{Command, Stdio};
 ///
 /// let mut child = Command::new("quirl-worker")
@@ -344,10 +349,20 @@ impl<R: Read, W: Write> ParentClient<R, W> {
 
     client_io!(ParentConnection, ParentEvent);
 
+    /// [`flush`](Self::flush), with a failed write judged by the
+    /// connection (a worker that retired, SPEC §13.1-b).
+    fn send_pending(&mut self) -> Result<(), ProtocolError> {
+        if self.connection.outgoing().is_empty() {
+            return Ok(());
+        }
+        let flushed = self.flush();
+        flushed.map_err(|error| self.connection.write_failed(error))
+    }
+
     /// Send `operation` as the next request and write it; returns its id.
     pub fn request(&mut self, operation: Operation) -> Result<u64, ProtocolError> {
         let id = self.connection.request(operation)?;
-        self.flush()?;
+        self.send_pending()?;
         Ok(id)
     }
 
@@ -357,12 +372,32 @@ impl<R: Read, W: Write> ParentClient<R, W> {
         result: Result<CommandOutcome, ShellError>,
     ) -> Result<(), ProtocolError> {
         self.connection.host_response(result)?;
-        self.flush()
+        self.send_pending()
+    }
+
+    /// Answer the pending host call, or with an error record when the
+    /// answer cannot be sent (see
+    /// [`ParentConnection::host_response_or_error`]), and write it.
+    pub fn host_response_or_error(
+        &mut self,
+        result: Result<CommandOutcome, ShellError>,
+    ) -> Result<Responded, ProtocolError> {
+        let responded = self.connection.host_response_or_error(result)?;
+        self.send_pending()?;
+        Ok(responded)
     }
 
     /// Send `operation` and wait for its response, answering host calls
     /// with `host` on the way. `Ok(Err(record))` is the worker's error
     /// response; `Err` is a protocol, I/O or usage failure.
+    ///
+    /// Host answers go through
+    /// [`host_response_or_error`](Self::host_response_or_error): an outcome
+    /// over the call's `max_output_bytes` reaches the guest as a
+    /// `resource_limit` error (SPEC §16.1-g), and the request goes on. A
+    /// worker that retired after its previous answer (SPEC §13.1-b) fails
+    /// the call with `worker_retired`, whether its exit is noticed by the
+    /// write or by the read.
     pub fn call_with_host(
         &mut self,
         operation: Operation,
@@ -374,7 +409,7 @@ impl<R: Read, W: Write> ParentClient<R, W> {
                 Some(ParentEvent::Response { result, .. }) => return Ok(result),
                 Some(ParentEvent::HostCall(call)) => {
                     let answer = host(&call);
-                    self.host_response(answer)?;
+                    self.host_response_or_error(answer)?;
                 }
                 None => {
                     // `next_event` returns `None` only with nothing in flight.
@@ -433,6 +468,14 @@ impl<R: Read, W: Write> WorkerClient<R, W> {
     }
 
     client_io!(WorkerConnection, WorkerEvent);
+
+    /// [`flush`](Self::flush) when bytes are pending.
+    fn send_pending(&mut self) -> Result<(), ProtocolError> {
+        if self.connection.outgoing().is_empty() {
+            return Ok(());
+        }
+        self.flush()
+    }
 
     /// Answer the request in flight and write the answer (see
     /// [`WorkerConnection::respond`]).

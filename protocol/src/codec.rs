@@ -164,7 +164,7 @@ fn check_free_form(value: &Value) -> Checked {
 }
 
 /// Whether `value` nests at most `max` arrays/objects deep.
-fn nesting_within(value: &Value, max: usize) -> bool {
+pub(crate) fn nesting_within(value: &Value, max: usize) -> bool {
     let mut stack: Vec<(&Value, usize)> = match value {
         Value::Array(_) | Value::Object(_) => vec![(value, 1)],
         _ => return true,

@@ -113,6 +113,14 @@ error_kinds! {
     /// session is not poisoned. Never sent on the wire and never a peer's
     /// fault (SPEC §11.2).
     InvalidUse = "invalid_use" => Validation,
+    /// The worker retired (SPEC §13.1-b): after answering a request with a
+    /// `resource_limit` error it ended its session, and the parent found
+    /// its stream ended, or its stdin closed, before any byte of the next
+    /// request's answer. The request that met it was not run; the worker
+    /// serves no further request. Not a violation (nothing is poisoned),
+    /// but final: a new worker is needed. Reported as `lua` ("unavailable",
+    /// SPEC §9.5, §11.3).
+    WorkerRetired = "worker_retired" => Lua,
 }
 
 impl fmt::Display for ErrorKind {
@@ -179,9 +187,85 @@ impl ProtocolError {
         self.kind
     }
 
-    /// The v1 wire error code of the kind.
-    pub const fn code(&self) -> ErrorCode {
-        self.kind.code()
+    /// The error code a caller reports, per SPEC §11.3: the kind's code
+    /// ([`ErrorKind::code`]), except that a worker that is gone
+    /// (`unexpected_end`: it crashed or quit mid-request; `worker_retired`)
+    /// is `lua`, and a read deadline that passed is `resource_limit`.
+    pub fn code(&self) -> ErrorCode {
+        if self.is_timed_out() {
+            return ErrorCode::ResourceLimit;
+        }
+        match self.kind {
+            ErrorKind::UnexpectedEnd | ErrorKind::WorkerRetired => ErrorCode::Lua,
+            kind => kind.code(),
+        }
+    }
+
+    /// Whether a read deadline passed (an `io_error` of kind `TimedOut`);
+    /// the connection is not poisoned and nothing was lost.
+    pub fn is_timed_out(&self) -> bool {
+        self.kind == ErrorKind::IoError
+            && self
+                .io_error()
+                .is_some_and(|error| error.kind() == std::io::ErrorKind::TimedOut)
+    }
+
+    /// Whether the peer is gone: its stream ended mid-request or inside a
+    /// frame, it retired (SPEC §13.1-b), or its end of the pipe is closed.
+    pub fn is_peer_gone(&self) -> bool {
+        match self.kind {
+            ErrorKind::UnexpectedEnd
+            | ErrorKind::WorkerRetired
+            | ErrorKind::TruncatedHeader
+            | ErrorKind::TruncatedFrame => true,
+            ErrorKind::IoError => self.io_error().is_some_and(|error| {
+                matches!(
+                    error.kind(),
+                    std::io::ErrorKind::BrokenPipe
+                        | std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::UnexpectedEof
+                )
+            }),
+            _ => false,
+        }
+    }
+
+    /// Whether the failure guarantees that nothing of the refused send
+    /// reached the peer and nothing ran: a caller mistake (`invalid_use`),
+    /// a send refused on a poisoned session, a frame that could not be
+    /// encoded (every codec kind on the sending side), or a request that met
+    /// a retired worker. `false` for I/O failures, whose partial writes
+    /// may have reached the peer.
+    pub fn is_nothing_sent(&self) -> bool {
+        !matches!(
+            self.kind,
+            ErrorKind::IoError
+                | ErrorKind::UnexpectedEnd
+                | ErrorKind::TruncatedHeader
+                | ErrorKind::TruncatedFrame
+        )
+    }
+
+    /// Whether this is the caller's own mistake (`invalid_use`, SPEC
+    /// §11.2): nothing written, the session unchanged.
+    pub const fn is_caller_mistake(&self) -> bool {
+        self.is_invalid_use()
+    }
+
+    /// Whether this reports a violation of the protocol by the peer's bytes
+    /// (framing, JSON, schema, domain, identity or state, SPEC §9.6), not
+    /// I/O, a gone peer, a caller mistake or an earlier poisoning.
+    pub const fn is_protocol_violation(&self) -> bool {
+        !matches!(
+            self.kind,
+            ErrorKind::IoError
+                | ErrorKind::UnexpectedEnd
+                | ErrorKind::WorkerRetired
+                | ErrorKind::InvalidUse
+                | ErrorKind::SessionPoisoned
+                | ErrorKind::TruncatedHeader
+                | ErrorKind::TruncatedFrame
+        )
     }
 
     /// The human-readable message.

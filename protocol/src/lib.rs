@@ -7,9 +7,8 @@
 //! `tokio` feature), and it depends on no Lua or process runtime.
 //!
 //! ```
-//! use quirl_lua_protocol::{
-//!     decode_parent_frame, encode_worker_frame, Operation, ParentFrame, Response, WorkerFrame,
-//! };
+//! use quirl_lua_protocol::{decode_parent_frame, encode_worker_frame};
+//! use quirl_lua_protocol::records::{Operation, ParentFrame, Response, WorkerFrame};
 //!
 //! // Quirl's own request fixture, decoded strictly …
 //! let bytes = br#"{"kind":"request","request":{"version":1,"id":7,"operation":{"operation":"eval","source":"return 42"}}}"#;
@@ -57,7 +56,8 @@
 //! stderr; it exits nonzero on any violation without writing again (§9.6).
 //!
 //! ```no_run
-//! use quirl_lua_protocol::{blocking::ParentClient, Operation, Policy};
+//! use quirl_lua_protocol::blocking::ParentClient;
+//! use quirl_lua_protocol::records::{Operation, Policy};
 //! use std::process::{Command, Stdio};
 //!
 //! let mut child = Command::new("quirl-worker")
@@ -87,12 +87,14 @@
 //!
 //! # Modules
 //!
-//! [`limits`] (every bound), [`records`] (wire types),
+//! [`limits`] (every bound), [`records`] (wire types, and
+//! [`records::StrictDecode`] to build them from a host's own JSON; the
+//! root re-exports no record),
 //! [`codec`] (payload encode/decode per direction), [`frame`] (length
 //! prefix, push decoder, one-shot blocking helpers), [`session`] (the state
 //! machines of both roles), [`connection`] (sessions with their buffers),
 //! [`blocking`] (std adapters). Errors carry a stable
-//! [`ErrorKind`] that maps to a v1 [`ErrorCode`].
+//! [`ErrorKind`] that maps to a v1 [`ErrorCode`](records::ErrorCode).
 
 #![forbid(unsafe_code)]
 
@@ -124,9 +126,9 @@ pub use limits::{
     FRAME_BYTES_MAX, HOST_CALLS_PER_REQUEST_MAX, LUA_WORKER_PROTOCOL_DESCRIPTOR, PROTOCOL_VERSION,
     WORKER_ARGUMENT,
 };
-pub use records::*;
-/// The JSON library of free-form values ([`Response::result`], contexts,
-/// [`OperationResult::Value`]), re-exported so a host uses the same version.
+/// The JSON library of free-form values ([`records::Response::result`],
+/// contexts, [`records::OperationResult::Value`]), re-exported so a host
+/// uses the same version.
 pub use serde_json;
 pub use session::{ParentEvent, ParentSession, SessionState, WorkerSession};
 

@@ -50,6 +50,11 @@ pub enum SessionState {
     Failed,
     /// A protocol violation happened; nothing is accepted any more.
     Poisoned,
+    /// The worker retired after a `resource_limit` answer (SPEC §13.1-b)
+    /// and its stream ended: the session is over without a violation, and
+    /// a new worker is needed. Only a [`ParentConnection`](crate::ParentConnection)
+    /// reports it.
+    Retired,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -377,6 +382,7 @@ fn validate_result(kind: OperationKind, value: &Value) -> Result<(), ProtocolErr
 ///
 /// ```
 /// use quirl_lua_protocol::*;
+/// use quirl_lua_protocol::records::*;
 ///
 /// let mut session = WorkerSession::new();
 /// let init = ParentFrame::Request {

@@ -38,20 +38,62 @@ macro_rules! async_client_io {
             &self.connection
         }
 
-        /// The writer, mutably (e.g. to shut it down and end the session).
-        pub fn writer_mut(&mut self) -> &mut W {
-            &mut self.writer
+        /// The writer, mutably; `None` after
+        /// [`close_writer`](Self::close_writer). Shutting it down does not
+        /// close every stream: tokio's `ChildStdin` stays open until it is
+        /// dropped, so end a session with `close_writer`.
+        pub fn writer_mut(&mut self) -> Option<&mut W> {
+            self.writer.as_mut()
         }
 
-        /// Split into the connection and the streams.
-        pub fn into_parts(self) -> ($connection, R, W) {
+        /// Split into the connection and the streams (the writer is `None`
+        /// after [`close_writer`](Self::close_writer)).
+        pub fn into_parts(self) -> ($connection, R, Option<W>) {
             (self.connection, self.reader, self.writer)
+        }
+
+        /// Write what is pending, shut the writer down and drop it, which
+        /// closes the stream (for a child's stdin: the pipe, so a worker
+        /// between requests exits 0, SPEC §3.3). Reading goes on:
+        /// [`next_event`](Self::next_event) then reports the peer's end.
+        /// Later sends are `invalid_use`. Calling it again does nothing.
+        pub async fn close_writer(&mut self) -> Result<(), ProtocolError> {
+            if self.writer.is_none() {
+                return Ok(());
+            }
+            self.flush().await?;
+            if let Some(writer) = self.writer.as_mut() {
+                writer
+                    .shutdown()
+                    .await
+                    .map_err(|error| ProtocolError::io("shutting the writer down", error))?;
+            }
+            self.writer = None;
+            Ok(())
+        }
+
+        /// `invalid_use` once the writer was closed.
+        fn check_writer(&self) -> Result<(), ProtocolError> {
+            match self.writer {
+                Some(_) => Ok(()),
+                None => Err(ProtocolError::invalid_use(
+                    "the writer was closed; nothing more can be sent",
+                )),
+            }
         }
 
         /// Write every pending outgoing byte and flush (cancel-safe).
         pub async fn flush(&mut self) -> Result<(), ProtocolError> {
+            if self.connection.outgoing().is_empty() && self.writer.is_none() {
+                return Ok(());
+            }
+            let Some(writer) = self.writer.as_mut() else {
+                return Err(ProtocolError::invalid_use(
+                    "the writer was closed; pending bytes cannot be written",
+                ));
+            };
             while !self.connection.outgoing().is_empty() {
-                match self.writer.write(self.connection.outgoing()).await {
+                match writer.write(self.connection.outgoing()).await {
                     Ok(0) => {
                         return Err(ProtocolError::io(
                             "writing frames",
@@ -66,15 +108,19 @@ macro_rules! async_client_io {
                     Err(error) => return Err(ProtocolError::io("writing frames", error)),
                 }
             }
-            self.writer
+            writer
                 .flush()
                 .await
                 .map_err(|error| ProtocolError::io("flushing frames", error))
         }
 
         /// The next event; `Ok(None)` at a clean end of stream (SPEC §9.5).
-        /// Cancel-safe.
+        /// Cancel-safe. Outgoing bytes still pending (a `request`,
+        /// `host_response`, `respond` or `host_call` whose future was
+        /// dropped mid-write) are written first: the peer answers only what
+        /// it received, and it must be silent while it reads (SPEC §9.3).
         pub async fn next_event(&mut self) -> Result<Option<$event>, ProtocolError> {
+            self.send_pending().await?;
             loop {
                 if let Some(event) = self.connection.poll_event()? {
                     return Ok(Some(event));
@@ -118,7 +164,7 @@ macro_rules! async_client_io {
 pub struct ParentClient<R, W> {
     connection: ParentConnection,
     reader: R,
-    writer: W,
+    writer: Option<W>,
     buffer: Box<[u8]>,
 }
 
@@ -128,31 +174,65 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ParentClient<R, W> {
         Self {
             connection: ParentConnection::new(),
             reader,
-            writer,
+            writer: Some(writer),
             buffer: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
         }
     }
 
     async_client_io!(ParentConnection, ParentEvent);
 
+    /// [`flush`](Self::flush) when bytes are pending, with a failed write
+    /// judged by the connection (a worker that retired, SPEC §13.1-b).
+    async fn send_pending(&mut self) -> Result<(), ProtocolError> {
+        if self.connection.outgoing().is_empty() {
+            return Ok(());
+        }
+        let flushed = self.flush().await;
+        flushed.map_err(|error| self.connection.write_failed(error))
+    }
+
     /// Send `operation` as the next request and write it; returns its id.
+    /// If the future is dropped before the write completed, the rest is
+    /// written by the next [`next_event`](Self::next_event) or
+    /// [`flush`](Self::flush).
     pub async fn request(&mut self, operation: Operation) -> Result<u64, ProtocolError> {
+        self.check_writer()?;
         let id = self.connection.request(operation)?;
-        self.flush().await?;
+        self.send_pending().await?;
         Ok(id)
     }
 
-    /// Answer the pending host call and write the answer.
+    /// Answer the pending host call and write the answer (resumed like
+    /// [`request`](Self::request)'s).
     pub async fn host_response(
         &mut self,
         result: Result<CommandOutcome, ShellError>,
     ) -> Result<(), ProtocolError> {
+        self.check_writer()?;
         self.connection.host_response(result)?;
-        self.flush().await
+        self.send_pending().await
+    }
+
+    /// Answer the pending host call, or with an error record when the
+    /// answer cannot be sent (see
+    /// [`ParentConnection::host_response_or_error`]), and write it.
+    pub async fn host_response_or_error(
+        &mut self,
+        result: Result<CommandOutcome, ShellError>,
+    ) -> Result<Responded, ProtocolError> {
+        self.check_writer()?;
+        let responded = self.connection.host_response_or_error(result)?;
+        self.send_pending().await?;
+        Ok(responded)
     }
 
     /// Send `operation` and wait for its response, answering host calls
     /// with `host`. `Ok(Err(record))` is the worker's error response.
+    /// Host answers go through
+    /// [`host_response_or_error`](Self::host_response_or_error) (output
+    /// over the cap reaches the guest as `resource_limit`, SPEC §16.1-g); a
+    /// worker that retired (SPEC §13.1-b) fails the call with
+    /// `worker_retired`.
     pub async fn call_with_host(
         &mut self,
         operation: Operation,
@@ -164,7 +244,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ParentClient<R, W> {
                 Some(ParentEvent::Response { result, .. }) => return Ok(result),
                 Some(ParentEvent::HostCall(call)) => {
                     let answer = host(&call);
-                    self.host_response(answer).await?;
+                    self.host_response_or_error(answer).await?;
                 }
                 None => {
                     return Err(ProtocolError::invalid_use(
@@ -199,7 +279,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ParentClient<R, W> {
 pub struct WorkerClient<R, W> {
     connection: WorkerConnection,
     reader: R,
-    writer: W,
+    writer: Option<W>,
     buffer: Box<[u8]>,
 }
 
@@ -209,18 +289,27 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> WorkerClient<R, W> {
         Self {
             connection: WorkerConnection::new(),
             reader,
-            writer,
+            writer: Some(writer),
             buffer: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
         }
     }
 
     async_client_io!(WorkerConnection, WorkerEvent);
 
+    /// [`flush`](Self::flush) when bytes are pending.
+    async fn send_pending(&mut self) -> Result<(), ProtocolError> {
+        if self.connection.outgoing().is_empty() {
+            return Ok(());
+        }
+        self.flush().await
+    }
+
     /// Answer the request in flight and write the answer.
     pub async fn respond(
         &mut self,
         result: Result<OperationResult, ShellError>,
     ) -> Result<(), ProtocolError> {
+        self.check_writer()?;
         self.connection.respond(result)?;
         self.flush().await
     }
@@ -230,6 +319,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> WorkerClient<R, W> {
         &mut self,
         result: Result<OperationResult, ShellError>,
     ) -> Result<Responded, ProtocolError> {
+        self.check_writer()?;
         let responded = self.connection.respond_or_error(result)?;
         self.flush().await?;
         Ok(responded)
@@ -240,6 +330,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> WorkerClient<R, W> {
         &mut self,
         result: Result<Value, ShellError>,
     ) -> Result<Responded, ProtocolError> {
+        self.check_writer()?;
         let responded = self.connection.respond_json_or_error(result)?;
         self.flush().await?;
         Ok(responded)
@@ -250,6 +341,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> WorkerClient<R, W> {
         &mut self,
         call: HostCommand,
     ) -> Result<Result<CommandOutcome, ShellError>, ProtocolError> {
+        self.check_writer()?;
         self.connection.host_call(call)?;
         self.flush().await?;
         match self.next_event().await? {

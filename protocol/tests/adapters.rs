@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use quirl_lua_protocol::blocking::{ParentClient, WaitReadable, WorkerClient};
+use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use serde_json::json;
 use std::collections::VecDeque;

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use quirl_lua_protocol::limits::{FRAME_BYTES_MAX, HOST_CALLS_PER_REQUEST_MAX};
+use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use serde_json::{Value, json};
 
@@ -452,7 +453,10 @@ fn end_of_stream_follows_the_role_and_the_state() {
     let mut link = Link::busy(false);
     let error = link.parent.end_of_stream().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::UnexpectedEnd);
-    assert_eq!(error.code(), ErrorCode::Io);
+    // SPEC §11.3: a worker that crashed mid-request is `lua` to callers
+    // (the sub-kind's table code, §11.2, stays `io`).
+    assert_eq!(error.code(), ErrorCode::Lua);
+    assert_eq!(error.kind().code(), ErrorCode::Io);
     assert_eq!(link.parent.state(), SessionState::Poisoned);
     // Inside a frame: truncation, in every state.
     let mut link = Link::ready(false);

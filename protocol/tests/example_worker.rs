@@ -8,6 +8,7 @@
 mod example;
 
 use quirl_lua_protocol::connection::FrameInbox;
+use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use serde_json::json;
 use std::process::ExitCode;

@@ -8,10 +8,12 @@
 //! one run lists every disagreement between the fixtures and the crate.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use quirl_lua_protocol::records::{
+    ExtensionEventData, Operation, OperationKind, OperationResult, ParentFrame, WorkerFrame,
+};
 use quirl_lua_protocol::value::encode_value;
 use quirl_lua_protocol::{
-    ErrorKind, ExtensionEventData, Feed, FrameDecoder, Operation, OperationKind, OperationResult,
-    ParentFrame, ProtocolError, WorkerFrame, decode_parent_frame, decode_worker_frame,
+    ErrorKind, Feed, FrameDecoder, ProtocolError, decode_parent_frame, decode_worker_frame,
     encode_parent_frame, encode_worker_frame, frame_payload,
 };
 use serde_json::Value;
@@ -419,6 +421,7 @@ fn every_stream_level_sub_kind_has_a_reject_fixture() {
         ErrorKind::SessionPoisoned,
         ErrorKind::UnexpectedEnd,
         ErrorKind::InvalidUse,
+        ErrorKind::WorkerRetired,
     ];
     let tagged: BTreeSet<String> = manifest()
         .into_iter()
@@ -473,7 +476,7 @@ fn accept_fixtures_cover_every_frame_kind_operation_and_event() {
     .map(str::to_owned)
     .collect();
     wanted.extend(
-        quirl_lua_protocol::OperationKind::ALL
+        quirl_lua_protocol::records::OperationKind::ALL
             .iter()
             .map(|kind| format!("operation:{}", kind.as_str())),
     );

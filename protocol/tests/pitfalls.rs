@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use quirl_lua_protocol::limits::*;
+use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use serde_json::{Value, json};
 

@@ -2,6 +2,7 @@
 //! Property tests: canonical round trips, chunking independence, no panics.
 
 use proptest::prelude::*;
+use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use serde_json::Value;
 

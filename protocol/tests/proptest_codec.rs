@@ -5,6 +5,7 @@
 //! (`quirl_lua_testkit::generate`), so proptest shrinks the bytes.
 
 use proptest::prelude::*;
+use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use quirl_lua_testkit::generate::{self, Source};
 use quirl_lua_testkit::targets::{self, Ending, Mutation, reference_split};

@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use quirl_lua_protocol::limits::*;
+use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use serde_json::{Value, json};
 
@@ -436,12 +437,15 @@ fn error_kinds_have_stable_names_and_codes() {
 
 #[test]
 fn every_error_code_round_trips_through_its_wire_name() {
-    for &code in quirl_lua_protocol::ErrorCode::ALL {
+    for &code in quirl_lua_protocol::records::ErrorCode::ALL {
         assert_eq!(
-            quirl_lua_protocol::ErrorCode::from_name(code.as_str()),
+            quirl_lua_protocol::records::ErrorCode::from_name(code.as_str()),
             Some(code)
         );
     }
-    assert_eq!(quirl_lua_protocol::ErrorCode::from_name("timeout"), None);
-    assert_eq!(quirl_lua_protocol::ErrorCode::ALL.len(), 9);
+    assert_eq!(
+        quirl_lua_protocol::records::ErrorCode::from_name("timeout"),
+        None
+    );
+    assert_eq!(quirl_lua_protocol::records::ErrorCode::ALL.len(), 9);
 }

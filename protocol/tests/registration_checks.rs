@@ -4,13 +4,14 @@
 //! `RegistrationError`; plus the action and event helpers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use quirl_lua_protocol::ErrorKind;
 use quirl_lua_protocol::limits::{
     PROMPT_SEGMENTS_MAX, REGISTRATION_DESCRIPTION_BYTES_MAX, REGISTRATION_NAME_BYTES_MAX,
 };
-use quirl_lua_protocol::{
-    CommandRegistration, ContributionKind, ContributionRegistration, ErrorKind, EventKind,
-    EventSubscription, ExtensionAction, ExtensionCapability, ExtensionEventData, OutputStream,
-    PluginRegistrations, PromptRegistration,
+use quirl_lua_protocol::records::{
+    CommandRegistration, ContributionKind, ContributionRegistration, EventKind, EventSubscription,
+    ExtensionAction, ExtensionCapability, ExtensionEventData, OutputStream, PluginRegistrations,
+    PromptRegistration,
 };
 use std::collections::BTreeMap;
 

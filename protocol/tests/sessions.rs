@@ -2,6 +2,7 @@
 //! SPEC §9.2–§9.4: the session state machines of both roles.
 
 use quirl_lua_protocol::limits::HOST_OUTPUT_BYTES_MAX;
+use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use serde_json::{Value, json};
 

@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Quick end-to-end checks of the codec against Quirl's published fixtures.
 
+use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use serde_json::json;
 

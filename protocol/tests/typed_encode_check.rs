@@ -13,6 +13,7 @@ use quirl_lua_protocol::limits::{
     ERROR_ITEMS_MAX, ERROR_TEXT_BYTES_MAX, HOST_COMMAND_BYTES_MAX, HOST_OUTPUT_BYTES_MAX,
     JSON_DEPTH_MAX, SOURCE_BYTES_MAX,
 };
+use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use quirl_lua_testkit::generate::{self, Source};
 use serde_json::Value;

@@ -10,6 +10,7 @@
 mod common;
 
 use common::*;
+use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use serde_json::Value;
 use std::collections::BTreeSet;

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use quirl_lua_protocol::{ContributionKind, ExtensionEvent, PluginRegistrations};
+use quirl_lua_protocol::records::{ContributionKind, ExtensionEvent, PluginRegistrations};
 
 /// Time the parent adds to a callback's declared deadline before it kills
 /// the worker. The worker stops a callback at the deadline with its own

@@ -22,7 +22,8 @@
 
 use std::fmt;
 
-use quirl_lua_protocol::{ErrorCode, ErrorKind as ProtocolErrorKind, ShellError};
+use quirl_lua_protocol::ErrorKind as ProtocolErrorKind;
+use quirl_lua_protocol::records::{ErrorCode, ShellError};
 
 use quirl_lua_protocol::limits::{
     ERROR_ITEMS_MAX as ITEMS_MAX, ERROR_TEXT_BYTES_MAX as TEXT_BYTES_MAX,

@@ -77,7 +77,7 @@ mod worker_spawn;
 pub use cgroup::{Containment, ContainmentReport, containment_report};
 pub use error::{Error, ErrorClass};
 pub use process_host::Cancel;
-pub use quirl_lua_protocol::{Policy, PolicySettings};
+pub use quirl_lua_protocol::records::{Policy, PolicySettings};
 pub use rlimits::WorkerLimits;
 pub use worker::{Worker, WorkerConfig};
 pub use worker_command::{WORKER_ARGUMENT, WORKER_COMMAND_ENV, WorkerCommand};

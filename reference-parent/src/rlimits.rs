@@ -26,7 +26,7 @@
 //! What this module is not: the seccomp filter (the worker installs that
 //! itself, after `initialize`: `quirl_lua_reference_worker::lockdown`).
 
-use quirl_lua_protocol::Policy;
+use quirl_lua_protocol::records::Policy;
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
 /// Address space allowed above twice the policy's memory limit.
@@ -156,7 +156,7 @@ impl WorkerLimits {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use quirl_lua_protocol::PolicySettings;
+    use quirl_lua_protocol::records::PolicySettings;
 
     #[test]
     fn defaults_follow_the_policy_memory() {

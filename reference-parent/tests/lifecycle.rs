@@ -13,7 +13,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use quirl_lua_protocol::ErrorCode;
+use quirl_lua_protocol::records::ErrorCode;
 use quirl_lua_reference_parent::lifecycle::{
     MemberState, PluginHost, PluginManifest, PoolOptions, WorkerPool,
 };

@@ -10,7 +10,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use quirl_lua_protocol::{ErrorCode, Operation};
+use quirl_lua_protocol::records::{ErrorCode, Operation};
 use quirl_lua_reference_parent::lifecycle::{PluginHost, PluginManifest, PoolOptions, WorkerPool};
 use quirl_lua_reference_parent::{
     ErrorClass, Policy, PolicySettings, WORKER_ARGUMENT, WorkerCommand, WorkerConfig,

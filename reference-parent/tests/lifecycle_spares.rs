@@ -14,7 +14,7 @@ mod support;
 
 use std::time::Duration;
 
-use quirl_lua_protocol::ErrorCode;
+use quirl_lua_protocol::records::ErrorCode;
 use quirl_lua_reference_parent::lifecycle::{PluginHost, PluginManifest, PoolOptions, WorkerPool};
 use quirl_lua_reference_parent::{ErrorClass, WorkerCommand, WorkerConfig};
 use serde_json::json;

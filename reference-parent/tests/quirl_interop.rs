@@ -13,9 +13,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use quirl_lua_protocol::{
-    Operation, OperationResult, ParentFrame, PolicySettings, decode_parent_frame,
-};
+use quirl_lua_protocol::decode_parent_frame;
+use quirl_lua_protocol::records::{Operation, OperationResult, ParentFrame, PolicySettings};
 use quirl_lua_reference_parent::{Policy, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig};
 use serde_json::{Value, json};
 

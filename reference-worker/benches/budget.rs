@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use mlua::{Function, HookTriggers, Lua, VmState};
-use quirl_lua_protocol::{Operation, Policy, PolicySettings};
+use quirl_lua_protocol::records::{Operation, Policy, PolicySettings};
 use quirl_lua_reference_worker::{Verdict, Vm, VmConfig};
 
 const FIB: &str = "local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end return fib(27)";

@@ -41,7 +41,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use quirl_lua_protocol::{Policy, PolicySettings};
+use quirl_lua_protocol::records::{Policy, PolicySettings};
 use quirl_lua_reference_worker::meter::Meter;
 use quirl_lua_reference_worker::registry::Registry;
 use quirl_lua_reference_worker::sandbox::{self, BuildStep};

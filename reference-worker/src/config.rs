@@ -4,7 +4,7 @@
 
 use crate::error::{Label, OpError, has_terminal_controls};
 use crate::records_from_lua::{Fields, ReadError};
-use quirl_lua_protocol::{
+use quirl_lua_protocol::records::{
     CompletionConfig, EditorConfig, OperationResult, PickerConfig, PromptConfig, QuirlConfig,
     StatuslineConfig, ThemeColors, UiConfig,
 };
@@ -413,7 +413,11 @@ mod tests {
         .unwrap();
         let wire = to_json(&config).unwrap();
         assert_eq!(
-            OperationResult::decode(quirl_lua_protocol::OperationKind::LoadConfig, &wire).unwrap(),
+            OperationResult::decode(
+                quirl_lua_protocol::records::OperationKind::LoadConfig,
+                &wire
+            )
+            .unwrap(),
             OperationResult::Config(config)
         );
         let mut missing = roles_without("number");

@@ -14,11 +14,11 @@ use std::fmt;
 
 /// The nine stable v1 error codes and the error record (the protocol
 /// crate's types: one definition of the wire vocabulary for both peers).
-pub use quirl_lua_protocol::{ErrorCode, ShellError};
+pub use quirl_lua_protocol::records::{ErrorCode, ShellError};
 
 /// The protocol's error label, under the short name the worker's
 /// diagnostics use.
-pub use quirl_lua_protocol::ErrorLabel as Label;
+pub use quirl_lua_protocol::records::ErrorLabel as Label;
 
 /// Whether text could change terminal state when printed (the protocol's
 /// rule: control characters other than newline and tab).

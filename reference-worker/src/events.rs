@@ -9,7 +9,7 @@
 use crate::error::{OpError, has_terminal_controls};
 use crate::records_from_lua;
 use quirl_lua_protocol::limits::{EVENT_ACTIONS_MAX, EXTENSION_PROTOCOL_VERSION};
-use quirl_lua_protocol::{
+use quirl_lua_protocol::records::{
     EventHandlerReport, EventKind, ExtensionAction, ExtensionCapability, ExtensionEvent,
     ExtensionEventData, ShellError,
 };
@@ -218,7 +218,7 @@ mod tests {
             protocol_version: EXTENSION_PROTOCOL_VERSION,
             sequence,
             data: ExtensionEventData::Output {
-                stream: quirl_lua_protocol::OutputStream::Stdout,
+                stream: quirl_lua_protocol::records::OutputStream::Stdout,
                 bytes: 3,
                 text: Some("abc".to_owned()),
             },

@@ -14,7 +14,7 @@
 //! empty array, so an empty table `{}` reads as an empty list; an absent
 //! optional field and the null value read as absent.
 
-use quirl_lua_protocol::{
+use quirl_lua_protocol::records::{
     CommandRegistration, CompletionRegistration, ContributionKind, ContributionRegistration,
     EventKind, EventSubscription, ExtensionAction, ExtensionCapability, PromptRegistration,
 };
@@ -440,7 +440,7 @@ pub fn extension_actions(value: &Json) -> Result<Vec<ExtensionAction>, ReadError
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use quirl_lua_protocol::{OperationKind, OperationResult, PluginRegistrations};
+    use quirl_lua_protocol::records::{OperationKind, OperationResult, PluginRegistrations};
     use serde_json::json;
 
     #[test]

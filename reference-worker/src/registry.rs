@@ -10,7 +10,7 @@
 
 use crate::error::OpError;
 use mlua::RegistryKey;
-use quirl_lua_protocol::{
+use quirl_lua_protocol::records::{
     ContributionKind, EventKind, ExtensionCapability, PluginRegistrations, RegistrationError,
 };
 use std::collections::HashMap;
@@ -143,7 +143,9 @@ mod tests {
     use super::*;
     use crate::error::ErrorCode;
     use quirl_lua_protocol::limits::PROMPT_SEGMENTS_MAX;
-    use quirl_lua_protocol::{ContributionRegistration, EventSubscription, PromptRegistration};
+    use quirl_lua_protocol::records::{
+        ContributionRegistration, EventSubscription, PromptRegistration,
+    };
 
     fn prompts(registrations: &mut PluginRegistrations) -> &mut Vec<PromptRegistration> {
         &mut registrations.prompt_segments

@@ -12,10 +12,11 @@ use crate::error::{
     has_terminal_controls,
 };
 use crate::records_from_lua::Fields;
+use quirl_lua_protocol::ProtocolError;
 use quirl_lua_protocol::limits::ERROR_TEXT_BYTES_MAX;
-use quirl_lua_protocol::{
+use quirl_lua_protocol::records::{
     CleanupState, ExecutionContext, ExecutionEffects, ExecutionOutcome, ExecutionOutput,
-    ExecutionStatus, OutputTarget, ProtocolError, StructuredValue,
+    ExecutionStatus, OutputTarget, StructuredValue,
 };
 use serde_json::Value as Json;
 
@@ -599,7 +600,7 @@ mod tests {
             arguments: vec!["a".to_owned()],
             environment: [("A".to_owned(), "b".to_owned())].into(),
             working_directory: "/".to_owned(),
-            input: quirl_lua_protocol::ExecutionInput::None,
+            input: quirl_lua_protocol::records::ExecutionInput::None,
             output: OutputTarget::Value,
             declared_effects: ExecutionEffects {
                 spawn_process: true,
@@ -636,8 +637,8 @@ mod tests {
             serde_json::to_string(&outcome).unwrap(),
             r#"{"cleanup":"complete","diagnostics":[],"output":{"kind":"values","values":[{"type":"record","value":{"a":{"type":"list","value":[]},"b":{"type":"size","value":{"bytes":1}}}},{"type":"nothing"},{"type":"u_int","value":3},{"type":"duration","value":{"nanoseconds":5}}]},"status":{"code":0,"kind":"exited"}}"#
         );
-        let decoded = quirl_lua_protocol::OperationResult::decode(
-            quirl_lua_protocol::OperationKind::Run,
+        let decoded = quirl_lua_protocol::records::OperationResult::decode(
+            quirl_lua_protocol::records::OperationKind::Run,
             &outcome,
         )
         .unwrap();

@@ -22,7 +22,7 @@ use mlua::{Function, Lua, Table, Value};
 use quirl_lua_protocol::limits::{
     HOST_CALLS_PER_REQUEST_MAX, HOST_COMMAND_BYTES_MAX, HOST_OUTPUT_BYTES_MAX,
 };
-use quirl_lua_protocol::{ContributionKind, PluginRegistrations, RegistrationError};
+use quirl_lua_protocol::records::{ContributionKind, PluginRegistrations, RegistrationError};
 use serde_json::Value as Json;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -41,7 +41,7 @@ pub struct HostRequest {
 }
 
 /// A process result reported by the parent (the protocol's record).
-pub use quirl_lua_protocol::CommandOutcome;
+pub use quirl_lua_protocol::records::CommandOutcome;
 
 /// The parent's answer to a host call.
 #[derive(Debug, Clone)]
@@ -310,7 +310,7 @@ fn add_prompt_segment(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result<
         "render",
         "prompt segment",
         records_from_lua::prompt_registration,
-        quirl_lua_protocol::PromptRegistration::check,
+        quirl_lua_protocol::records::PromptRegistration::check,
     )?;
     let function = lua.create_registry_value(render)?;
     let mut reg = state.registry()?;
@@ -329,7 +329,7 @@ fn add_completion_provider(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Re
         "complete",
         "completion provider",
         records_from_lua::completion_registration,
-        quirl_lua_protocol::CompletionRegistration::check,
+        quirl_lua_protocol::records::CompletionRegistration::check,
     )?;
     let function = lua.create_registry_value(complete)?;
     let mut reg = state.registry()?;
@@ -348,7 +348,7 @@ fn add_plugin_command(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result<
         "run",
         "plugin command",
         records_from_lua::command_registration,
-        quirl_lua_protocol::CommandRegistration::check,
+        quirl_lua_protocol::records::CommandRegistration::check,
     )?;
     let function = lua.create_registry_value(run)?;
     let mut reg = state.registry()?;
@@ -368,7 +368,7 @@ fn subscribe_to_events(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result
         "observe",
         "event subscription",
         records_from_lua::event_subscription,
-        quirl_lua_protocol::EventSubscription::check,
+        quirl_lua_protocol::records::EventSubscription::check,
     )?;
     for capability in &r.capabilities {
         require(state, registry::capability_grant(*capability))?;
@@ -399,7 +399,7 @@ fn add_extension_contribution(lua: &Lua, state: &SdkState, spec: Table) -> mlua:
         "provide",
         "extension contribution",
         records_from_lua::contribution_registration,
-        quirl_lua_protocol::ContributionRegistration::check,
+        quirl_lua_protocol::records::ContributionRegistration::check,
     )?;
     require(state, registry::contribution_grant(r.kind))?;
     let function = lua.create_registry_value(provide)?;

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use quirl_lua_protocol::Operation;
+use quirl_lua_protocol::records::Operation;
 use quirl_lua_reference_worker::sandbox::GLOBALS;
 use quirl_lua_reference_worker::{ErrorCode, Verdict};
 use serde_json::json;

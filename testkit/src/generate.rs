@@ -5,7 +5,7 @@
 //! Depends only on `quirl_lua_protocol` and `serde_json`, so the protocol
 //! crate's tests use it without linking Lua.
 
-use quirl_lua_protocol::{
+use quirl_lua_protocol::records::{
     CommandOutcome, ContributionKind, ErrorCode, ErrorLabel, ExecutionContext, ExecutionEffects,
     ExecutionInput, ExtensionEvent, ExtensionEventData, HostCall, HostResponse, Operation,
     OutputStream, OutputTarget, ParentFrame, Policy, PolicySettings, Request, Response, ShellError,

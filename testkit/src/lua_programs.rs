@@ -14,7 +14,7 @@
 //! replay test (`reference-worker/tests/generated_programs.rs`, proptest)
 //! and the B1 rows of `quirl-lua-bench`.
 
-use quirl_lua_protocol::{Operation, Policy, PolicySettings};
+use quirl_lua_protocol::records::{Operation, Policy, PolicySettings};
 use quirl_lua_reference_worker::{Verdict, Vm, VmConfig};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

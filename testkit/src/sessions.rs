@@ -10,11 +10,13 @@
 //! encoding failure is not a violation (state unchanged, not poisoned).
 
 use crate::generate::{self, Source};
+use quirl_lua_protocol::records::{
+    CommandOutcome, HostCall, HostResponse, Operation, OperationKind, OperationResult, ParentFrame,
+    Policy, Request, Response, ShellError, WorkerFrame,
+};
 use quirl_lua_protocol::{
-    CommandOutcome, ErrorKind, HostCall, HostResponse, Operation, OperationKind, OperationResult,
-    ParentEvent, ParentFrame, ParentSession, Policy, ProtocolError, Request, Response,
-    SessionState, ShellError, WireFrame, WorkerFrame, WorkerSession, decode_parent_frame,
-    decode_worker_frame,
+    ErrorKind, ParentEvent, ParentSession, ProtocolError, SessionState, WireFrame, WorkerSession,
+    decode_parent_frame, decode_worker_frame,
 };
 use serde_json::Value;
 
@@ -970,7 +972,10 @@ pub fn parent_session_trace(data: &[u8]) -> Vec<SessionState> {
         );
         poisoned(
             session
-                .host_response(Err(ShellError::new(quirl_lua_protocol::ErrorCode::Io, "x")))
+                .host_response(Err(ShellError::new(
+                    quirl_lua_protocol::records::ErrorCode::Io,
+                    "x",
+                )))
                 .err()
                 .map(|e| e.kind()),
         );

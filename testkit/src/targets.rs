@@ -11,17 +11,19 @@
 //! same JSON value as its canonical re-encoding).
 
 use crate::generate::{self, Json, Source};
+use quirl_lua_protocol::records::{
+    ErrorCode, ErrorLabel, ExecutionInput, ExtensionEventData, HostResponse, Operation,
+    ParentFrame, Policy, PolicySettings, Response, ShellError, WorkerFrame,
+};
 use quirl_lua_protocol::{
-    ErrorCode, ErrorKind, ErrorLabel, ExecutionInput, ExtensionEventData, Feed, FrameDecoder,
-    HostResponse, Operation, ParentFrame, Policy, PolicySettings, ProtocolError, Response,
-    ShellError, WireFrame, WorkerFrame, decode_parent_frame, decode_worker_frame,
-    encode_parent_frame, encode_worker_frame, frame_payload, read_payload,
+    ErrorKind, Feed, FrameDecoder, ProtocolError, WireFrame, decode_parent_frame,
+    decode_worker_frame, encode_parent_frame, encode_worker_frame, frame_payload, read_payload,
 };
 use serde_json::Value;
 
 /// Independent oracles, from the ranges of SPEC.md §6.8 and §10 (literals on purpose).
 pub mod oracle {
-    use quirl_lua_protocol::ShellError;
+    use quirl_lua_protocol::records::ShellError;
 
     /// `memory_limit_bytes` upper bound (64 MiB).
     pub const MEMORY_MAX: u64 = 67_108_864;

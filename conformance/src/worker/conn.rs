@@ -8,7 +8,8 @@
 //! write time out instead of hanging the runner.
 
 use crate::proc::{self, Contained};
-use quirl_lua_protocol::{FrameInbox, ProtocolError, WorkerFrame, decode_worker_frame};
+use quirl_lua_protocol::records::WorkerFrame;
+use quirl_lua_protocol::{FrameInbox, ProtocolError, decode_worker_frame};
 use rustix::event::PollFlags;
 use std::collections::VecDeque;
 use std::ffi::OsString;

@@ -16,7 +16,8 @@
 
 use super::script::{CaseData, ExitStep, Expect, InitStep, PolicyData, Step, ViolationStep};
 use crate::embedded::Fixtures;
-use quirl_lua_protocol::{OperationKind, ParentFrame, decode_parent_frame};
+use quirl_lua_protocol::decode_parent_frame;
+use quirl_lua_protocol::records::{OperationKind, ParentFrame};
 use serde::Deserialize;
 
 /// One manifest entry (unknown members ignored, as the README asks).

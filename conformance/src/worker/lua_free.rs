@@ -22,7 +22,8 @@
 //! Lua would pass it without meaning.
 
 use super::script::{CaseData, Expect, Step, check_answer, expand, substitute};
-use quirl_lua_protocol::{ParentFrame, WorkerFrame, decode_parent_frame, decode_worker_frame};
+use quirl_lua_protocol::records::{ParentFrame, WorkerFrame};
+use quirl_lua_protocol::{decode_parent_frame, decode_worker_frame};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

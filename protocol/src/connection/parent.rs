@@ -1,18 +1,18 @@
 //! The parent's connection: requests and host responses out, responses and
 //! host calls in.
 
-use super::{FrameInbox, Outbox, ended_error};
+use super::worker::FALLBACK_CONTEXT_BYTES_MAX;
+use super::{FrameInbox, Outbox, Responded, ended_error};
 use crate::error::{ErrorKind, ProtocolError};
-use crate::records::{CommandOutcome, Operation, OperationKind, ShellError};
+use crate::records::{CommandOutcome, ErrorCode, Operation, OperationKind, ShellError};
 use crate::session::{ParentEvent, ParentSession, SessionState};
 
 /// The parent's side of one worker's session, sans-IO (see the
 /// [module docs](crate::connection)).
 ///
 /// ```
-/// use quirl_lua_protocol::{
-///     ErrorKind, Operation, OperationResult, ParentConnection, ParentEvent, Policy,
-/// };
+/// use quirl_lua_protocol::{ErrorKind, ParentConnection, ParentEvent};
+/// use quirl_lua_protocol::records::{Operation, OperationResult, Policy};
 ///
 /// let mut connection = ParentConnection::new();
 /// let id = connection.request(Operation::initialize(Policy::quirl_config_profile(), None, false))?;
@@ -41,6 +41,12 @@ pub struct ParentConnection {
     session: ParentSession,
     inbox: FrameInbox,
     outbox: Outbox,
+    /// The id of the last request, when it was answered with a
+    /// `resource_limit` error and no worker byte arrived since: the worker
+    /// may have retired (SPEC §13.1-a/b).
+    may_retire_after: Option<u64>,
+    /// The worker retired after answering this request (SPEC §13.1-b).
+    retired_after: Option<u64>,
 }
 
 impl ParentConnection {
@@ -50,14 +56,35 @@ impl ParentConnection {
         Self::default()
     }
 
-    /// The session state.
+    /// The session state; [`SessionState::Retired`] once the worker was
+    /// found retired (SPEC §13.1-b).
     pub fn state(&self) -> SessionState {
+        if self.retired_after.is_some() {
+            return SessionState::Retired;
+        }
         self.session.state()
     }
 
-    /// The request in flight: its id and operation.
+    /// The request in flight: its id and operation (none once retired: the
+    /// request that met the retirement was not run).
     pub fn in_flight(&self) -> Option<(u64, OperationKind)> {
+        if self.retired_after.is_some() {
+            return None;
+        }
         self.session.in_flight()
+    }
+
+    /// Whether the worker may have retired: its last answer was a
+    /// `resource_limit` error (SPEC §13.1-a) and it sent nothing since.
+    /// A worker that retires exits right after that answer; the parent
+    /// learns it when the worker's stream ends
+    /// ([`end_of_stream`](Self::end_of_stream)) or a write finds its stdin
+    /// closed ([`write_failed`](Self::write_failed)). Either way the
+    /// connection moves to [`SessionState::Retired`] and the request that
+    /// met it fails with `worker_retired`: the same outcome whichever the
+    /// parent notices first.
+    pub fn may_have_retired(&self) -> bool {
+        self.may_retire_after.is_some() && self.retired_after.is_none()
     }
 
     /// The id the next [`request`](Self::request) will carry.
@@ -99,6 +126,7 @@ impl ParentConnection {
     /// a violation (`unexpected_frame`, SPEC §9.3) found here.
     pub fn request(&mut self, operation: Operation) -> Result<u64, ProtocolError> {
         self.session.check_alive()?;
+        self.check_not_retired()?;
         if self.inbox.is_ended() {
             return Err(ended_error("worker"));
         }
@@ -137,34 +165,114 @@ impl ParentConnection {
 
     /// Answer the pending host call with the command's outcome or an error
     /// record. `invalid_use` if no host call is pending or an outcome holds
-    /// more captured bytes than the call allowed.
+    /// more captured bytes than the call allowed (nothing is written; see
+    /// [`host_response_or_error`](Self::host_response_or_error) for the
+    /// answer SPEC §16.1-g requires then).
     pub fn host_response(
         &mut self,
         result: Result<CommandOutcome, ShellError>,
     ) -> Result<(), ProtocolError> {
-        self.session.check_alive()?;
-        if self.inbox.is_ended() {
-            return Err(ended_error("worker"));
-        }
-        let Some(output_max) = self.session.pending_output_max() else {
-            return Err(ProtocolError::invalid_use(
-                "a host response without a pending host call",
-            ));
-        };
-        if let Ok(outcome) = &result {
-            for (name, stream) in [("stdout", &outcome.stdout), ("stderr", &outcome.stderr)] {
-                let captured = stream.as_deref().map_or(0, CommandOutcome::captured_bytes);
-                if u64::try_from(captured).map_or(true, |bytes| bytes > output_max) {
-                    return Err(ProtocolError::invalid_use(format!(
-                        "{name} holds {captured} captured bytes; the host call allowed at most {output_max}"
-                    )));
-                }
-            }
+        let output_max = self.check_can_answer()?;
+        if let Ok(outcome) = &result
+            && let Some(over) = output_over_cap(outcome, output_max)
+        {
+            return Err(ProtocolError::invalid_use(over.message().to_owned()));
         }
         self.expect_silence("while its host call was pending")?;
         let bytes = self.session.host_response(result)?;
         self.outbox.push(bytes);
         Ok(())
+    }
+
+    /// Answer the pending host call, or, when that answer cannot be sent,
+    /// an error record saying why, so that the guest always gets an answer:
+    ///
+    /// - an outcome whose `stdout` or `stderr` holds more captured bytes
+    ///   than the call's `max_output_bytes` is answered with a
+    ///   `resource_limit` error record (SPEC §16.1-f/g: output beyond the
+    ///   cap fails the call with `resource_limit`);
+    /// - an answer that cannot be encoded (an error record over its bounds,
+    ///   …) is answered with an error record of its sub-kind's code.
+    ///
+    /// Returns [`Responded::WithError`] with the reason in both cases. The
+    /// state errors of [`host_response`](Self::host_response) (nothing
+    /// pending, poisoned, ended) are returned as they are.
+    ///
+    /// ```
+    /// use quirl_lua_protocol::connection::Responded;
+    /// use quirl_lua_protocol::records::{CommandOutcome, ErrorCode, HostCall, Operation, Policy, PolicySettings, WorkerFrame};
+    /// use quirl_lua_protocol::{ParentConnection, ParentEvent, encode_worker_frame, frame_payload};
+    ///
+    /// let policy = Policy::new(PolicySettings { allow_process: true, ..Policy::quirl_config_profile().settings() })?;
+    /// let mut parent = ParentConnection::new();
+    /// parent.request(Operation::initialize(policy, None, true))?;
+    /// parent.feed(&frame_payload(br#"{"kind":"response","response":{"version":1,"id":1,"ok":true,"result":null}}"#)?)?;
+    /// parent.poll_event()?;
+    /// parent.request(Operation::Eval { source: "quirl.process.run('ls')".into() })?;
+    /// let call = HostCall { request_id: 2, call_id: 1, command: "ls".into(), deadline_ms: 1000, max_output_bytes: 4 };
+    /// parent.feed(&frame_payload(&encode_worker_frame(&WorkerFrame::HostCall { call })?)?)?;
+    /// assert!(matches!(parent.poll_event()?, Some(ParentEvent::HostCall(_))));
+    /// parent.take_outgoing();
+    ///
+    /// // Eleven bytes of stdout where the call allowed four: the guest gets
+    /// // `resource_limit`, and the request goes on.
+    /// let outcome = CommandOutcome { status: 0, stdout: Some("hello world".into()), stderr: None };
+    /// let answered = parent.host_response_or_error(Ok(outcome))?;
+    /// assert!(matches!(answered, Responded::WithError { .. }));
+    /// let written = String::from_utf8_lossy(&parent.take_outgoing()[4..]).into_owned();
+    /// assert!(written.contains(r#""code":"resource_limit""#));
+    /// # Ok::<(), quirl_lua_protocol::ProtocolError>(())
+    /// ```
+    pub fn host_response_or_error(
+        &mut self,
+        result: Result<CommandOutcome, ShellError>,
+    ) -> Result<Responded, ProtocolError> {
+        let output_max = self.check_can_answer()?;
+        if let Ok(outcome) = &result
+            && let Some(reason) = output_over_cap(outcome, output_max)
+        {
+            let record = ShellError::new(
+                ErrorCode::ResourceLimit,
+                "the command's output exceeded the host call's max_output_bytes",
+            )
+            .with_context(reason.message().to_owned());
+            self.host_response(Err(record))?;
+            return Ok(Responded::WithError { reason });
+        }
+        match self.host_response(result) {
+            Ok(()) => Ok(Responded::AsGiven),
+            Err(reason) if self.session.poison_cause().is_none() && !reason.is_invalid_use() => {
+                let mut detail = reason.to_string();
+                if detail.len() > FALLBACK_CONTEXT_BYTES_MAX {
+                    let mut end = FALLBACK_CONTEXT_BYTES_MAX;
+                    while !detail.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    detail.truncate(end);
+                }
+                let record = ShellError::new(
+                    reason.code(),
+                    "the host could not send the command's answer",
+                )
+                .with_context(format!("protocol error: {}", reason.kind()))
+                .with_context(detail);
+                self.host_response(Err(record))?;
+                Ok(Responded::WithError { reason })
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The pending call's `max_output_bytes`, or why no answer can be sent.
+    fn check_can_answer(&self) -> Result<u64, ProtocolError> {
+        self.session.check_alive()?;
+        self.check_not_retired()?;
+        if self.inbox.is_ended() {
+            return Err(ended_error("worker"));
+        }
+        self.session.pending_output_max().ok_or_else(|| {
+            ProtocolError::invalid_use("a host response without a pending host call")
+        })
     }
 
     /// Give the connection bytes read from the worker (any chunking).
@@ -181,12 +289,25 @@ impl ParentConnection {
     /// bytes hold no complete frame. A violation poisons the connection.
     pub fn poll_event(&mut self) -> Result<Option<ParentEvent>, ProtocolError> {
         self.session.check_alive()?;
+        self.check_not_retired()?;
         let payload = match self.inbox.next_payload() {
             Ok(Some(payload)) => payload,
             Ok(None) => return Ok(None),
             Err(error) => return Err(self.session.poison(error)),
         };
-        self.session.receive_payload(&payload).map(Some)
+        // A frame after the answer: the worker did not retire.
+        self.may_retire_after = None;
+        let event = self.session.receive_payload(&payload)?;
+        if let ParentEvent::Response {
+            id,
+            result: Err(record),
+            ..
+        } = &event
+            && record.code == ErrorCode::ResourceLimit
+        {
+            self.may_retire_after = Some(*id);
+        }
+        Ok(Some(event))
     }
 
     /// The worker's stream ended (SPEC §9.5). Call it after
@@ -198,8 +319,16 @@ impl ParentConnection {
     /// one that ended while a request was in flight is `unexpected_end`
     /// (the worker crashed or quit mid-request); both poison. `invalid_use`
     /// if fed bytes were not polled yet.
+    ///
+    /// After a `resource_limit` answer (see
+    /// [`may_have_retired`](Self::may_have_retired)) an end at a frame
+    /// boundary is the worker's retirement (SPEC §13.1-b): the state
+    /// becomes [`SessionState::Retired`], and with a request in flight the
+    /// result is `worker_retired` (that request was not run), without
+    /// poisoning.
     pub fn end_of_stream(&mut self) -> Result<(), ProtocolError> {
         self.session.check_alive()?;
+        self.check_not_retired()?;
         if self.inbox.has_unread() {
             return Err(ProtocolError::invalid_use(
                 "fed bytes were not polled yet; call poll_event until it returns None first",
@@ -207,6 +336,14 @@ impl ParentConnection {
         }
         if let Err(error) = self.inbox.finish() {
             return Err(self.session.poison(error));
+        }
+        if let Some(answered) = self.may_retire_after {
+            self.retire(answered);
+            return match self.session.in_flight() {
+                None => Ok(()),
+                Some((id, kind)) => Err(retired_error(answered)
+                    .with_context(format!("request {id} ({}) was not run", kind.as_str()))),
+            };
         }
         match self.session.in_flight() {
             None => Ok(()),
@@ -217,6 +354,44 @@ impl ParentConnection {
                     kind.as_str()
                 ),
             ))),
+        }
+    }
+
+    /// Tell the connection that writing its outgoing bytes to the worker
+    /// failed with `error`; returns the error to report.
+    ///
+    /// A closed pipe (`BrokenPipe`, `ConnectionReset`) while the worker
+    /// [may have retired](Self::may_have_retired) is its retirement (SPEC
+    /// §13.1-b): the connection becomes [`SessionState::Retired`], drops
+    /// the unwritten bytes and returns `worker_retired`, as
+    /// [`end_of_stream`](Self::end_of_stream) would have. Any other error
+    /// is returned unchanged. The adapters call it on every failed write.
+    pub fn write_failed(&mut self, error: ProtocolError) -> ProtocolError {
+        let closed = error.io_error().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+            )
+        });
+        match self.may_retire_after {
+            Some(answered) if closed && self.retired_after.is_none() => {
+                self.retire(answered);
+                retired_error(answered).with_context(format!("writing failed: {error}"))
+            }
+            _ => error,
+        }
+    }
+
+    fn retire(&mut self, answered: u64) {
+        self.retired_after = Some(answered);
+        self.outbox.take();
+    }
+
+    /// `worker_retired` once the worker was found retired.
+    fn check_not_retired(&self) -> Result<(), ProtocolError> {
+        match self.retired_after {
+            Some(answered) => Err(retired_error(answered)),
+            None => Ok(()),
         }
     }
 
@@ -249,4 +424,31 @@ impl ParentConnection {
             format!("the worker sent bytes {when}"),
         )))
     }
+}
+
+/// The captured-output bound of a host call (SPEC §9.3, §16.1-f): why
+/// `outcome` does not fit, if it does not.
+fn output_over_cap(outcome: &CommandOutcome, output_max: u64) -> Option<ProtocolError> {
+    for (name, stream) in [("stdout", &outcome.stdout), ("stderr", &outcome.stderr)] {
+        let captured = stream.as_deref().map_or(0, CommandOutcome::captured_bytes);
+        if u64::try_from(captured).map_or(true, |bytes| bytes > output_max) {
+            return Some(
+                ProtocolError::domain(format!(
+                    "{name} holds {captured} captured bytes; the host call allowed at most {output_max}"
+                ))
+                .with_context(format!("outcome.{name}")),
+            );
+        }
+    }
+    None
+}
+
+/// The retirement of SPEC §13.1-b, reported.
+fn retired_error(answered: u64) -> ProtocolError {
+    ProtocolError::new(
+        ErrorKind::WorkerRetired,
+        format!(
+            "the worker retired after answering request {answered} with resource_limit (SPEC §13.1-b); start a new worker"
+        ),
+    )
 }

@@ -32,7 +32,9 @@ pub struct HostCommand {
     pub max_output_bytes: u64,
 }
 
-/// How [`WorkerConnection::respond_or_error`] answered.
+/// How [`WorkerConnection::respond_or_error`] (or
+/// [`ParentConnection::host_response_or_error`](crate::ParentConnection::host_response_or_error))
+/// answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Responded {
@@ -51,9 +53,8 @@ pub enum Responded {
 /// [module docs](crate::connection)).
 ///
 /// ```
-/// use quirl_lua_protocol::{
-///     Operation, OperationResult, Policy, ParentConnection, WorkerConnection, WorkerEvent,
-/// };
+/// use quirl_lua_protocol::{ParentConnection, WorkerConnection, WorkerEvent};
+/// use quirl_lua_protocol::records::{Operation, OperationResult, Policy};
 ///
 /// let mut parent = ParentConnection::new();
 /// let mut worker = WorkerConnection::new();
@@ -78,7 +79,7 @@ pub struct WorkerConnection {
 }
 
 /// Bytes of an encoder's complaint kept in a fallback error record.
-const FALLBACK_CONTEXT_BYTES_MAX: usize = 1024;
+pub(super) const FALLBACK_CONTEXT_BYTES_MAX: usize = 1024;
 
 impl WorkerConnection {
     /// A connection awaiting `initialize`.

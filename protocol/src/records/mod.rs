@@ -3,6 +3,12 @@
 //! Records serialize (serde) in Quirl's field order and decode through the
 //! crate's strict JSON extraction; decoding also runs each record's
 //! domain checks. Free-form values are [`serde_json::Value`]s.
+//!
+//! Every record also decodes from a host's own JSON (text, bytes or a
+//! `serde_json::Value`) by the wire decoder's rules: see [`StrictDecode`].
+//! The records live here only (the crate root re-exports none of them, so
+//! they never clash with a host's own `ShellError` or `ErrorCode`):
+//! `use quirl_lua_protocol::records::{Operation, Policy};`.
 
 mod config;
 mod envelope;
@@ -11,6 +17,7 @@ mod extension;
 mod policy;
 pub(crate) mod results;
 mod shell_error;
+mod strict;
 
 pub use config::{
     CompletionConfig, EditorConfig, PickerConfig, PromptConfig, QuirlConfig, StatuslineConfig,
@@ -33,3 +40,4 @@ pub use extension::{
 pub use policy::{Policy, PolicySettings};
 pub use results::OperationResult;
 pub use shell_error::{ErrorCode, ErrorLabel, ShellError};
+pub use strict::StrictDecode;

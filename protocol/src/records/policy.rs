@@ -28,7 +28,7 @@ pub struct Policy {
 /// The members of a [`Policy`] by name, before their ranges are checked.
 ///
 /// ```
-/// use quirl_lua_protocol::{Policy, PolicySettings};
+/// use quirl_lua_protocol::records::{Policy, PolicySettings};
 ///
 /// let policy = Policy::new(PolicySettings {
 ///     wall_time_ms: 1_000,

@@ -1,6 +1,7 @@
 //! Valid sample frames and results shared by the integration tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use serde_json::{Value, json};
 

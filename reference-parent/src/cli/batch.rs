@@ -50,7 +50,7 @@ use super::{
     exit_code, parse_kind, read_source, structured_value,
 };
 use crate::cli::render;
-use quirl_lua_protocol::ExecutionInput;
+use quirl_lua_protocol::records::ExecutionInput;
 
 /// Longest accepted input line: a maximal source, JSON-escaped, plus room.
 pub(crate) const LINE_BYTES_MAX: usize = 16 * 1024 * 1024;

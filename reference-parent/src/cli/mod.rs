@@ -13,10 +13,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
-use quirl_lua_protocol::{
+use quirl_lua_protocol::decode_parent_frame;
+use quirl_lua_protocol::records::{
     ContributionKind, ErrorCode, ExecutionContext, ExecutionEffects, ExecutionInput,
     ExecutionStatus, ExtensionEvent, Operation, OutputTarget, ParentFrame, Policy, PolicySettings,
-    StructuredValue, decode_parent_frame,
+    StructuredValue,
 };
 use quirl_lua_reference_parent::{
     Cancel, Error, ErrorClass, WORKER_COMMAND_ENV, Worker, WorkerCommand, WorkerConfig,
@@ -265,7 +266,9 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, Failure> {
 
 /// An `ExecutionOutcome` as JSON; a nonzero status is printed and becomes
 /// the exit status ([`status_exit_code`]).
-fn outcome_value(outcome: &quirl_lua_protocol::ExecutionOutcome) -> Result<Value, Failure> {
+fn outcome_value(
+    outcome: &quirl_lua_protocol::records::ExecutionOutcome,
+) -> Result<Value, Failure> {
     let value = to_json(outcome)?;
     let ExecutionStatus::Exited(code) = outcome.status;
     match status_exit_code(code) {
@@ -284,7 +287,7 @@ pub(crate) fn status_exit_code(status: i32) -> u8 {
 
 /// The kind under which the plugin registered the contribution `name`.
 fn contribution_kind(
-    registrations: &quirl_lua_protocol::PluginRegistrations,
+    registrations: &quirl_lua_protocol::records::PluginRegistrations,
     name: &str,
 ) -> Result<ContributionKind, Failure> {
     let mut kinds = registrations

@@ -15,7 +15,7 @@
 
 use std::io::Write;
 
-use quirl_lua_protocol::{ErrorCode, ShellError};
+use quirl_lua_protocol::records::{ErrorCode, ShellError};
 use quirl_lua_reference_parent::Error;
 use serde::Serialize;
 use serde_json::Value;

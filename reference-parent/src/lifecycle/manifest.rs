@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use quirl_lua_protocol::limits::SOURCE_BYTES_MAX;
-use quirl_lua_protocol::{ErrorCode, Policy};
+use quirl_lua_protocol::records::{ErrorCode, Policy};
 
 use crate::error::{Error, ErrorClass};
 use crate::process_host::{Environment, Grants, ProcessAccess, ProcessHostConfig};

@@ -21,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use quirl_lua_protocol::{ErrorCode, PluginRegistrations};
+use quirl_lua_protocol::records::{ErrorCode, PluginRegistrations};
 
 use crate::error::{Error, ErrorClass};
 use crate::process_host::Cancel;

@@ -6,7 +6,7 @@
 //! [`LATENCY_SAMPLES_MAX`] samples per member, so percentiles describe
 //! recent behaviour and memory stays bounded however long a pool runs.
 
-use quirl_lua_protocol::ErrorCode;
+use quirl_lua_protocol::records::ErrorCode;
 use serde::Serialize;
 
 use crate::error::{Error, ErrorClass};
@@ -279,7 +279,7 @@ mod tests {
 
     #[test]
     fn counters_sort_outcomes_by_error_kind() {
-        use quirl_lua_protocol::ErrorCode;
+        use quirl_lua_protocol::records::ErrorCode;
         let mut counters = Counters::default();
         counters.count(&Ok(()));
         let late = Error::new(ErrorClass::Deadline, ErrorCode::ResourceLimit, "late");

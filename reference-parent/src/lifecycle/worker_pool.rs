@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use quirl_lua_protocol::{Operation, OperationResult};
+use quirl_lua_protocol::records::{Operation, OperationResult};
 use serde_json::Value;
 
 use crate::error::Error;

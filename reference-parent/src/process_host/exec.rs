@@ -13,7 +13,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use quirl_lua_protocol::ErrorCode;
+use quirl_lua_protocol::records::ErrorCode;
 
 use super::cancel::CancelSignal;
 use super::command_language::parse_command;

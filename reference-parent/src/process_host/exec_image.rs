@@ -11,7 +11,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use quirl_lua_protocol::ErrorCode;
+use quirl_lua_protocol::records::ErrorCode;
 
 use super::grants::ProcessHostConfig;
 use super::host_error::HostError;

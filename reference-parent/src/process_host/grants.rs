@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use quirl_lua_protocol::ErrorCode;
+use quirl_lua_protocol::records::ErrorCode;
 
 use super::host_error::HostError;
 use super::wrappers::runs_arguments_as_command;

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use quirl_lua_protocol::limits::{FRAME_BYTES_MAX, HOST_COMMAND_BYTES_MAX, HOST_OUTPUT_BYTES_MAX};
-use quirl_lua_protocol::{CommandOutcome, HostCall, HostResponse, ShellError};
+use quirl_lua_protocol::records::{CommandOutcome, HostCall, HostResponse, ShellError};
 
 use super::cancel::CancelSignal;
 use super::command_language::COMMAND_BYTES_MAX;
@@ -72,8 +72,9 @@ impl From<CommandOutcomeData> for CommandOutcome {
 mod tests {
     use super::*;
     use crate::process_host::{Cancel, Environment, Grants, ProcessAccess};
-    use quirl_lua_protocol::ErrorCode;
-    use quirl_lua_protocol::{ParentFrame, encode_parent_frame};
+    use quirl_lua_protocol::encode_parent_frame;
+    use quirl_lua_protocol::records::ErrorCode;
+    use quirl_lua_protocol::records::ParentFrame;
 
     fn call(command: &str) -> HostCall {
         HostCall {

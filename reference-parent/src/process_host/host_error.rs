@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use quirl_lua_protocol::{ErrorCode, ShellError};
+use quirl_lua_protocol::records::{ErrorCode, ShellError};
 
 /// A process-host failure: a stable code, a one-line message, supporting
 /// facts (`context`), recovery advice (`help`) and, when a child had already

@@ -185,5 +185,5 @@ pub use grants::{
 pub use host_call::{call_deadline, run_host_call};
 pub use host_error::HostError;
 /// The v1 error codes a [`HostError`] carries (the protocol's own type).
-pub use quirl_lua_protocol::ErrorCode;
+pub use quirl_lua_protocol::records::ErrorCode;
 pub use wrappers::{COMMAND_RUNNING_PROGRAMS, runs_arguments_as_command};

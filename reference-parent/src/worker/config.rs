@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use quirl_lua_protocol::{ErrorCode, Policy};
+use quirl_lua_protocol::records::{ErrorCode, Policy};
 
 use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind, Containment};
 use crate::error::{Error, ErrorClass};

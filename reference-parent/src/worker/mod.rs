@@ -41,10 +41,10 @@ mod request;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use quirl_lua_protocol::{
+use quirl_lua_protocol::ParentConnection;
+use quirl_lua_protocol::records::{
     ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext, ExecutionOutcome,
-    ExtensionEvent, Operation, OperationResult, ParentConnection, PluginRegistrations, Policy,
-    QuirlConfig,
+    ExtensionEvent, Operation, OperationResult, PluginRegistrations, Policy, QuirlConfig,
 };
 use serde_json::Value;
 

@@ -4,9 +4,9 @@
 
 use std::time::Instant;
 
+use quirl_lua_protocol::records::{ErrorCode, HostCall, OperationResult};
 use quirl_lua_protocol::{
-    ErrorCode, ErrorKind as ProtocolErrorKind, HostCall, OperationResult, ParentConnection,
-    ParentEvent, ProtocolError,
+    ErrorKind as ProtocolErrorKind, ParentConnection, ParentEvent, ProtocolError,
 };
 
 use super::{Flight, Live};
@@ -150,7 +150,16 @@ fn stream_end_violation(connection: &mut ParentConnection) -> Option<ProtocolErr
         }
     }
     match connection.end_of_stream() {
-        Err(error) if error.kind() != ProtocolErrorKind::UnexpectedEnd => Some(error),
+        // `worker_retired` (SPEC §13.1-b) is an end at a frame boundary
+        // too: the caller's retirement check reports it.
+        Err(error)
+            if !matches!(
+                error.kind(),
+                ProtocolErrorKind::UnexpectedEnd | ProtocolErrorKind::WorkerRetired
+            ) =>
+        {
+            Some(error)
+        }
         _ => None,
     }
 }

@@ -9,11 +9,11 @@ use crate::error::{ErrorCode, OpError, has_terminal_controls};
 use crate::events;
 use crate::registry::contribution_title;
 use mlua::Value;
-use quirl_lua_protocol::ContributionKind;
 use quirl_lua_protocol::limits::{
     COMPLETION_ITEM_BYTES_MAX, COMPLETION_ITEMS_MAX, COMPLETION_RESULT_BYTES_MAX,
     PROMPT_RETURN_BYTES_MAX,
 };
+use quirl_lua_protocol::records::ContributionKind;
 use serde_json::Value as Json;
 use std::time::Duration;
 

@@ -7,7 +7,7 @@ use crate::convert::{RETURN_SHAPE, to_json};
 use crate::diag::lua_failure;
 use crate::error::OpError;
 use crate::events::{self, Event};
-use quirl_lua_protocol::ExtensionEvent;
+use quirl_lua_protocol::records::ExtensionEvent;
 use serde_json::Value as Json;
 
 impl Vm {

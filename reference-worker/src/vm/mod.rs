@@ -44,7 +44,7 @@ use crate::sdk::{self, Capabilities, HostPort, SdkState};
 use mlua::chunk::ChunkMode;
 use mlua::{Function, Lua, Value};
 use quirl_lua_protocol::limits::SOURCE_BYTES_MAX;
-use quirl_lua_protocol::{Operation, Policy};
+use quirl_lua_protocol::records::{Operation, Policy};
 use serde_json::Value as Json;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

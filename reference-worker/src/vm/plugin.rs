@@ -5,7 +5,7 @@
 use super::{Vm, source_len};
 use crate::diag::{Chunk, lua_failure};
 use crate::error::OpError;
-use quirl_lua_protocol::{OperationResult, PluginRegistrations};
+use quirl_lua_protocol::records::{OperationResult, PluginRegistrations};
 use serde_json::Value as Json;
 
 impl Vm {

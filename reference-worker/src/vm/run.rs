@@ -8,7 +8,7 @@ use crate::diag::{Chunk, lua_failure};
 use crate::error::OpError;
 use crate::runner;
 use mlua::{Function, Table, Value};
-use quirl_lua_protocol::ExecutionContext;
+use quirl_lua_protocol::records::ExecutionContext;
 use serde_json::Value as Json;
 use std::time::{Duration, Instant};
 

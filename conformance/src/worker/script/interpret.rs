@@ -8,9 +8,9 @@ use super::model::{
 use super::substitute::{expand, hex, substitute};
 use crate::report::Verdict;
 use crate::worker::conn::{WorkerConn, Written};
+use quirl_lua_protocol::records::{HostCall, OperationKind, ParentFrame};
 use quirl_lua_protocol::{
-    HostCall, LUA_WORKER_PROTOCOL_DESCRIPTOR, OperationKind, ParentFrame, decode_parent_frame,
-    encode_parent_frame, frame_payload,
+    LUA_WORKER_PROTOCOL_DESCRIPTOR, decode_parent_frame, encode_parent_frame, frame_payload,
 };
 use serde_json::{Value, json};
 use std::ffi::OsString;

@@ -6,9 +6,8 @@
 use super::interpret::{ANSWER_SLACK_MS, DEFAULT_EXIT_MS, Interpreter, StepResult};
 use super::model::{ExitStep, Expect, HostCallExpect, OneOrMany, ViolationStep};
 use crate::worker::conn::{Next, Received};
-use quirl_lua_protocol::{
-    OperationKind, OperationResult, ShellError, WorkerFrame, encode_worker_frame,
-};
+use quirl_lua_protocol::encode_worker_frame;
+use quirl_lua_protocol::records::{OperationKind, OperationResult, ShellError, WorkerFrame};
 use serde_json::Value;
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! case into steps.
 
 use crate::profile::Profile;
-use quirl_lua_protocol::OperationKind;
+use quirl_lua_protocol::records::OperationKind;
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -1,0 +1,192 @@
+//! Strict decoding of any record from a host's own JSON: text, bytes or a
+//! [`serde_json::Value`], with exactly the rules of the wire decoder
+//! (SPEC §5: no unknown fields, no duplicate keys, the depth limit,
+//! integer widths, every domain bound of §6–§8).
+//!
+//! A host with its own types goes from them to a record and back with
+//! serde alone: `serde_json::to_value(&mine)` then
+//! [`StrictDecode::from_json_value`], and `serde_json::to_value(&record)`
+//! the other way (every record serializes in Quirl's field order).
+
+use super::{
+    CleanupState, CommandOutcome, CommandRegistration, CompletionConfig, CompletionRegistration,
+    ContributionKind, ContributionRegistration, EditorConfig, ErrorCode, ErrorLabel,
+    EventHandlerReport, EventKind, EventSubscription, ExecutionContext, ExecutionEffects,
+    ExecutionInput, ExecutionOutcome, ExecutionOutput, ExecutionStatus, ExtensionAction,
+    ExtensionCapability, ExtensionEvent, ExtensionEventData, HostCall, HostResponse, Operation,
+    OperationKind, OperationResult, OutputStream, OutputTarget, ParentFrame, PickerConfig,
+    PluginRegistrations, Policy, PromptConfig, PromptRegistration, QuirlConfig, Request, Response,
+    ShellError, StatuslineConfig, StructuredValue, ThemeColors, UiConfig, WorkerFrame,
+};
+use crate::error::{ErrorKind, ProtocolError};
+use crate::json::{Decode, decode_document};
+use crate::limits::JSON_DEPTH_MAX;
+use serde_json::Value;
+
+/// A `Value` nested deeper than this is refused before it is written out
+/// as text (writing is recursive). The wire limit, [`JSON_DEPTH_MAX`], is
+/// lower, so every `Value` the limit matters for reaches the strict parser
+/// and is judged there, at the same place as on the wire.
+const VALUE_WRITE_DEPTH_MAX: usize = 2 * JSON_DEPTH_MAX;
+
+/// Decode `T` from a `Value`: written out as JSON text in the value's own
+/// key order, then decoded by the wire decoder.
+pub(crate) fn decode_json_value<T: Decode>(value: &Value) -> Result<T, ProtocolError> {
+    if !crate::codec::nesting_within(value, VALUE_WRITE_DEPTH_MAX) {
+        return Err(ProtocolError::new(
+            ErrorKind::DepthExceeded,
+            format!("the value nests deeper than {JSON_DEPTH_MAX} arrays and objects"),
+        ));
+    }
+    let text = serde_json::to_vec(value)
+        .map_err(|error| ProtocolError::domain(format!("the value cannot be written: {error}")))?;
+    decode_document(&text)
+}
+
+/// Strict decoding of a record from JSON, by the rules of the wire decoder.
+///
+/// Implemented by every wire record of [`crate::records`] (frames,
+/// requests, operations, policies, error records, outcomes, registrations,
+/// configurations, …); sealed. [`OperationResult`] needs the operation it
+/// answers: see [`OperationResult::decode`] and
+/// [`OperationResult::from_json_slice`].
+///
+/// - [`from_json_slice`](Self::from_json_slice) and
+///   [`from_json_str`](Self::from_json_str) give exactly the wire
+///   decoder's verdict for the same bytes (SPEC §5: one value, no BOM, no
+///   trailing bytes, no duplicate keys, depth, integer widths, unknown and
+///   missing fields, domain bounds).
+/// - [`from_json_value`](Self::from_json_value) applies the same rules to
+///   what a `Value` can hold. A `Value` has already lost what serde_json
+///   drops while parsing text: whitespace around the value, a repeated key
+///   (the last one is kept), an integer beyond 64 bits (made a float, so
+///   refused as `wrong_type` where the wire says `integer_out_of_range`),
+///   and, without serde_json's `preserve_order` feature, the order of
+///   object keys (a [`StructuredValue::Record`] comes back sorted). Keys
+///   are read in the value's own order, so when a value breaks several
+///   rules the one reported can differ from the wire decoder's. Where
+///   order or exact text matters, serialize to text
+///   (`serde_json::to_string`) and use
+///   [`from_json_str`](Self::from_json_str).
+///
+/// ```
+/// use quirl_lua_protocol::ErrorKind;
+/// use quirl_lua_protocol::records::{ErrorCode, ShellError, StrictDecode};
+/// use serde_json::json;
+///
+/// // A host's own JSON (for example `serde_json::to_value(&its_error)`) …
+/// let record = ShellError::from_json_value(&json!({
+///     "code": "resource_limit", "message": "too slow", "labels": [], "context": [], "help": [],
+///     "command": null, "exit_status": null
+/// }))?;
+/// assert_eq!(record.code, ErrorCode::ResourceLimit);
+/// // … and back, with serde alone.
+/// let back = serde_json::to_value(&record).map_err(|e| e.to_string());
+/// assert_eq!(back.map(|value| value["message"].clone()), Ok(json!("too slow")));
+///
+/// // The wire's rules: an unknown field is refused, as it is in a frame.
+/// let extra = ShellError::from_json_str(r#"{"code":"io","message":"x","colour":1}"#);
+/// assert_eq!(extra.unwrap_err().kind(), ErrorKind::UnknownField);
+/// // Text keeps what a `Value` cannot: a repeated key.
+/// let twice = ShellError::from_json_str(r#"{"code":"io","code":"lua","message":"x"}"#);
+/// assert_eq!(twice.unwrap_err().kind(), ErrorKind::DuplicateKey);
+/// # Ok::<(), quirl_lua_protocol::ProtocolError>(())
+/// ```
+pub trait StrictDecode: Sized + sealed::Sealed {
+    /// Decode one JSON document (UTF-8 bytes) strictly.
+    fn from_json_slice(bytes: &[u8]) -> Result<Self, ProtocolError>;
+
+    /// Decode one JSON document strictly.
+    fn from_json_str(text: &str) -> Result<Self, ProtocolError> {
+        Self::from_json_slice(text.as_bytes())
+    }
+
+    /// Decode a `serde_json::Value` strictly (see the trait docs for what a
+    /// `Value` cannot carry).
+    fn from_json_value(value: &Value) -> Result<Self, ProtocolError>;
+}
+
+mod sealed {
+    /// Only this crate's records implement [`super::StrictDecode`].
+    pub trait Sealed {}
+}
+
+macro_rules! strict_decode {
+    ($($ty:ty),* $(,)?) => {$(
+        impl sealed::Sealed for $ty {}
+
+        impl StrictDecode for $ty {
+            fn from_json_slice(bytes: &[u8]) -> Result<Self, ProtocolError> {
+                decode_document(bytes)
+            }
+
+            fn from_json_value(value: &Value) -> Result<Self, ProtocolError> {
+                decode_json_value(value)
+            }
+        }
+    )*};
+}
+
+strict_decode!(
+    ParentFrame,
+    WorkerFrame,
+    Request,
+    Response,
+    Operation,
+    HostCall,
+    HostResponse,
+    Policy,
+    ShellError,
+    ErrorLabel,
+    ErrorCode,
+    CommandOutcome,
+    ExecutionContext,
+    ExecutionEffects,
+    ExecutionInput,
+    ExecutionOutcome,
+    ExecutionOutput,
+    ExecutionStatus,
+    OutputTarget,
+    StructuredValue,
+    CleanupState,
+    ExtensionAction,
+    ExtensionEvent,
+    ExtensionEventData,
+    EventHandlerReport,
+    EventKind,
+    OutputStream,
+    EventSubscription,
+    CommandRegistration,
+    CompletionRegistration,
+    ContributionRegistration,
+    PromptRegistration,
+    PluginRegistrations,
+    ContributionKind,
+    ExtensionCapability,
+    QuirlConfig,
+    EditorConfig,
+    PickerConfig,
+    PromptConfig,
+    UiConfig,
+    ThemeColors,
+    StatuslineConfig,
+    CompletionConfig,
+);
+
+impl OperationResult {
+    /// Decode the `result` of a response to an operation of `kind` from
+    /// JSON text, strictly (the text by SPEC §5, then
+    /// [`OperationResult::decode`]'s checks).
+    ///
+    /// ```
+    /// use quirl_lua_protocol::records::{OperationKind, OperationResult};
+    ///
+    /// assert_eq!(OperationResult::from_json_slice(OperationKind::Test, b"3")?, OperationResult::TestCount(3));
+    /// assert!(OperationResult::from_json_slice(OperationKind::Test, b"0").is_err()); // at least one test
+    /// # Ok::<(), quirl_lua_protocol::ProtocolError>(())
+    /// ```
+    pub fn from_json_slice(kind: OperationKind, bytes: &[u8]) -> Result<Self, ProtocolError> {
+        let value: Value = decode_document(bytes).map_err(|e| e.at("result"))?;
+        Self::decode(kind, &value)
+    }
+}
