@@ -136,6 +136,9 @@ pub struct ContainmentReport {
     pub controllers: Vec<&'static str>,
     /// Why a controller or cgroup mode is not in use.
     pub notes: Vec<String>,
+    /// Whether host commands run under the Landlock execute ruleset
+    /// (SPEC §16.6), and if not, why.
+    pub landlock: crate::process_host::LandlockSupport,
 }
 
 impl ContainmentReport {
@@ -168,6 +171,7 @@ pub fn containment_report(choice: Containment) -> ContainmentReport {
         cgroup: None,
         controllers: Vec::new(),
         notes: Vec::new(),
+        landlock: crate::process_host::landlock_support().clone(),
     };
     if choice == Containment::ProcessGroup {
         report
