@@ -139,6 +139,10 @@ pub struct ContainmentReport {
     /// Whether host commands run under the Landlock execute ruleset
     /// (SPEC §16.6), and if not, why.
     pub landlock: crate::process_host::LandlockSupport,
+    /// What the reference worker's lockdown does on this system after
+    /// `initialize` unless `--no-lockdown` (SPEC §18.3): seccomp and its
+    /// Landlock domain.
+    pub worker_lockdown: String,
 }
 
 impl ContainmentReport {
@@ -172,6 +176,7 @@ pub fn containment_report(choice: Containment) -> ContainmentReport {
         controllers: Vec::new(),
         notes: Vec::new(),
         landlock: crate::process_host::landlock_support().clone(),
+        worker_lockdown: quirl_lua_reference_worker::lockdown::summary(),
     };
     if choice == Containment::ProcessGroup {
         report

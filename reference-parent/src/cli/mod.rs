@@ -145,6 +145,8 @@ fn verbose_version(arguments: &[std::ffi::OsString]) -> Option<String> {
     }
     // SPEC §16.6: the host commands' execute ruleset.
     text.push_str(&format!("landlock: {}\n", report.landlock.summary()));
+    // SPEC §18.3: the built-in worker's own lockdown.
+    text.push_str(&format!("worker lockdown: {}\n", report.worker_lockdown));
     Some(text)
 }
 

@@ -75,33 +75,17 @@ pub fn landlock_support() -> &'static LandlockSupport {
 }
 
 fn probe() -> LandlockSupport {
-    // SAFETY: `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`
-    // is the documented read-only query of the ABI version: no memory is
-    // read or written and no descriptor is created. The landlock crate keeps
-    // its own query private.
-    let version = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0_usize,
-            1_u32, // LANDLOCK_CREATE_RULESET_VERSION
-        )
-    };
-    if version > 0 {
-        return LandlockSupport {
-            abi: i32::try_from(version).ok(),
+    // The reference worker's query (it enters a Landlock domain of its own,
+    // SPEC §18.3), so both report the same kernel answer.
+    match quirl_lua_reference_worker::lockdown::landlock::kernel_abi() {
+        Ok(abi) => LandlockSupport {
+            abi: Some(abi),
             unavailable: None,
-        };
-    }
-    let why = match io::Error::last_os_error().raw_os_error() {
-        Some(libc::EOPNOTSUPP) => "Landlock is built into the kernel but not enabled".to_owned(),
-        Some(libc::ENOSYS) => "the kernel has no Landlock (Linux 5.13 or later)".to_owned(),
-        Some(errno) => format!("the Landlock query failed (errno {errno})"),
-        None => "the Landlock query failed".to_owned(),
-    };
-    LandlockSupport {
-        abi: None,
-        unavailable: Some(why),
+        },
+        Err(why) => LandlockSupport {
+            abi: None,
+            unavailable: Some(why.to_owned()),
+        },
     }
 }
 
