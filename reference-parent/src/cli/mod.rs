@@ -71,6 +71,10 @@ pub(crate) fn run() -> ExitCode {
         }
     };
     let json = cli.options.json;
+    // SPEC §16.7: descendants of host commands that leave their session and
+    // lose their parent are reparented here, killed with their command in
+    // process-group mode, and whatever is left is killed before exit.
+    let _ = quirl_lua_reference_parent::process_host::adopt_orphans();
     let status = match execute(&cli) {
         Ok(Some(value)) => {
             render::print_result(&value, json);
@@ -100,6 +104,7 @@ pub(crate) fn run() -> ExitCode {
         }
         Err(Failure::Silent(status)) => status,
     };
+    quirl_lua_reference_parent::process_host::end_adopted_orphans();
     ExitCode::from(status)
 }
 

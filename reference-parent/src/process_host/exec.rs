@@ -128,12 +128,16 @@ pub fn run_command(
     unsafe {
         command.pre_exec(move || image.exec());
     }
+    // Adopting orphans: no sweep may take the new leader for one before it
+    // is registered (SPEC §16.7).
+    let guard = super::orphans::spawn_guard();
     let child = command
         .spawn()
         .map_err(|error| spawn_error(program, &error, ruleset.as_ref()))?;
+    let mut tree = OwnedTree::new(child, cgroup);
+    drop(guard);
     // The child has its own copy (and has exec'd); ours can go.
     drop(ruleset);
-    let mut tree = OwnedTree::new(child, cgroup);
     let mut stdout = Capture::new(
         tree.child_mut()
             .stdout

@@ -173,6 +173,7 @@ mod exec_ruleset;
 mod grants;
 mod host_call;
 mod host_error;
+pub(crate) mod orphans;
 mod tree;
 mod wrappers;
 
@@ -188,6 +189,7 @@ pub use grants::{
 };
 pub use host_call::{call_deadline, run_host_call};
 pub use host_error::HostError;
+pub use orphans::{adopt_orphans, end_adopted_orphans};
 /// The v1 error codes a [`HostError`] carries (the protocol's own type).
 pub use quirl_lua_protocol::ErrorCode;
 pub use wrappers::{
