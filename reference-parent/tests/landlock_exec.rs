@@ -537,6 +537,12 @@ fn the_cli_reports_landlock_in_version_and_stats() {
             stats["containment"]["landlock"]["unavailable"].is_null(),
             "{stats}"
         );
+        // SPEC §18.3: the worker's own domain, next to its seccomp mode.
+        assert_eq!(
+            stats["containment"]["worker_lockdown"],
+            quirl_lua_reference_worker::lockdown::summary(),
+            "{stats}"
+        );
     } else {
         // Fails closed before anything starts.
         assert_eq!(output.status.code(), Some(2), "{output:?}");
