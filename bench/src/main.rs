@@ -21,7 +21,9 @@
 //! stuck worker of X4 evaluates); `--containment auto|cgroup|process-group`
 //! (how every section's workers are contained; default `auto`). Section `C`
 //! measures cold start (X3), a host command and kill latency (X4) in both
-//! containment modes side by side, in interleaved blocks (SPEC §17.2).
+//! containment modes side by side, in interleaved blocks (SPEC §17.2);
+//! section `LL` a host command with and without the Landlock execute
+//! ruleset (SPEC §16.6).
 //! `--ballast-mib N` allocates and touches N MiB in this process before
 //! measuring, to see how spawn cost grows with the host's memory (the
 //! "Cold start breakdown" of BENCHMARKS.md).
@@ -281,6 +283,9 @@ fn run() -> Result<(), BoxError> {
     });
     if options.wants("C") {
         rows.extend(containment_costs(&options, &worker, &mut notes)?);
+    }
+    if options.wants("LL") {
+        rows.extend(landlock_costs(&options, &mut notes)?);
     }
     if options.wants("B1") {
         rows.extend(budget::b1(
@@ -604,6 +609,45 @@ fn containment_costs(
             None,
         )?,
     ])
+}
+
+/// Section LL: what the Landlock execute ruleset adds to a host command's
+/// start (SPEC §16.6): `true` granted by name (ruleset built before the
+/// fork, applied in the child) against the unscoped grant (no ruleset), in
+/// one run, blocks of 10 alternating, process-group mode so no cgroup
+/// migration blurs the difference.
+fn landlock_costs(options: &Options, notes: &mut Vec<String>) -> Result<Vec<Row>, BoxError> {
+    let support = quirl_lua_reference_parent::process_host::landlock_support();
+    if !support.available() {
+        notes.push(format!("LL: skipped, {}", support.summary()));
+        return Ok(Vec::new());
+    }
+    let n = options.n(400);
+    let block = 10;
+    let grants = ["process.spawn", "process.spawn:true"];
+    let mut host: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    for _ in 0..n.div_ceil(block) {
+        for (index, grant) in grants.iter().enumerate() {
+            host[index].extend(supervise::host_commands_granted(
+                "true",
+                grant,
+                block,
+                Containment::ProcessGroup,
+            )?);
+        }
+    }
+    notes.push(format!(
+        "LL: ours = `process.spawn:true` (Landlock execute ruleset), baseline = `process.spawn` (none), interleaved in blocks of {block}, process-group mode; {}",
+        support.summary()
+    ));
+    Ok(vec![time_row(
+        "LL",
+        "host command `true` (spawn, capture, reap) under the Landlock execute ruleset",
+        &host[1],
+        "no ruleset (unscoped grant)",
+        Some(&host[0]),
+        None,
+    )?])
 }
 
 fn x5(worker: &WorkerCommand, notes: &mut Vec<String>) -> Result<Vec<Row>, BoxError> {

@@ -226,12 +226,24 @@ pub fn host_commands_in(
     n: usize,
     containment: Containment,
 ) -> Result<Vec<Duration>, BoxError> {
+    host_commands_granted(command, "process.spawn", n, containment)
+}
+
+/// [`host_commands_in`] under one grant: `process.spawn` runs without an
+/// execute ruleset, `process.spawn:NAME` with the Landlock one where the
+/// kernel offers it (SPEC §16.6).
+pub fn host_commands_granted(
+    command: &str,
+    grant: &str,
+    n: usize,
+    containment: Containment,
+) -> Result<Vec<Duration>, BoxError> {
     let config = ProcessHostConfig::new(
         ProcessAccess {
             allow_process: true,
             process_enabled: true,
         },
-        Grants::parse(["process.spawn"])?,
+        Grants::parse([grant])?,
         Environment::empty().with("PATH", "/usr/bin:/bin")?,
         "/",
     )?

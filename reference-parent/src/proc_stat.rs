@@ -10,6 +10,10 @@ pub(crate) struct ProcStat {
     pub(crate) session: libc::pid_t,
     pub(crate) start_time: u64,
     pub(crate) alive: bool,
+    /// Neither running nor in uninterruptible wait (`R`, `D`, `W`): the
+    /// process is blocked, stopped or gone, so it is not between two of its
+    /// own system calls (SPEC §16.6: the escape verdict waits for this).
+    pub(crate) settled: bool,
 }
 
 /// The fields of `/proc/PID/stat` the parent uses; `None` when the
@@ -27,6 +31,7 @@ pub(crate) fn read_stat(pid: libc::pid_t) -> Option<ProcStat> {
         session: fields.get(3)?.parse().ok()?,
         start_time: fields.get(19)?.parse().ok()?,
         alive: !matches!(*state, "Z" | "X" | "x"),
+        settled: !matches!(*state, "R" | "D" | "W"),
     })
 }
 

@@ -98,6 +98,7 @@ impl WorkerProcess {
     /// (`pid` is its pid, also its process-group id). From here on this
     /// value is the only thing that waits for it.
     pub(crate) fn new(pid: Pid, cgroup: Option<ChildCgroup>) -> Self {
+        crate::process_host::orphans::register(pid.as_raw_pid());
         Self {
             unreaped: Some(pid),
             pid,
@@ -149,6 +150,8 @@ impl WorkerProcess {
         }
         let status = self.reap(&mut problems);
         self.remove_cgroup(&mut problems);
+        // The worker's orphaned descendants, adopted (SPEC §16.7).
+        crate::process_host::orphans::reap_adopted();
         Termination { status, problems }
     }
 
@@ -212,12 +215,17 @@ impl WorkerProcess {
                 self.state = State::Released;
                 let _ = std::thread::Builder::new()
                     .name("quirl-lua-late-reaper".to_owned())
-                    .spawn(move || wait_for(pid));
+                    .spawn(move || {
+                        let _ = wait_for(pid);
+                        crate::process_host::orphans::unregister(pid.as_raw_pid());
+                    });
                 return None;
             }
         }
         self.state = State::Released;
-        match wait_for(pid) {
+        let reaped = wait_for(pid);
+        crate::process_host::orphans::unregister(pid.as_raw_pid());
+        match reaped {
             Ok(status) => Some(status),
             Err(error) => {
                 problems.push(format!(

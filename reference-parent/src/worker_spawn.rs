@@ -81,6 +81,10 @@ pub(crate) fn spawn(
     limits: &WorkerLimits,
     cgroup: Option<ChildCgroup>,
 ) -> io::Result<SpawnedWorker> {
+    // While this process adopts orphans (SPEC §16.7), no host-command sweep
+    // may take the new worker for one before `WorkerProcess::new` registers
+    // it.
+    let _guard = crate::process_host::orphans::spawn_guard();
     spawn_by(Method::Vfork, command, limits, cgroup)
 }
 

@@ -263,3 +263,43 @@ fn the_cli_passes_no_lockdown_to_the_worker() {
     assert_eq!(open.status.code(), Some(0), "{open:?}");
     assert_eq!(String::from_utf8_lossy(&open.stdout).trim(), "7");
 }
+
+/// SPEC §18.3 step 4: the built-in worker (the CLI in worker mode) enters
+/// its Landlock domain after `initialize`; the `landlock-open` probe, which
+/// skips the seccomp filter, finds `/dev/null` refused and exits with the
+/// probe's "denied" status, which the parent reports as the crash it is.
+#[cfg(debug_assertions)]
+#[test]
+fn the_worker_reaches_no_file_through_its_landlock_domain() {
+    use quirl_lua_reference_worker::lockdown::probe::{LANDLOCK_DENIED_EXIT, LANDLOCK_OPENED_EXIT};
+    let expected = match quirl_lua_reference_worker::lockdown::landlock::kernel_abi() {
+        Ok(_) => LANDLOCK_DENIED_EXIT,
+        Err(why) => {
+            eprintln!("SKIPPED the Landlock half: {why}");
+            LANDLOCK_OPENED_EXIT
+        }
+    };
+    let mut worker = spawn(&["--lockdown-test-probe=landlock-open"]);
+    let pid = worker.pid();
+    let error = worker.eval("return 1").unwrap_err();
+    assert_eq!(error.class(), ErrorClass::WorkerCrashed, "{error:?}");
+    let context = error.record().context.join("\n");
+    assert!(
+        context.contains(&format!("exited with status {expected}")),
+        "{context}"
+    );
+    assert_nothing_left(pid);
+    // The CLI reports the domain with the seccomp mode.
+    let output = std::process::Command::new(CLI)
+        .args(["--version", "--verbose"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        text.contains(&format!(
+            "worker lockdown: {}\n",
+            quirl_lua_reference_worker::lockdown::summary()
+        )),
+        "{text}"
+    );
+}

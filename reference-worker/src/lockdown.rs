@@ -10,7 +10,11 @@
 //! 2. clears `READ_IMPLIES_EXEC` from the personality, so that readable
 //!    mappings are not implicitly executable;
 //! 3. sets `PR_SET_NO_NEW_PRIVS`;
-//! 4. installs the seccomp allowlist of [`filter::ALLOWLIST`] on every
+//! 4. enters a Landlock domain with no filesystem access at all (every
+//!    filesystem right of the kernel's ABI handled, no rule), no TCP bind or
+//!    connect, and no signal or abstract-socket reach outside the domain,
+//!    where the kernel offers Landlock ([`landlock`]);
+//! 5. installs the seccomp allowlist of [`filter::ALLOWLIST`] on every
 //!    thread, with `SECCOMP_RET_KILL_PROCESS` for everything else (the
 //!    program is compiled by `seccompiler`, see [`filter`]).
 //!
@@ -34,6 +38,8 @@
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 pub mod filter;
+#[cfg(target_os = "linux")]
+pub mod landlock;
 #[cfg(any(debug_assertions, feature = "lockdown-test-hooks"))]
 pub mod probe;
 
@@ -144,6 +150,12 @@ pub fn apply() -> Result<(), LockdownError> {
         warm_up();
         clear_read_implies_exec()?;
         set_no_new_privs()?;
+        // Before the filter, which kills the Landlock system calls.
+        landlock::enter_empty_domain()?;
+        #[cfg(any(debug_assertions, feature = "lockdown-test-hooks"))]
+        if probe::skips_seccomp() {
+            return Ok(());
+        }
     }
     #[cfg(all(
         target_os = "linux",
@@ -259,11 +271,36 @@ pub fn report() -> String {
             );
         }
     }
+    let _ = writeln!(out, "landlock: {}", landlock_summary());
     let _ = writeln!(
         out,
         "switch: {NO_LOCKDOWN_ARGUMENT} (worker argument; quirl-lua --no-lockdown) turns it off"
     );
     out
+}
+
+/// One line: what the Landlock step of the lockdown does on this kernel
+/// (the report, `quirl-lua --version --verbose`, `stats`).
+pub fn landlock_summary() -> String {
+    #[cfg(target_os = "linux")]
+    {
+        landlock::summary()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        "unavailable on this system".to_owned()
+    }
+}
+
+/// One line: the whole lockdown of the reference worker on this system,
+/// e.g. `seccomp (AUDIT_ARCH_X86_64) + Landlock ABI 7 (…)`.
+pub fn summary() -> String {
+    let seccomp = match capability() {
+        Capability::Seccomp { arch } => format!("no_new_privs + seccomp ({arch})"),
+        Capability::NoNewPrivsOnly => "no_new_privs only".to_owned(),
+        Capability::Unavailable => "none".to_owned(),
+    };
+    format!("{seccomp}; landlock: {}", landlock_summary())
 }
 
 #[cfg(test)]
@@ -295,6 +332,7 @@ mod tests {
     #[test]
     fn the_report_names_the_platform_and_the_switch() {
         let text = report();
+        assert!(text.contains("\nlandlock: "), "{text}");
         assert!(text.contains(std::env::consts::ARCH), "{text}");
         assert!(text.contains(NO_LOCKDOWN_ARGUMENT), "{text}");
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]

@@ -377,3 +377,62 @@ fn the_filter_kills_x32_and_i386_entry_points() {
         "{ended:?}"
     );
 }
+
+/// SPEC §18.3 step 4: after `initialize` the worker's Landlock domain
+/// refuses every file, independently of the seccomp filter (the
+/// `landlock-open` probe skips the filter and reports the open's outcome
+/// as its exit status); before `initialize`, and with `--no-lockdown`,
+/// files open.
+#[cfg(debug_assertions)]
+#[test]
+fn the_landlock_domain_refuses_every_file_after_initialize() {
+    use quirl_lua_reference_worker::lockdown::probe::{LANDLOCK_DENIED_EXIT, LANDLOCK_OPENED_EXIT};
+    let abi = quirl_lua_reference_worker::lockdown::landlock::kernel_abi();
+    for (args, expected) in [
+        (
+            &["--lockdown-test-probe=landlock-open"][..],
+            LANDLOCK_DENIED_EXIT,
+        ),
+        (
+            &["--no-lockdown", "--lockdown-test-probe=landlock-open"][..],
+            LANDLOCK_OPENED_EXIT,
+        ),
+    ] {
+        let mut child = spawn(args);
+        send(&mut child, &initialize());
+        assert_eq!(read_frame(&mut child)["response"]["ok"], json!(true));
+        let pid = child.id();
+        if expected == LANDLOCK_DENIED_EXIT {
+            // The probe skipped the filter; no-new-privileges is set.
+            assert_eq!(status_field(pid, "Seccomp"), "0");
+            assert_eq!(status_field(pid, "NoNewPrivs"), "1");
+        }
+        send(
+            &mut child,
+            &request(2, json!({"operation": "eval", "source": "return 1"})),
+        );
+        let code = finish(child);
+        if abi.is_err() && expected == LANDLOCK_DENIED_EXIT {
+            eprintln!("SKIPPED the locked-down half: {abi:?}");
+            assert_eq!(code, Some(LANDLOCK_OPENED_EXIT));
+            continue;
+        }
+        assert_eq!(code, Some(expected), "{args:?}");
+    }
+}
+
+#[test]
+fn lockdown_report_names_the_landlock_domain() {
+    let output = Command::new(WORKER)
+        .arg("--lockdown-report")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    let expected = match quirl_lua_reference_worker::lockdown::landlock::kernel_abi() {
+        Ok(abi) => format!(
+            "landlock: available (ABI {abi}): after initialize, a Landlock domain with no filesystem access"
+        ),
+        Err(_) => "landlock: unavailable".to_owned(),
+    };
+    assert!(text.contains(&expected), "{text}");
+}

@@ -136,6 +136,13 @@ pub struct ContainmentReport {
     pub controllers: Vec<&'static str>,
     /// Why a controller or cgroup mode is not in use.
     pub notes: Vec<String>,
+    /// Whether host commands run under the Landlock execute ruleset
+    /// (SPEC §16.6), and if not, why.
+    pub landlock: crate::process_host::LandlockSupport,
+    /// What the reference worker's lockdown does on this system after
+    /// `initialize` unless `--no-lockdown` (SPEC §18.3): seccomp and its
+    /// Landlock domain.
+    pub worker_lockdown: String,
 }
 
 impl ContainmentReport {
@@ -168,6 +175,8 @@ pub fn containment_report(choice: Containment) -> ContainmentReport {
         cgroup: None,
         controllers: Vec::new(),
         notes: Vec::new(),
+        landlock: crate::process_host::landlock_support().clone(),
+        worker_lockdown: quirl_lua_reference_worker::lockdown::summary(),
     };
     if choice == Containment::ProcessGroup {
         report

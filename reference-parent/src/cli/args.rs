@@ -68,6 +68,9 @@ pub(crate) struct GlobalOptions {
     /// pids.max of each host command's cgroup (cgroup mode, where the pids controller is enabled).
     #[arg(long = "command-pids-max", global = true, value_name = "N", default_value_t = DEFAULT_COMMAND_PIDS_MAX)]
     pub(crate) command_pids_max: u64,
+    /// Fail host commands closed where the Landlock execute ruleset cannot be applied, instead of falling back to the program list (SPEC §16.6).
+    #[arg(long = "require-landlock", global = true)]
+    pub(crate) require_landlock: bool,
     /// With --version: also print the containment in effect.
     #[arg(long, global = true)]
     pub(crate) verbose: bool,

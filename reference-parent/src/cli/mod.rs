@@ -72,6 +72,10 @@ pub(crate) fn run() -> ExitCode {
         }
     };
     let json = cli.options.json;
+    // SPEC §16.7: descendants of host commands that leave their session and
+    // lose their parent are reparented here, killed with their command in
+    // process-group mode, and whatever is left is killed before exit.
+    let _ = quirl_lua_reference_parent::process_host::adopt_orphans();
     let status = match execute(&cli) {
         Ok(Some(value)) => {
             render::print_result(&value, json);
@@ -82,7 +86,9 @@ pub(crate) fn run() -> ExitCode {
             let error = if json {
                 // SPEC §17.2: a JSON error says which containment was in effect.
                 let report = containment_report(cli.options.containment);
-                error.with_containment_context(format!("containment: {}", report.summary()))
+                error
+                    .with_containment_context(format!("containment: {}", report.summary()))
+                    .with_containment_context(format!("landlock: {}", report.landlock.summary()))
             } else {
                 error
             };
@@ -99,6 +105,7 @@ pub(crate) fn run() -> ExitCode {
         }
         Err(Failure::Silent(status)) => status,
     };
+    quirl_lua_reference_parent::process_host::end_adopted_orphans();
     ExitCode::from(status)
 }
 
@@ -142,6 +149,10 @@ fn verbose_version(arguments: &[std::ffi::OsString]) -> Option<String> {
     for note in &report.notes {
         text.push_str(&format!("note: {note}\n"));
     }
+    // SPEC §16.6: the host commands' execute ruleset.
+    text.push_str(&format!("landlock: {}\n", report.landlock.summary()));
+    // SPEC §18.3: the built-in worker's own lockdown.
+    text.push_str(&format!("worker lockdown: {}\n", report.worker_lockdown));
     Some(text)
 }
 
@@ -473,7 +484,16 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
         .cancel_token(cancel_on_interrupt())
         .limits(worker_limits(options, &policy))
         .containment(options.containment)
-        .command_pids_max(Some(options.command_pids_max));
+        .command_pids_max(Some(options.command_pids_max))
+        .require_landlock(options.require_landlock);
+    // SPEC §16.6: fail closed before anything starts.
+    let landlock = quirl_lua_reference_parent::process_host::landlock_support();
+    if options.require_landlock && !landlock.available() {
+        return Err(Failure::Usage(format!(
+            "--require-landlock: Landlock is unavailable here ({})",
+            landlock.summary()
+        )));
+    }
     if !options.grants.is_empty() {
         config = config.grants(options.grants.clone());
     }

@@ -18,7 +18,8 @@ use quirl_lua_protocol::records::ErrorCode;
 use super::cancel::CancelSignal;
 use super::command_language::parse_command;
 use super::exec_image::ExecImage;
-use super::grants::ProcessHostConfig;
+use super::exec_ruleset::{ExecRuleset, landlock_support};
+use super::grants::{GrantRule, ProcessHostConfig};
 use super::host_error::HostError;
 use super::tree::OwnedTree;
 use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind};
@@ -106,12 +107,14 @@ pub fn run_command(
             .with_context("the deadline had passed before the command started"));
     }
     ensure_children_are_not_auto_reaped()?;
+    let ruleset = exec_ruleset(config, program, &path)?;
     let cgroup = command_cgroup(config)?;
     let image = ExecImage::new(
         &path,
         &argv,
         config,
         cgroup.as_ref().map(ChildCgroup::procs_fd),
+        ruleset.as_ref().map(ExecRuleset::raw_fd),
     )?;
     let mut command = Command::new(&path);
     command
@@ -125,10 +128,16 @@ pub fn run_command(
     unsafe {
         command.pre_exec(move || image.exec());
     }
+    // Adopting orphans: no sweep may take the new leader for one before it
+    // is registered (SPEC §16.7).
+    let guard = super::orphans::spawn_guard();
     let child = command
         .spawn()
-        .map_err(|error| spawn_error(program, &error))?;
+        .map_err(|error| spawn_error(program, &error, ruleset.as_ref()))?;
     let mut tree = OwnedTree::new(child, cgroup);
+    drop(guard);
+    // The child has its own copy (and has exec'd); ours can go.
+    drop(ruleset);
     let mut stdout = Capture::new(
         tree.child_mut()
             .stdout
@@ -312,6 +321,67 @@ fn finish(
     })
 }
 
+/// The Landlock execute ruleset of the command (SPEC §16.6), or `None`
+/// when every program is granted or Landlock is unavailable (then the
+/// grant was checked against the program list, SPEC §16.2). Fails closed:
+/// where Landlock is available but the ruleset cannot be built, where it is
+/// required (`require_landlock`) but unavailable, and where a grant was
+/// accepted under the Landlock rule but the ruleset is not in force.
+fn exec_ruleset(
+    config: &ProcessHostConfig,
+    program: &str,
+    path: &std::path::Path,
+) -> Result<Option<ExecRuleset>, HostError> {
+    let support = landlock_support();
+    let shown = super::grants::truncate_for_display(program);
+    if !support.available() {
+        if config.landlock_required() {
+            return Err(HostError::new(
+                ErrorCode::ProcessSpawn,
+                format!("could not start `{shown}`: Landlock is required but unavailable"),
+            )
+            .with_context(format!("landlock: {}", support.summary()))
+            .with_help("Run on Linux 5.13 or later with Landlock enabled (lsm=landlock), or drop --require-landlock"));
+        }
+        if !config.grants().any_program() {
+            super::grants::refuse_command_runner(GrantRule::ProgramList, program)?;
+        }
+        return Ok(None);
+    }
+    if config.grants().any_program() {
+        return Ok(None);
+    }
+    ExecRuleset::for_program(path, config.cwd())
+        .map(Some)
+        .map_err(|why| {
+            HostError::new(
+                ErrorCode::ProcessSpawn,
+                format!(
+                    "could not start `{shown}`: its Landlock execute ruleset could not be built"
+                ),
+            )
+            .with_context(why)
+            .with_context(format!("landlock: {}", support.summary()))
+            .with_help("Check that the program and the interpreter it names exist and are readable")
+        })
+}
+
+/// The Landlock state of a command, as an error context line.
+fn landlock_note(ruleset: Option<&ExecRuleset>) -> String {
+    match ruleset {
+        Some(ruleset) => format!(
+            "landlock: executable files: {}",
+            ruleset
+                .files()
+                .iter()
+                .map(|file| file.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => format!("landlock: not applied; {}", landlock_support().summary()),
+    }
+}
+
 /// The command's cgroup (SPEC §17.2), in cgroup mode.
 fn command_cgroup(config: &ProcessHostConfig) -> Result<Option<ChildCgroup>, HostError> {
     let failed = |why: String| {
@@ -460,7 +530,7 @@ fn ensure_children_are_not_auto_reaped() -> Result<(), HostError> {
     Ok(())
 }
 
-fn spawn_error(program: &str, error: &io::Error) -> HostError {
+fn spawn_error(program: &str, error: &io::Error, ruleset: Option<&ExecRuleset>) -> HostError {
     HostError::new(
         ErrorCode::ProcessSpawn,
         format!(
@@ -469,6 +539,7 @@ fn spawn_error(program: &str, error: &io::Error) -> HostError {
         ),
     )
     .with_context(format!("operating-system error: {error}"))
+    .with_context(landlock_note(ruleset))
     .with_help(
         "Check that the program exists, is executable, and that the working directory exists",
     )

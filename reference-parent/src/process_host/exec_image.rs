@@ -2,7 +2,8 @@
 //! `execve` (SPEC §16.6): the exact `execve` arguments are built before the
 //! fork, so the child allocates nothing; it joins the command's cgroup,
 //! takes the steps of every spawned child (`child_setup`: new session,
-//! `no_new_privs`, inherited descriptors close-on-exec), resets signal
+//! `no_new_privs`, inherited descriptors close-on-exec), restricts itself
+//! with the prepared Landlock execute ruleset, resets signal
 //! dispositions and the mask, and executes the resolved path (no `PATH`
 //! search, no `/bin/sh` fallback).
 
@@ -13,6 +14,7 @@ use std::path::Path;
 
 use quirl_lua_protocol::records::ErrorCode;
 
+use super::exec_ruleset;
 use super::grants::ProcessHostConfig;
 use super::host_error::HostError;
 use crate::cgroup;
@@ -30,6 +32,9 @@ pub(super) struct ExecImage {
     /// `cgroup.procs` of the command's cgroup, held open by the caller
     /// across the spawn.
     cgroup_procs: Option<std::os::fd::RawFd>,
+    /// The Landlock execute ruleset (SPEC §16.6), held open by the caller
+    /// across the spawn.
+    exec_ruleset: Option<std::os::fd::RawFd>,
 }
 
 // SAFETY: the raw pointers point into the CStrings owned by the same value,
@@ -45,6 +50,7 @@ impl ExecImage {
         argv: &[String],
         config: &ProcessHostConfig,
         cgroup_procs: Option<std::os::fd::RawFd>,
+        exec_ruleset: Option<std::os::fd::RawFd>,
     ) -> Result<Self, HostError> {
         let nul = || HostError::new(ErrorCode::InvalidArgument, "argument contains a NUL byte");
         let path = CString::new(path.as_os_str().as_bytes()).map_err(|_| nul())?;
@@ -85,6 +91,7 @@ impl ExecImage {
             envp_ptrs,
             empty_mask,
             cgroup_procs,
+            exec_ruleset,
         })
     }
 
@@ -99,6 +106,12 @@ impl ExecImage {
         // gains, and descriptors the parent leaked without close-on-exec do
         // not reach the program.
         child_setup::enter_new_session_locked_down()?;
+        // After `no_new_privs` (which Landlock requires of an unprivileged
+        // process) and before exec: from here on this process and all it
+        // starts may execute only the program and its interpreter.
+        if let Some(ruleset) = self.exec_ruleset {
+            exec_ruleset::restrict_in_child(ruleset)?;
+        }
         // SAFETY: every call below is an async-signal-safe system call on
         // arguments prepared before the fork; none allocates. They stay raw
         // `libc` calls because rustix 1.x has no safe signal-disposition,

@@ -9,8 +9,9 @@ use std::path::{Component, Path, PathBuf};
 
 use quirl_lua_protocol::records::ErrorCode;
 
+use super::exec_ruleset::landlock_support;
 use super::host_error::HostError;
-use super::wrappers::runs_arguments_as_command;
+use super::wrappers::{is_programming_environment, runs_arguments_as_command};
 use crate::cgroup::Containment;
 
 /// Default `pids.max` of a host command's cgroup (SPEC §17.2): enough for a
@@ -25,13 +26,54 @@ pub const PROCESS_SPAWN_GRANT_PREFIX: &str = "process.spawn:";
 /// digits (Quirl's scoped-grant alphabet without the space).
 const NAME_PUNCTUATION: &str = "-_./:=,@%+";
 
+/// Which scoped grants are refused (SPEC §16.2): it depends on whether host
+/// commands run under the Landlock execute ruleset (SPEC §16.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantRule {
+    /// Every host command runs under the execute ruleset, so a granted
+    /// program can start nothing else: only programming environments,
+    /// launchers and command services are refused
+    /// ([`super::PROGRAMMING_ENVIRONMENTS`]).
+    Landlock,
+    /// No Landlock: every program that runs its arguments as a command is
+    /// refused ([`super::COMMAND_RUNNING_PROGRAMS`]).
+    ProgramList,
+}
+
+impl GrantRule {
+    /// [`GrantRule::Landlock`] where this kernel enforces Landlock, else
+    /// [`GrantRule::ProgramList`].
+    pub fn for_this_kernel() -> Self {
+        if landlock_support().available() {
+            Self::Landlock
+        } else {
+            Self::ProgramList
+        }
+    }
+
+    /// Whether a scoped grant of `name` is refused under this rule.
+    pub fn refuses(self, name: &str) -> bool {
+        match self {
+            Self::Landlock => is_programming_environment(name),
+            Self::ProgramList => runs_arguments_as_command(name),
+        }
+    }
+}
+
 /// The program allowlist parsed from grant strings.
 ///
-/// The default value grants nothing.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The default value grants nothing, under [`GrantRule::for_this_kernel`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grants {
     any_program: bool,
     names: std::collections::BTreeSet<String>,
+    rule: GrantRule,
+}
+
+impl Default for Grants {
+    fn default() -> Self {
+        Self::none_under(GrantRule::for_this_kernel())
+    }
 }
 
 impl Grants {
@@ -40,22 +82,51 @@ impl Grants {
         Self::default()
     }
 
-    /// Parse the grant strings a parent passes at initialize.
+    /// No programs; later scoped grants are checked under `rule`.
+    pub fn none_under(rule: GrantRule) -> Self {
+        Self {
+            any_program: false,
+            names: std::collections::BTreeSet::new(),
+            rule,
+        }
+    }
+
+    /// The rule scoped grants were checked under.
+    pub fn rule(&self) -> GrantRule {
+        self.rule
+    }
+
+    /// Whether every program is granted (`process.spawn`).
+    pub fn any_program(&self) -> bool {
+        self.any_program
+    }
+
+    /// Parse the grant strings a parent passes at initialize, under
+    /// [`GrantRule::for_this_kernel`].
     ///
     /// `process.spawn` grants every program; `process.spawn:NAME` grants one.
     /// Any other string starting with `process.` is rejected (fail closed on
     /// a misspelt grant); strings outside the `process.` namespace are
-    /// capabilities of the worker and are ignored here. A NAME that runs its
-    /// arguments as a command (`setsid`, `env`, `sh`, …; see
-    /// [`super::COMMAND_RUNNING_PROGRAMS`]) is refused unless `process.spawn`
-    /// is granted too (SPEC §16.2).
+    /// capabilities of the worker and are ignored here. A NAME the rule
+    /// refuses (with Landlock: `sh`, `env`, `python`, …; without: also
+    /// `git`, `find`, `setsid`, …; see [`GrantRule`]) is refused unless
+    /// `process.spawn` is granted too (SPEC §16.2).
     pub fn parse<I, S>(grants: I) -> Result<Self, HostError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        Self::parse_under(GrantRule::for_this_kernel(), grants)
+    }
+
+    /// [`Grants::parse`] under an explicit rule.
+    pub fn parse_under<I, S>(rule: GrantRule, grants: I) -> Result<Self, HostError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
         let grants: Vec<S> = grants.into_iter().collect();
-        let mut parsed = Self::none();
+        let mut parsed = Self::none_under(rule);
         parsed.any_program = grants
             .iter()
             .any(|grant| grant.as_ref() == PROCESS_SPAWN_GRANT);
@@ -68,7 +139,7 @@ impl Grants {
                     error.with_context(format!("grant `{}`", truncate_for_display(grant)))
                 })?;
                 if !parsed.any_program {
-                    refuse_command_runner(name)?;
+                    refuse_command_runner(rule, name)?;
                 }
                 parsed.names.insert(name.to_owned());
             } else if grant.starts_with("process.") {
@@ -89,7 +160,7 @@ impl Grants {
     pub fn allow_program(mut self, name: &str) -> Result<Self, HostError> {
         validate_program_name(name)?;
         if !self.any_program {
-            refuse_command_runner(name)?;
+            refuse_command_runner(self.rule, name)?;
         }
         self.names.insert(name.to_owned());
         Ok(self)
@@ -112,22 +183,32 @@ impl Grants {
     }
 }
 
-/// SPEC §16.2: a grant of a program that runs its arguments as a command
-/// would grant every program; refuse it with that explanation.
-fn refuse_command_runner(name: &str) -> Result<(), HostError> {
-    if !runs_arguments_as_command(name) {
+/// SPEC §16.2: a grant of a program the rule refuses would grant every
+/// program (or, under Landlock, arbitrary code); refuse it with that
+/// explanation.
+pub(crate) fn refuse_command_runner(rule: GrantRule, name: &str) -> Result<(), HostError> {
+    if !rule.refuses(name) {
         return Ok(());
     }
     let shown = truncate_for_display(name);
+    let (why, list) = match rule {
+        GrantRule::Landlock => (
+            "is a programming environment, a launcher or a command service",
+            "refused even under the Landlock execute ruleset (SPEC §16.2)",
+        ),
+        GrantRule::ProgramList => (
+            "runs its arguments as a command",
+            "on the list of programs that start other programs; Landlock is not in use (SPEC §16.2)",
+        ),
+    };
     Err(HostError::new(
         ErrorCode::InvalidArgument,
         format!(
-            "grant `{PROCESS_SPAWN_GRANT_PREFIX}{shown}` would grant every program: `{shown}` runs its arguments as a command"
+            "grant `{PROCESS_SPAWN_GRANT_PREFIX}{shown}` would grant every program: `{shown}` {why}"
         ),
     )
-    .with_context(format!(
-        "`{shown}` is on the list of programs that start other programs (SPEC §16.2)"
-    ))
+    .with_context(format!("`{shown}` is {list}"))
+    .with_context(format!("landlock: {}", landlock_support().summary()))
     .with_help(format!(
         "Grant the programs it would run by name instead, or grant every program on purpose with `{PROCESS_SPAWN_GRANT}`"
     )))
@@ -267,6 +348,7 @@ pub struct ProcessHostConfig {
     cwd: PathBuf,
     containment: Containment,
     command_pids_max: Option<u64>,
+    require_landlock: bool,
 }
 
 impl ProcessHostConfig {
@@ -279,6 +361,7 @@ impl ProcessHostConfig {
             cwd: PathBuf::from("/"),
             containment: Containment::Auto,
             command_pids_max: Some(DEFAULT_COMMAND_PIDS_MAX),
+            require_landlock: false,
         }
     }
 
@@ -328,6 +411,7 @@ impl ProcessHostConfig {
             cwd,
             containment: Containment::Auto,
             command_pids_max: Some(DEFAULT_COMMAND_PIDS_MAX),
+            require_landlock: false,
         })
     }
 
@@ -346,6 +430,20 @@ impl ProcessHostConfig {
     pub fn command_pids_max(mut self, count: Option<u64>) -> Self {
         self.command_pids_max = count;
         self
+    }
+
+    /// Fail every command closed where the Landlock execute ruleset cannot
+    /// be applied, instead of falling back to the program list (SPEC §16.6;
+    /// CLI `--require-landlock`). Default off.
+    #[must_use]
+    pub fn require_landlock(mut self, required: bool) -> Self {
+        self.require_landlock = required;
+        self
+    }
+
+    /// Whether [`Self::require_landlock`] is set.
+    pub fn landlock_required(&self) -> bool {
+        self.require_landlock
     }
 
     /// The containment asked for.

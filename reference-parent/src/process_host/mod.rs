@@ -11,7 +11,9 @@
 //!
 //! This module is not a shell and does not sandbox the filesystem: a granted
 //! program runs with the parent's user, sees the parent's filesystem, and
-//! can do whatever that program does.
+//! can do whatever that program does — except, where the kernel offers
+//! Landlock, execute any file but its own and its interpreter (SPEC §16.6,
+//! the `exec_ruleset` module; [`landlock_support`] says which applies).
 //!
 //! ```no_run
 //! use std::time::{Duration, Instant};
@@ -167,9 +169,11 @@ mod cancel;
 pub(crate) mod command_language;
 mod exec;
 mod exec_image;
+mod exec_ruleset;
 mod grants;
 mod host_call;
 mod host_error;
+pub(crate) mod orphans;
 mod tree;
 mod wrappers;
 
@@ -178,12 +182,17 @@ pub use command_language::{COMMAND_BYTES_MAX, parse_command};
 pub use exec::{
     CommandOutcomeData, OUTCOME_ENCODED_BYTES_MAX, OUTPUT_BYTES_MAX, ProcessRequest, run_command,
 };
+pub use exec_ruleset::{LandlockSupport, landlock_support};
 pub use grants::{
-    DEFAULT_COMMAND_PIDS_MAX, Environment, Grants, PROCESS_SPAWN_GRANT, PROCESS_SPAWN_GRANT_PREFIX,
-    ProcessAccess, ProcessHostConfig,
+    DEFAULT_COMMAND_PIDS_MAX, Environment, GrantRule, Grants, PROCESS_SPAWN_GRANT,
+    PROCESS_SPAWN_GRANT_PREFIX, ProcessAccess, ProcessHostConfig,
 };
 pub use host_call::{call_deadline, run_host_call};
 pub use host_error::HostError;
+pub use orphans::{adopt_orphans, end_adopted_orphans};
 /// The v1 error codes a [`HostError`] carries (the protocol's own type).
 pub use quirl_lua_protocol::records::ErrorCode;
-pub use wrappers::{COMMAND_RUNNING_PROGRAMS, runs_arguments_as_command};
+pub use wrappers::{
+    COMMAND_RUNNING_PROGRAMS, PROGRAMMING_ENVIRONMENTS, is_programming_environment,
+    runs_arguments_as_command,
+};

@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
 
+use super::orphans;
 use crate::cgroup::ChildCgroup;
 use crate::poll::{self, PollFd, PollFlags};
 use crate::proc_stat::{ProcStat, read_stat};
@@ -46,6 +47,11 @@ use crate::proc_stat::{ProcStat, read_stat};
 const SWEEP_ROUNDS_MAX: usize = 16;
 /// How long the sweep waits for its killed processes to exit.
 const SWEEP_EXIT_WAIT: Duration = Duration::from_secs(1);
+/// Longest wait for a cgroup's members to settle before the escape verdict
+/// (only a member that keeps running costs it).
+const SETTLE_WAIT: Duration = Duration::from_millis(500);
+/// Poll interval of that wait.
+const SETTLE_POLL: Duration = Duration::from_millis(1);
 
 /// A spawned child whose tree is killed and whose leader is reaped exactly
 /// once, on every path including unwinding.
@@ -70,6 +76,7 @@ impl OwnedTree {
     /// exit is polled instead (see `exit_fd`).
     pub(crate) fn new(child: Child, cgroup: Option<ChildCgroup>) -> Self {
         let pid = Pid::from_child(&child);
+        orphans::register(pid.as_raw_pid());
         Self {
             pidfd: rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok(),
             child,
@@ -137,6 +144,9 @@ impl OwnedTree {
         debug_assert!(!self.reaped);
         if let Some(cgroup) = &self.cgroup {
             let leader = self.pid.as_raw_pid().cast_unsigned();
+            if leader_exited {
+                settle(cgroup, leader);
+            }
             if let Ok(members) = cgroup.members() {
                 self.escaped = members
                     .into_iter()
@@ -162,16 +172,23 @@ impl OwnedTree {
         let _ = rustix::process::kill_process_group(self.pid, Signal::STOP);
         let leader = self.pid.as_raw_pid();
         let alone = leader_exited && last_allocated_pid() == Some(leader);
+        // Orphans of this tree adopted by this process (SPEC §16.7): every
+        // adopted child started since the leader.
+        let since = orphans::adopting()
+            .then(|| read_stat(leader).map(|stat| stat.start_time))
+            .flatten();
+        let _guard = since.and_then(|_| orphans::spawn_guard());
         let pinned = if alone {
             Vec::new()
         } else {
-            freeze_members(leader)
+            freeze_members(Some(leader), since)
         };
         let _ = rustix::process::kill_process_group(self.pid, Signal::KILL);
         for pidfd in &pinned {
             send_signal(pidfd, Signal::KILL);
         }
         wait_for_exit(&pinned);
+        orphans::reap_adopted();
         self.killed = true;
     }
 
@@ -183,10 +200,14 @@ impl OwnedTree {
         }
         let status = self.child.wait();
         self.reaped = true;
+        orphans::unregister(self.pid.as_raw_pid());
         if let Some(mut cgroup) = self.cgroup.take() {
             let problems = cgroup.remove();
             self.problems.extend(problems);
         }
+        // Killed members that had been orphaned are this process's children
+        // when it adopts orphans (SPEC §16.7): reap them too.
+        orphans::reap_adopted();
         status
     }
 }
@@ -219,7 +240,7 @@ fn open_pidfd(pid: libc::pid_t) -> Option<OwnedFd> {
     rustix::process::pidfd_open(Pid::from_raw(pid)?, PidfdFlags::empty()).ok()
 }
 
-fn scan() -> HashMap<libc::pid_t, ProcStat> {
+pub(super) fn scan() -> HashMap<libc::pid_t, ProcStat> {
     let mut table = HashMap::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return table;
@@ -240,23 +261,34 @@ fn scan() -> HashMap<libc::pid_t, ProcStat> {
 }
 
 /// Live members of session `leader` and live descendants of those members
-/// (or of the leader), except the leader itself.
-fn members(leader: libc::pid_t, table: &HashMap<libc::pid_t, ProcStat>) -> Vec<(libc::pid_t, u64)> {
+/// (or of the leader), and live descendants of `roots` (adopted orphans)
+/// and the roots themselves, except the leader itself.
+fn members(
+    leader: Option<libc::pid_t>,
+    table: &HashMap<libc::pid_t, ProcStat>,
+    roots: &HashSet<libc::pid_t>,
+) -> Vec<(libc::pid_t, u64)> {
     let mut found = Vec::new();
     for (&pid, stat) in table {
-        if pid == leader || !stat.alive {
+        if Some(pid) == leader || !stat.alive {
             continue;
         }
         // Walk the parent chain; bounded by the table size against cycles.
+        let mut current_pid = pid;
         let mut current = *stat;
         let mut member = false;
         for _ in 0..=table.len() {
-            if current.session == leader || current.ppid == leader {
+            let of_leader =
+                leader.is_some_and(|leader| current.session == leader || current.ppid == leader);
+            if of_leader || roots.contains(&current_pid) {
                 member = true;
                 break;
             }
             match table.get(&current.ppid) {
-                Some(parent) if current.ppid > 1 => current = *parent,
+                Some(parent) if current.ppid > 1 => {
+                    current_pid = current.ppid;
+                    current = *parent;
+                }
                 _ => break,
             }
         }
@@ -268,14 +300,19 @@ fn members(leader: libc::pid_t, table: &HashMap<libc::pid_t, ProcStat>) -> Vec<(
 }
 
 /// SIGSTOP every member the scan can find, in rounds, until a round finds
-/// no member that is not already pinned. Returns the pidfds of the stopped
-/// members, each verified to be the scanned process.
-fn freeze_members(leader: libc::pid_t) -> Vec<OwnedFd> {
+/// no member that is not already pinned. With `since`, the adopted orphans
+/// started since then are members too, found afresh each round. Returns
+/// the pidfds of the stopped members, each verified to be the scanned
+/// process.
+fn freeze_members(leader: Option<libc::pid_t>, since: Option<u64>) -> Vec<OwnedFd> {
     let mut pinned: Vec<OwnedFd> = Vec::new();
     let mut seen: HashSet<(libc::pid_t, u64)> = HashSet::new();
     for _ in 0..SWEEP_ROUNDS_MAX {
         let table = scan();
-        let fresh: Vec<_> = members(leader, &table)
+        let roots = since
+            .map(|since| orphans::adopted_since(&table, since))
+            .unwrap_or_default();
+        let fresh: Vec<_> = members(leader, &table, &roots)
             .into_iter()
             .filter(|target| !seen.contains(target))
             .collect();
@@ -296,6 +333,44 @@ fn freeze_members(leader: libc::pid_t) -> Vec<OwnedFd> {
         }
     }
     pinned
+}
+
+/// Freeze and SIGKILL every adopted orphan started since `since` and its
+/// descendants (the program's end, [`orphans::end_adopted_orphans`]);
+/// how many were killed.
+pub(super) fn freeze_and_kill_adopted(since: u64) -> usize {
+    let _guard = orphans::spawn_guard();
+    let pinned = freeze_members(None, Some(since));
+    for pidfd in &pinned {
+        send_signal(pidfd, Signal::KILL);
+    }
+    wait_for_exit(&pinned);
+    pinned.len()
+}
+
+/// Cgroup mode, the leader has exited (SPEC §16.6 Lifetime): wait, at most
+/// [`SETTLE_WAIT`], until no other member is running or in an
+/// uninterruptible wait, so that a member on its way out of the session
+/// (`setsid -f`: fork, the parent exits, the child calls `setsid`) has made
+/// that call before the escape verdict is read. A member that blocks, stops
+/// or exits has settled; only a member that keeps running costs the wait.
+fn settle(cgroup: &ChildCgroup, leader: u32) {
+    let until = Instant::now() + SETTLE_WAIT;
+    loop {
+        let Ok(members) = cgroup.members() else {
+            return;
+        };
+        let running = members.into_iter().filter(|&pid| pid != leader).any(|pid| {
+            libc::pid_t::try_from(pid)
+                .ok()
+                .and_then(read_stat)
+                .is_some_and(|stat| !stat.settled)
+        });
+        if !running || Instant::now() >= until {
+            return;
+        }
+        std::thread::sleep(SETTLE_POLL);
+    }
 }
 
 fn send_signal(pidfd: &OwnedFd, signal: Signal) -> bool {
@@ -335,6 +410,7 @@ mod tests {
             session,
             start_time: 7,
             alive: true,
+            settled: true,
         };
         let table = HashMap::from([
             (100, stat(1, 50)), // leader
@@ -345,11 +421,20 @@ mod tests {
             (105, stat(1, 105)),   // orphaned setsid escapee: not findable
             (200, stat(1, 200)),   // unrelated
         ]);
-        let mut found: Vec<_> = members(100, &table)
+        let mut found: Vec<_> = members(Some(100), &table, &HashSet::new())
             .into_iter()
             .map(|(pid, _)| pid)
             .collect();
         found.sort_unstable();
         assert_eq!(found, [101, 102, 103, 104]);
+        // An adopted orphan (SPEC §16.7) is a root: it and its descendants.
+        let mut table = table;
+        table.insert(106, stat(105, 106));
+        let mut found: Vec<_> = members(Some(100), &table, &HashSet::from([105]))
+            .into_iter()
+            .map(|(pid, _)| pid)
+            .collect();
+        found.sort_unstable();
+        assert_eq!(found, [101, 102, 103, 104, 105, 106]);
     }
 }

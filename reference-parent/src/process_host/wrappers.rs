@@ -33,6 +33,12 @@ pub const COMMAND_RUNNING_PROGRAMS: &[&str] = &[
     "setarch",
     "linux32",
     "linux64",
+    // setarch under its architecture names (`x86_64 PROG` runs PROG).
+    "x86_64",
+    "i386",
+    "i686",
+    "aarch64",
+    "uname26",
     "setpriv",
     "flock",
     "lockf",
@@ -196,18 +202,220 @@ pub const COMMAND_RUNNING_PROGRAMS: &[&str] = &[
     "docker",
     "podman",
     "kubectl",
+    // Found by review (issue 25): a documented option runs a program.
+    "sort",    // --compress-program=PROG
+    "gcc",     // -wrapper PROG,ARGS
+    "cc",      // (gcc)
+    "g++",     // (gcc)
+    "c++",     // (gcc)
+    "clang",   // -ccc-gcc-name, -fuse-ld=PATH
+    "sqlite3", // .shell, .system
+    "npx",     // runs any package's command
+    "npm",     // npm exec, lifecycle scripts
+];
+
+/// The part of [`COMMAND_RUNNING_PROGRAMS`] that stays refused when every
+/// host command runs under the Landlock execute ruleset (SPEC §16.2): a
+/// granted program can then execute only itself, so what is left is what
+/// needs no second program to run arbitrary code or commands —
+///
+/// - whole programming environments: shells, the multi-call binaries,
+///   interpreters (`awk` and `expect` included), debuggers and editors with
+///   an embedded language (`gdb`/`lldb` Python, Vim script, Emacs Lisp),
+///   `nmap` (Lua scripts);
+/// - launchers, whose only purpose is starting another program: with the
+///   ruleset they could start nothing but would still be granted by a name
+///   that suggests otherwise; the dynamic loader (`ld.so`, `ld-linux*`)
+///   loads any program *without* `execve`, which Landlock does not see;
+/// - programs that hand a command to a service running outside the
+///   command's domain, which starts it unrestricted: `ssh`, `rsh`, `mosh`,
+///   `at`/`batch`/`crontab`, `systemd-run`, `dbus-*`, `screen`/`tmux`
+///   servers, container engines.
+///
+/// `git`, `sed`, `find`, `tar`, `zip`, `rsync`, `make`, `less`, `man` and
+/// the other "documented option runs a command" tools become grantable:
+/// the command their option names is refused by the kernel.
+pub const PROGRAMMING_ENVIRONMENTS: &[&str] = &[
+    // Launchers.
+    "env",
+    "nice",
+    "nohup",
+    "setsid",
+    "timeout",
+    "stdbuf",
+    "ionice",
+    "taskset",
+    "chrt",
+    "numactl",
+    "prlimit",
+    "setarch",
+    "linux32",
+    "linux64",
+    "setpriv",
+    "flock",
+    "lockf",
+    "time",
+    "command",
+    "exec",
+    "builtin",
+    "xargs",
+    "parallel",
+    "watch",
+    "script",
+    "unbuffer",
+    "chpst",
+    "softlimit",
+    "setuidgid",
+    "setlock",
+    "envdir",
+    "envuidgid",
+    "daemonize",
+    "start-stop-daemon",
+    "run-parts",
+    "catchsegv",
+    "eatmydata",
+    "faketime",
+    "fakeroot",
+    "fakechroot",
+    "torsocks",
+    "proxychains",
+    "cpulimit",
+    "cgexec",
+    "runcon",
+    "capsh",
+    "ld.so",
+    "entr",
+    "firejail",
+    "bwrap",
+    "proot",
+    "sudo",
+    "sudoedit",
+    "su",
+    "doas",
+    "runuser",
+    "pkexec",
+    "sg",
+    "newgrp",
+    "chroot",
+    "unshare",
+    "nsenter",
+    "strace",
+    "ltrace",
+    "valgrind",
+    "perf",
+    // Commands handed to a service outside the command's domain.
+    "at",
+    "batch",
+    "crontab",
+    "dbus-launch",
+    "dbus-run-session",
+    "ssh-agent",
+    "screen",
+    "tmux",
+    "dtach",
+    "abduco",
+    "systemd-run",
+    "systemd-nspawn",
+    "ssh",
+    "rsh",
+    "slogin",
+    "mosh",
+    "docker",
+    "podman",
+    "kubectl",
+    "ip",
+    // Shells and multi-call binaries.
+    "sh",
+    "bash",
+    "rbash",
+    "dash",
+    "ash",
+    "zsh",
+    "ksh",
+    "mksh",
+    "pdksh",
+    "oksh",
+    "yash",
+    "posh",
+    "csh",
+    "tcsh",
+    "fish",
+    "elvish",
+    "nu",
+    "xonsh",
+    "rc",
+    "es",
+    "busybox",
+    "toybox",
+    // Interpreters, and programs with an embedded language.
+    "python",
+    "pypy",
+    "perl",
+    "ruby",
+    "irb",
+    "node",
+    "nodejs",
+    "deno",
+    "bun",
+    "php",
+    "lua",
+    "luajit",
+    "tclsh",
+    "wish",
+    "guile",
+    "racket",
+    "sbcl",
+    "clisp",
+    "ocaml",
+    "ghci",
+    "runghc",
+    "Rscript",
+    "julia",
+    "osascript",
+    "jshell",
+    "groovy",
+    "scala",
+    "awk",
+    "gawk",
+    "mawk",
+    "nawk",
+    "busybox-awk",
+    "expect",
+    "gdb",
+    "lldb",
+    "vi",
+    "vim",
+    "nvim",
+    "ex",
+    "view",
+    "rvim",
+    "emacs",
+    "nmap",
 ];
 
 /// Whether granting `name` (a bare name or an absolute path) would grant
-/// every program, because it runs its arguments as a command.
+/// every program, because it runs its arguments as a command — the rule
+/// where Landlock is unavailable (SPEC §16.2).
 pub fn runs_arguments_as_command(name: &str) -> bool {
+    listed_in(COMMAND_RUNNING_PROGRAMS, name)
+}
+
+/// Whether `name` stays refused under the Landlock execute ruleset: a
+/// programming environment, a launcher or a command service
+/// ([`PROGRAMMING_ENVIRONMENTS`]).
+pub fn is_programming_environment(name: &str) -> bool {
+    listed_in(PROGRAMMING_ENVIRONMENTS, name)
+}
+
+/// `name` compared by final path component, a trailing version ignored;
+/// the dynamic loaders (`ld-linux*`, `ld-musl*`) are on every list.
+fn listed_in(list: &[&str], name: &str) -> bool {
     let base = name.rsplit('/').next().unwrap_or(name);
     if base.starts_with("ld-linux") || base.starts_with("ld-musl") {
         return true; // the dynamic loader runs any program it is given
     }
     let unversioned = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');
-    COMMAND_RUNNING_PROGRAMS
-        .iter()
+    list.iter()
         .any(|listed| *listed == base || (!unversioned.is_empty() && *listed == unversioned))
 }
 
@@ -246,7 +454,6 @@ mod tests {
             "head",
             "/bin/echo",
             "grep",
-            "sort",
             "uname",
         ] {
             assert!(!runs_arguments_as_command(name), "{name}");
@@ -254,7 +461,44 @@ mod tests {
     }
 
     #[test]
+    fn landlock_leaves_only_programming_environments_refused() {
+        // SPEC §16.2: grantable under Landlock, refused without it.
+        for name in [
+            "git", "sed", "find", "tar", "zip", "rsync", "make", "less", "man",
+        ] {
+            assert!(!is_programming_environment(name), "{name}");
+            assert!(runs_arguments_as_command(name), "{name}");
+        }
+        for name in [
+            "sh",
+            "bash5",
+            "busybox",
+            "python3.12",
+            "env",
+            "/usr/bin/env",
+            "awk",
+            "setarch",
+            "ssh",
+            "tmux",
+            "vim",
+            "gdb",
+            "/lib64/ld-linux-x86-64.so.2",
+        ] {
+            assert!(is_programming_environment(name), "{name}");
+        }
+        // The Landlock list is a part of the full one.
+        for name in PROGRAMMING_ENVIRONMENTS {
+            assert!(runs_arguments_as_command(name), "{name}");
+        }
+    }
+
+    #[test]
     fn the_list_has_no_duplicates_or_paths() {
+        let mut names: Vec<&str> = PROGRAMMING_ENVIRONMENTS.to_vec();
+        names.sort_unstable();
+        let count = names.len();
+        names.dedup();
+        assert_eq!(names.len(), count, "duplicate entries");
         let mut names: Vec<&str> = COMMAND_RUNNING_PROGRAMS.to_vec();
         names.sort_unstable();
         let count = names.len();

@@ -56,6 +56,7 @@ pub struct WorkerConfig {
     pub(super) limits: WorkerLimits,
     pub(super) containment: Containment,
     pub(super) command_pids_max: Option<u64>,
+    pub(super) require_landlock: bool,
 }
 
 impl WorkerConfig {
@@ -73,6 +74,7 @@ impl WorkerConfig {
             limits: WorkerLimits::for_policy(&policy),
             containment: Containment::Auto,
             command_pids_max: Some(crate::process_host::DEFAULT_COMMAND_PIDS_MAX),
+            require_landlock: false,
         }
     }
 
@@ -81,6 +83,17 @@ impl WorkerConfig {
     #[must_use]
     pub fn command_pids_max(mut self, count: Option<u64>) -> Self {
         self.command_pids_max = count;
+        self
+    }
+
+    /// Host commands fail closed where the Landlock execute ruleset cannot
+    /// be applied (SPEC §16.6; CLI `--require-landlock`), in the default
+    /// process-host configuration and in one given with
+    /// [`process_host`](Self::process_host) alike. Default off: without
+    /// Landlock, grants are checked against the program list (SPEC §16.2).
+    #[must_use]
+    pub fn require_landlock(mut self, required: bool) -> Self {
+        self.require_landlock = required;
         self
     }
 
@@ -180,7 +193,8 @@ impl WorkerConfig {
 
     pub(super) fn process_host_config(&self) -> Result<ProcessHostConfig, Error> {
         if let Some(config) = &self.process_host {
-            return Ok(config.clone());
+            let required = config.landlock_required() || self.require_landlock;
+            return Ok(config.clone().require_landlock(required));
         }
         let invalid = |error: crate::process_host::HostError| {
             let mut wrapped = Error::new(
@@ -211,6 +225,7 @@ impl WorkerConfig {
                 config
                     .containment(self.containment)
                     .command_pids_max(self.command_pids_max)
+                    .require_landlock(self.require_landlock)
             })
             .map_err(invalid)
     }

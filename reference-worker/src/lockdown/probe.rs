@@ -48,6 +48,25 @@ pub enum Probe {
     /// Unbounded recursion into the main thread's guard page (Rust reports
     /// the overflow and aborts: SIGABRT).
     StackOverflow,
+    /// The Landlock domain alone (SPEC §18.3 step 4): the lockdown skips
+    /// the seccomp filter, then the probe opens `/dev/null` and exits with
+    /// [`LANDLOCK_DENIED_EXIT`] if the kernel refused (`EACCES`),
+    /// [`LANDLOCK_OPENED_EXIT`] if the file opened, or
+    /// [`LANDLOCK_OTHER_EXIT`] on any other error.
+    LandlockOpen,
+}
+
+/// Exit status of the `landlock-open` probe when the open was refused.
+pub const LANDLOCK_DENIED_EXIT: i32 = 86;
+/// Exit status of the `landlock-open` probe when the file opened.
+pub const LANDLOCK_OPENED_EXIT: i32 = 87;
+/// Exit status of the `landlock-open` probe on another error.
+pub const LANDLOCK_OTHER_EXIT: i32 = 88;
+
+/// Whether the armed probe wants the lockdown without its seccomp filter
+/// (only `landlock-open`, so the Landlock domain is what answers).
+pub fn skips_seccomp() -> bool {
+    ARMED.get() == Some(&Probe::LandlockOpen)
 }
 
 impl Probe {
@@ -64,6 +83,7 @@ impl Probe {
             "abort" => Self::Abort,
             "segfault" => Self::Segfault,
             "stack-overflow" => Self::StackOverflow,
+            "landlock-open" => Self::LandlockOpen,
             _ => return None,
         })
     }
@@ -174,6 +194,18 @@ fn run(probe: Probe) {
             }
             Probe::StackOverflow => {
                 std::hint::black_box(recurse(std::hint::black_box(1)));
+            }
+            Probe::LandlockOpen => {
+                let fd = libc::openat(libc::AT_FDCWD, c"/dev/null".as_ptr(), libc::O_RDONLY);
+                let status = if fd >= 0 {
+                    libc::close(fd);
+                    LANDLOCK_OPENED_EXIT
+                } else if std::io::Error::last_os_error().raw_os_error() == Some(libc::EACCES) {
+                    LANDLOCK_DENIED_EXIT
+                } else {
+                    LANDLOCK_OTHER_EXIT
+                };
+                libc::_exit(status);
             }
         }
     }

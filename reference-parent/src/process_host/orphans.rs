@@ -1,0 +1,143 @@
+//! Orphans of host commands in process-group mode (SPEC §16.7).
+//!
+//! A descendant that starts its own session and whose parent exits (a
+//! daemon's double fork, `setsid -f`) has no parent chain back to the
+//! command, so the `/proc` sweep cannot find it — worse, a group `SIGSTOP`
+//! that reached it just before its `setsid` leaves it stopped outside the
+//! group the `SIGKILL` goes to. With [`adopt_orphans`] this process becomes
+//! the *child subreaper* of everything it starts: such orphans are
+//! reparented to it instead of to `init`, so they are its children that it
+//! did not spawn. The sweep of a command then also freezes and kills every
+//! such adopted child started since the command's leader (and their
+//! descendants), and reaps them; [`end_adopted_orphans`] does the same for
+//! whatever is left when the program ends (`quirl-lua` calls both).
+//!
+//! "Spawned here" is a registry of the pids of the workers and command
+//! leaders this crate starts, kept from spawn to reap.
+
+use std::collections::HashSet;
+use std::io;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustix::process::{Pid, WaitOptions};
+
+use crate::proc_stat::ProcStat;
+
+static ADOPTING: AtomicBool = AtomicBool::new(false);
+static SPAWNED: Mutex<Option<HashSet<libc::pid_t>>> = Mutex::new(None);
+/// Held from a spawn to its registration, and by a sweep while it picks and
+/// signals adopted children, so a fresh worker or leader is never mistaken
+/// for an orphan.
+static SPAWN_LOCK: Mutex<()> = Mutex::new(());
+
+/// While adopting: the lock to hold across a spawn and its [`register`],
+/// or across a sweep of adopted children.
+pub(crate) fn spawn_guard() -> Option<std::sync::MutexGuard<'static, ()>> {
+    if !adopting() {
+        return None;
+    }
+    Some(
+        SPAWN_LOCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
+}
+
+/// Make this process the child subreaper of everything it starts, so that
+/// descendants of host commands that leave their session and lose their
+/// parent are reparented here and killed with the command (SPEC §16.7).
+/// Process-wide and lasting; the `quirl-lua` CLI calls it at start. An
+/// embedding program that calls it also receives orphans of children it
+/// starts itself; they are reaped, and killed only by
+/// [`end_adopted_orphans`] or when started during a host command.
+pub fn adopt_orphans() -> io::Result<()> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    ADOPTING.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Kill and reap every process adopted by [`adopt_orphans`] (and its
+/// descendants), frozen first so none can fork away. Returns how many were
+/// killed. Does nothing unless this process adopts orphans.
+pub fn end_adopted_orphans() -> usize {
+    if !adopting() {
+        return 0;
+    }
+    let mut killed = 0;
+    // A few rounds: an orphan's own children become ours when it dies.
+    for _ in 0..4 {
+        let table = super::tree::scan();
+        if adopted_since(&table, 0).is_empty() {
+            break;
+        }
+        killed += super::tree::freeze_and_kill_adopted(0);
+        reap_adopted();
+    }
+    reap_adopted();
+    killed
+}
+
+pub(crate) fn adopting() -> bool {
+    ADOPTING.load(Ordering::SeqCst)
+}
+
+/// Record a child this crate spawned (a worker or a command leader).
+pub(crate) fn register(pid: libc::pid_t) {
+    if let Ok(mut spawned) = SPAWNED.lock() {
+        spawned.get_or_insert_with(HashSet::new).insert(pid);
+    }
+}
+
+/// Forget a child once it is reaped.
+pub(crate) fn unregister(pid: libc::pid_t) {
+    if let Ok(mut spawned) = SPAWNED.lock()
+        && let Some(set) = spawned.as_mut()
+    {
+        set.remove(&pid);
+    }
+}
+
+fn spawned_here(pid: libc::pid_t) -> bool {
+    SPAWNED
+        .lock()
+        .map(|spawned| spawned.as_ref().is_some_and(|set| set.contains(&pid)))
+        .unwrap_or(true)
+}
+
+/// Children of this process that it did not spawn (adopted orphans),
+/// started at or after `since` (clock ticks since boot, `/proc` start
+/// time).
+pub(crate) fn adopted_since(
+    table: &std::collections::HashMap<libc::pid_t, ProcStat>,
+    since: u64,
+) -> HashSet<libc::pid_t> {
+    if !adopting() {
+        return HashSet::new();
+    }
+    let me = rustix::process::getpid().as_raw_pid();
+    table
+        .iter()
+        .filter(|(pid, stat)| {
+            stat.ppid == me && stat.alive && stat.start_time >= since && !spawned_here(**pid)
+        })
+        .map(|(pid, _)| *pid)
+        .collect()
+}
+
+/// Reap every adopted child that has exited (never one spawned here: those
+/// are reaped by their owners).
+pub(crate) fn reap_adopted() {
+    if !adopting() {
+        return;
+    }
+    let me = rustix::process::getpid().as_raw_pid();
+    for (pid, stat) in super::tree::scan() {
+        if stat.ppid != me || stat.alive || spawned_here(pid) {
+            continue;
+        }
+        if let Some(pid) = Pid::from_raw(pid) {
+            let _ = rustix::process::waitpid(Some(pid), WaitOptions::NOHANG);
+        }
+    }
+}

@@ -1,0 +1,550 @@
+//! The Landlock execute ruleset of host commands (SPEC §16.2, §16.6): a
+//! granted program can execute only its own file and its interpreter, so
+//! each escape through an option that runs another program fails and leaves
+//! nothing behind, while the granted program itself works.
+//!
+//! Every escape is also run under the unscoped grant `process.spawn`, which
+//! applies no ruleset: there it succeeds, so each test shows that the
+//! escape is real on this machine and that the ruleset is what stops it.
+//! Tests skip with a printed reason where Landlock or a program is absent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use quirl_lua_reference_parent::process_host::{
+    Cancel, CommandOutcomeData, Environment, ErrorCode, GrantRule, Grants, HostError,
+    ProcessAccess, ProcessHostConfig, ProcessRequest, landlock_support, run_command,
+};
+
+const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// A fresh directory for one test; removed by [`Scratch::drop`].
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "quirl-landlock-{}-{}-{name}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// An executable script that creates `ran` in this directory: the
+    /// ungranted program each escape tries to start.
+    fn marker_script(&self) -> PathBuf {
+        let script = self.path("mark.sh");
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\n: > '{}'\ncat\n", self.path("ran").display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        script
+    }
+
+    fn ran(&self) -> bool {
+        self.path("ran").exists()
+    }
+
+    fn reset(&self) {
+        let _ = std::fs::remove_file(self.path("ran"));
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Landlock in force, or a printed reason to skip.
+fn landlock_or_skip(test: &str) -> bool {
+    let support = landlock_support();
+    if !support.available() {
+        eprintln!("SKIPPED {test}: {}", support.summary());
+    }
+    support.available()
+}
+
+/// A program on the granted `PATH`, or a printed reason to skip.
+fn program_or_skip(test: &str, name: &str) -> bool {
+    let found = PATH
+        .split(':')
+        .any(|dir| Path::new(dir).join(name).is_file());
+    if !found {
+        eprintln!("SKIPPED {test}: `{name}` is not installed here");
+    }
+    found
+}
+
+fn config_in(grants: &[&str], cwd: &Path) -> ProcessHostConfig {
+    ProcessHostConfig::new(
+        ProcessAccess {
+            allow_process: true,
+            process_enabled: true,
+        },
+        Grants::parse(grants).unwrap(),
+        Environment::empty()
+            .with("PATH", PATH)
+            .unwrap()
+            .with("HOME", cwd.as_os_str())
+            .unwrap(),
+        cwd,
+    )
+    .unwrap()
+}
+
+fn run(config: &ProcessHostConfig, command: &str) -> Result<CommandOutcomeData, HostError> {
+    run_command(
+        config,
+        &ProcessRequest {
+            command: command.to_owned(),
+            deadline: Instant::now() + Duration::from_secs(20),
+            max_output_bytes: 256 * 1024,
+        },
+        &Cancel::new(),
+    )
+}
+
+/// Live processes whose command line mentions `needle` (the scratch path
+/// of one test), other than this test process.
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline).contains(needle) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// The escape `command` (granted by `grant` alone) starts the marker
+/// script only without the ruleset: under `process.spawn:GRANT` the marker
+/// is never created and no process of the command is left.
+fn escape_is_refused(scratch: &Scratch, grant: &str, command: &str) -> CommandOutcomeData {
+    // Control: the unscoped grant applies no ruleset, and the escape works.
+    let open = config_in(&["process.spawn"], &scratch.0);
+    let outcome = run(&open, command).unwrap();
+    assert!(
+        scratch.ran(),
+        "without the ruleset `{command}` should have run the marker: {outcome:?}"
+    );
+    scratch.reset();
+    let granted = config_in(&[&format!("process.spawn:{grant}")], &scratch.0);
+    let outcome = run(&granted, command).unwrap();
+    assert!(!scratch.ran(), "`{command}` escaped its grant: {outcome:?}");
+    assert!(
+        processes_mentioning(&scratch.0.display().to_string()).is_empty(),
+        "`{command}` left processes behind"
+    );
+    outcome
+}
+
+// SPEC §16.6: setarch under its other names runs its arguments.
+#[test]
+fn setarch_aliases_cannot_start_another_program() {
+    let test = "setarch_aliases_cannot_start_another_program";
+    if !landlock_or_skip(test) {
+        return;
+    }
+    let mut tried = 0;
+    for alias in ["x86_64", "i386", "linux32", "linux64", "setarch"] {
+        if !program_or_skip(test, alias) {
+            continue;
+        }
+        let scratch = Scratch::new(alias);
+        let marker = scratch.marker_script();
+        if alias == "setarch" || alias == "linux32" || alias == "linux64" {
+            // Still refused by name even under Landlock (a launcher).
+            let error = Grants::parse([format!("process.spawn:{alias}")]).unwrap_err();
+            assert_eq!(error.code(), ErrorCode::InvalidArgument);
+            continue;
+        }
+        let outcome = escape_is_refused(&scratch, alias, &format!("{alias} {}", marker.display()));
+        assert_ne!(outcome.status, 0, "{outcome:?}");
+        assert!(outcome.stderr.contains("Permission denied"), "{outcome:?}");
+        // An ELF program fares no better than a script.
+        let outcome = escape_is_refused(
+            &scratch,
+            alias,
+            &format!("{alias} touch {}", scratch.path("ran").display()),
+        );
+        assert_ne!(outcome.status, 0, "{outcome:?}");
+        tried += 1;
+    }
+    assert!(tried > 0 || !program_or_skip(test, "x86_64"));
+}
+
+#[test]
+fn sort_cannot_start_its_compress_program() {
+    let test = "sort_cannot_start_its_compress_program";
+    if !landlock_or_skip(test) || !program_or_skip(test, "sort") {
+        return;
+    }
+    let scratch = Scratch::new("sort");
+    let marker = scratch.marker_script();
+    write_lines(&scratch.path("input"), 20_000);
+    std::fs::create_dir_all(scratch.path("tmp")).unwrap();
+    let outcome = escape_is_refused(
+        &scratch,
+        "sort",
+        &format!(
+            "sort -S 64k -T {} --compress-program={} {}",
+            scratch.path("tmp").display(),
+            marker.display(),
+            scratch.path("input").display()
+        ),
+    );
+    assert_ne!(outcome.status, 0, "{outcome:?}");
+}
+
+#[test]
+fn gcc_cannot_start_its_wrapper() {
+    let test = "gcc_cannot_start_its_wrapper";
+    if !landlock_or_skip(test) || !program_or_skip(test, "gcc") {
+        return;
+    }
+    let scratch = Scratch::new("gcc");
+    let marker = scratch.marker_script();
+    std::fs::write(scratch.path("a.c"), "int main(void) { return 0; }\n").unwrap();
+    let outcome = escape_is_refused(
+        &scratch,
+        "gcc",
+        &format!(
+            "gcc -wrapper {} -c {} -o {}",
+            marker.display(),
+            scratch.path("a.c").display(),
+            scratch.path("a.o").display()
+        ),
+    );
+    assert_ne!(outcome.status, 0, "{outcome:?}");
+}
+
+#[test]
+fn sqlite3_cannot_run_a_shell_command() {
+    let test = "sqlite3_cannot_run_a_shell_command";
+    if !landlock_or_skip(test) || !program_or_skip(test, "sqlite3") {
+        return;
+    }
+    let scratch = Scratch::new("sqlite3");
+    let marker = scratch.marker_script();
+    for dot in [".shell", ".system"] {
+        let outcome = escape_is_refused(
+            &scratch,
+            "sqlite3",
+            &format!("sqlite3 :memory: '{dot} {}'", marker.display()),
+        );
+        assert!(!scratch.ran(), "{outcome:?}");
+    }
+}
+
+#[test]
+fn find_exec_and_tar_to_command_are_refused_by_the_kernel() {
+    let test = "find_exec_and_tar_to_command_are_refused_by_the_kernel";
+    if !landlock_or_skip(test) || !program_or_skip(test, "find") || !program_or_skip(test, "tar") {
+        return;
+    }
+    let scratch = Scratch::new("find-tar");
+    let marker = scratch.marker_script();
+    let outcome = escape_is_refused(
+        &scratch,
+        "find",
+        &format!(
+            "find {} -name mark.sh -exec {} ';'",
+            scratch.0.display(),
+            marker.display()
+        ),
+    );
+    assert!(outcome.stderr.contains("Permission denied"), "{outcome:?}");
+    std::fs::write(scratch.path("member"), "data\n").unwrap();
+    let archive = scratch.path("a.tar");
+    let made = std::process::Command::new("tar")
+        .arg("-cf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&scratch.0)
+        .arg("member")
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let outcome = escape_is_refused(
+        &scratch,
+        "tar",
+        &format!(
+            "tar -xf {} --to-command={}",
+            archive.display(),
+            marker.display()
+        ),
+    );
+    assert_ne!(outcome.status, 0, "{outcome:?}");
+}
+
+#[test]
+fn git_cannot_start_a_pager_or_an_alias() {
+    let test = "git_cannot_start_a_pager_or_an_alias";
+    if !landlock_or_skip(test) || !program_or_skip(test, "git") {
+        return;
+    }
+    let scratch = Scratch::new("git-escape");
+    let marker = scratch.marker_script();
+    init_repo(&scratch.0);
+    // `git -c alias.x=!CMD x` runs CMD through the shell.
+    escape_is_refused(
+        &scratch,
+        "git",
+        &format!("git -c alias.x=!{} x", marker.display()),
+    );
+}
+
+/// What the grant allows: the program itself, with any arguments (SPEC
+/// §16.2).
+#[test]
+fn granted_git_sed_find_tar_and_sort_work_normally() {
+    let test = "granted_git_sed_find_tar_and_sort_work_normally";
+    if !landlock_or_skip(test) {
+        return;
+    }
+    let scratch = Scratch::new("works");
+    if program_or_skip(test, "git") {
+        let repo = scratch.path("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        init_repo(&repo);
+        std::fs::write(repo.join("new-file"), "x\n").unwrap();
+        let config = config_in(&["process.spawn:git"], &repo);
+        let outcome = run(&config, "git status --porcelain").unwrap();
+        assert_eq!(outcome.status, 0, "{outcome:?}");
+        assert_eq!(outcome.stdout, "?? new-file\n", "{outcome:?}");
+        let outcome = run(&config, "git log --oneline").unwrap();
+        assert_eq!(outcome.status, 0, "{outcome:?}");
+        assert!(outcome.stdout.contains("first"), "{outcome:?}");
+    }
+    std::fs::write(scratch.path("lines"), "one\ntwo\nthree\n").unwrap();
+    let config = config_in(
+        &[
+            "process.spawn:sed",
+            "process.spawn:find",
+            "process.spawn:tar",
+            "process.spawn:sort",
+        ],
+        &scratch.0,
+    );
+    let outcome = run(&config, "sed -n 's/t/T/p' lines").unwrap();
+    assert_eq!(
+        (outcome.status, outcome.stdout.as_str()),
+        (0, "Two\nThree\n")
+    );
+    let outcome = run(
+        &config,
+        &format!("find {} -name lines", scratch.0.display()),
+    )
+    .unwrap();
+    assert_eq!(outcome.status, 0, "{outcome:?}");
+    assert_eq!(
+        outcome.stdout.trim(),
+        scratch.path("lines").display().to_string()
+    );
+    let outcome = run(&config, "tar -cf out.tar lines").unwrap();
+    assert_eq!(outcome.status, 0, "{outcome:?}");
+    let outcome = run(&config, "tar -tf out.tar").unwrap();
+    assert_eq!(outcome.stdout, "lines\n", "{outcome:?}");
+    // A sort that spills to temporary files (64 KiB buffer, 20,000 lines).
+    write_lines(&scratch.path("input"), 20_000);
+    std::fs::create_dir_all(scratch.path("tmp")).unwrap();
+    let outcome = run(&config, "sort -n -S 64k -T tmp input").unwrap();
+    assert_eq!(outcome.status, 0, "{outcome:?}");
+    let sorted: Vec<u64> = outcome.stdout.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(sorted.len(), 20_000);
+    assert!(sorted.windows(2).all(|pair| pair[0] <= pair[1]));
+}
+
+/// SPEC §16.2: with Landlock the list refuses only programming
+/// environments; without it, the whole list.
+#[test]
+fn the_grant_rule_follows_landlock() {
+    for name in ["git", "sed", "find", "tar"] {
+        let grant = format!("process.spawn:{name}");
+        assert!(Grants::parse_under(GrantRule::Landlock, [&grant]).is_ok());
+        let error = Grants::parse_under(GrantRule::ProgramList, [&grant]).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::InvalidArgument);
+        assert!(
+            error
+                .context()
+                .iter()
+                .any(|line| line.starts_with("landlock: ")),
+            "{error:?}"
+        );
+    }
+    for name in ["sh", "env", "python3", "busybox"] {
+        let grant = format!("process.spawn:{name}");
+        assert!(Grants::parse_under(GrantRule::Landlock, [&grant]).is_err());
+    }
+    let expected = if landlock_support().available() {
+        GrantRule::Landlock
+    } else {
+        GrantRule::ProgramList
+    };
+    assert_eq!(Grants::none().rule(), expected);
+}
+
+/// SPEC §16.6: a grant accepted under the Landlock rule is never run
+/// without the ruleset; `require_landlock` passes where Landlock is in
+/// force (and fails closed elsewhere).
+#[test]
+fn require_landlock_runs_only_under_the_ruleset() {
+    let scratch = Scratch::new("require");
+    let config = config_in(&["process.spawn:cat"], &scratch.0).require_landlock(true);
+    let result = run(&config, "cat /proc/self/status");
+    if landlock_support().available() {
+        let outcome = result.unwrap();
+        assert_eq!(outcome.status, 0);
+    } else {
+        let error = result.unwrap_err();
+        assert_eq!(error.code(), ErrorCode::ProcessSpawn);
+        assert!(
+            error.message().contains("Landlock is required"),
+            "{error:?}"
+        );
+    }
+}
+
+/// The known limit of an execute ruleset (SPEC §16.6): the ELF interpreter
+/// must be executable for a dynamic program to start, and run directly it
+/// maps another program without `execve`. That program is still inside the
+/// domain: it cannot start anything either.
+#[test]
+fn a_program_loaded_by_the_interpreter_still_cannot_start_another() {
+    let test = "a_program_loaded_by_the_interpreter_still_cannot_start_another";
+    if !landlock_or_skip(test) || !program_or_skip(test, "x86_64") {
+        return;
+    }
+    let Some(loader) = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+        .into_iter()
+        .find(|path| Path::new(path).exists())
+    else {
+        eprintln!("SKIPPED {test}: no glibc dynamic loader at a known path");
+        return;
+    };
+    let scratch = Scratch::new("loader");
+    let marker = scratch.marker_script();
+    // find through the loader, told to -exec the marker: find runs, its
+    // -exec does not.
+    let config = config_in(&["process.spawn:x86_64"], &scratch.0);
+    let outcome = run(
+        &config,
+        &format!(
+            "x86_64 {loader} /usr/bin/find {} -name mark.sh -exec {} ';'",
+            scratch.0.display(),
+            marker.display()
+        ),
+    )
+    .unwrap();
+    assert!(!scratch.ran(), "{outcome:?}");
+    assert!(outcome.stderr.contains("Permission denied"), "{outcome:?}");
+}
+
+fn init_repo(dir: &Path) {
+    for args in [
+        &["init", "-q"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "first",
+        ][..],
+    ] {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    }
+}
+
+fn write_lines(path: &Path, count: u64) {
+    let text: String = (0..count).rev().map(|n| format!("{n}\n")).collect();
+    std::fs::write(path, text).unwrap();
+}
+
+/// SPEC §16.6: `--version --verbose` and `stats` say whether host commands
+/// run under the ruleset; `--require-landlock` is accepted where they do.
+#[test]
+fn the_cli_reports_landlock_in_version_and_stats() {
+    const CLI: &str = env!("CARGO_BIN_EXE_quirl-lua");
+    let support = landlock_support();
+    let output = std::process::Command::new(CLI)
+        .args(["--version", "--verbose"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        text.contains(&format!("landlock: {}\n", support.summary())),
+        "{text}"
+    );
+    let mut child = std::process::Command::new(CLI)
+        .args(["--require-landlock", "stats", "--json"])
+        .env_remove("QUIRL_LUA_WORKER")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"{\"op\":\"eval\",\"source\":\"return 1\"}\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    if support.available() {
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let stats: serde_json::Value =
+            serde_json::from_slice(output.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+        assert_eq!(
+            stats["containment"]["landlock"]["abi"],
+            serde_json::json!(support.abi),
+            "{stats}"
+        );
+        assert!(
+            stats["containment"]["landlock"]["unavailable"].is_null(),
+            "{stats}"
+        );
+        // SPEC §18.3: the worker's own domain, next to its seccomp mode.
+        assert_eq!(
+            stats["containment"]["worker_lockdown"],
+            quirl_lua_reference_worker::lockdown::summary(),
+            "{stats}"
+        );
+    } else {
+        // Fails closed before anything starts.
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+    }
+}
