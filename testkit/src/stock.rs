@@ -74,6 +74,7 @@ pub fn run(source: &str, chunk_name: &str) -> Result<String, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)]
 mod tests {
     use super::*;
 
