@@ -159,18 +159,18 @@ fn as_lua_text(json: &str) -> String {
 /// The V rows; `quirl_lua` is the `quirl-lua` binary, `rounds` the
 /// samples per program and side.
 pub fn v(quirl_lua: &Path, rounds: usize, notes: &mut Vec<String>) -> Result<Vec<Row>, BoxError> {
-    let mut programs: Vec<(String, f64, String)> = PROGRAMS
+    let mut programs: Vec<(String, Option<f64>, String)> = PROGRAMS
         .iter()
-        .map(|(name, target, source)| ((*name).to_owned(), *target, (*source).to_owned()))
+        .map(|(name, target, source)| ((*name).to_owned(), Some(*target), (*source).to_owned()))
         .collect();
     programs.extend(
-        PATTERNS
-            .iter()
-            .map(|(name, calls, body)| ((*name).to_owned(), 1.5, pattern_program(*calls, body))),
+        PATTERNS.iter().map(|(name, calls, body)| {
+            ((*name).to_owned(), Some(1.5), pattern_program(*calls, body))
+        }),
     );
     programs.push((
         "empty program (`return 1`): the fixed cost of a command".to_owned(),
-        f64::NAN,
+        None,
         "return 1".to_owned(),
     ));
     let files = programs
@@ -206,7 +206,7 @@ pub fn v(quirl_lua: &Path, rounds: usize, notes: &mut Vec<String>) -> Result<Vec
             &ours[index],
             "stock Lua 5.4.9",
             Some(&base[index]),
-            target.is_finite().then_some(*target),
+            *target,
         )?);
     }
     notes.push(format!(
