@@ -99,6 +99,8 @@ const STRINGS: &[&str] = &[
     "'\\0\\0x'",
     "'\\u{10FFFF}'",
     "tostring(SPARSE)",
+    "BIGZ",
+    "LONGSET",
 ];
 const TABLES: &[&str] = &[
     "{}",
@@ -131,6 +133,9 @@ local BIG2 = BIG:sub(1, -2) .. 'y'
 local DIGITS = string.rep('1', 8192)
 local CONT = string.rep('\x80', 8192)
 local LONGFMT = string.rep('i', 4096)
+local BIGZ = BIG .. 'z'
+local LONGSET = '[' .. string.rep('b', 4096) .. 'x]'
+local SELFCALL = setmetatable({}, {}) getmetatable(SELFCALL).__call = SELFCALL
 local DENSE = {} for i = 1, 4096 do DENSE[i] = i end
 local SPARSE = {} for i = 1, 4096 do SPARSE[i] = i end for i = 1, 4095 do SPARSE[i] = nil end
 local HASHY = {} for i = 1, 2048 do HASHY['k' .. i] = i end for i = 1, 2047 do HASHY['k' .. i] = nil end
@@ -181,7 +186,7 @@ fn call(bytes: &mut Bytes<'_>) -> String {
     let t = bytes.pick(TABLES);
     let f = bytes.pick(FUNCTIONS);
     let v = value(bytes);
-    match bytes.below(46) {
+    match bytes.below(52) {
         0 => format!("string.rep({s}, {n}, {s2})"),
         1 => format!("string.rep({s}, {n})"),
         2 => format!("string.pack({s}, {n}, {n})"),
@@ -236,6 +241,21 @@ fn call(bytes: &mut Bytes<'_>) -> String {
         42 => format!("select(2, pcall(string.unpack, 'z', {s}, {n}))"),
         43 => format!("(function(...) return select('#', ...) end)(table.unpack({t}, 1, {n}))"),
         44 => format!("(function() {t}[#sink + 0.5] = true {t}[#sink + 0.5] = nil end)()"),
+        // The paths of the VM issue's audit (SPEC §15.6): comparisons of
+        // strings of unequal lengths, a `__call` that leads back to itself,
+        // set classes scanned per step, number keys that share Lua's own
+        // hash (floats equal in their top 31 mantissa bits, multiples of an
+        // odd modulus).
+        45 => format!("({s} < BIGZ) or (BIGZ <= {s2})"),
+        46 => "select(2, pcall(SELFCALL))".to_owned(),
+        47 => format!("string.find({s}, LONGSET .. '+', {n})"),
+        48 => format!("select(2, pcall(string.gsub, {s}, '^' .. LONGSET .. '*', {s2}))"),
+        49 => format!(
+            "select(2, pcall(function() local t = {{}} for i = 1, {n} do t[1 + i * 2^-45] = i end return t[1 + 2^-45] end))"
+        ),
+        50 => format!(
+            "select(2, pcall(function() local t = {{}} for i = 1, {n} do t[i * 1048575] = i end return t[1048575] end))"
+        ),
         _ => format!("coroutine.status(coroutine.create({f}))"),
     }
 }
@@ -246,7 +266,7 @@ fn statement(bytes: &mut Bytes<'_>, out: &mut String, depth: usize) {
         return;
     }
     let d = depth + 1;
-    match bytes.below(17) {
+    match bytes.below(18) {
         0..=4 => out.push_str(&format!("sink[#sink % 8 + 1] = {}", call(bytes))),
         5 => {
             let limit = bytes.pick(&["3", "100", "1e4", "1e9"]);
@@ -317,6 +337,16 @@ fn statement(bytes: &mut Bytes<'_>, out: &mut String, depth: usize) {
             out.push_str(" else ");
             statement(bytes, out, d);
             out.push_str(" end");
+        }
+        15 => {
+            // A long `elseif` chain: the compiler's work on it is charged
+            // (SPEC §15.6).
+            let n = bytes.pick(NUMBERS);
+            out.push_str(&format!("do local x = {n} if x == 0 then x = 1"));
+            for branch in 1..2000 {
+                out.push_str(&format!(" elseif x == {branch} then x = {branch}"));
+            }
+            out.push_str(" end sink[1] = x end");
         }
         16 => {
             // At the bottom of a deep stack: error levels and tracebacks
