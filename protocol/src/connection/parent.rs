@@ -184,11 +184,9 @@ impl ParentConnection {
             return Ok(());
         }
         let (id, kind) = self.in_flight().unwrap_or((0, OperationKind::Eval));
-        let budget = self
-            .deadline
-            .map_or(Duration::ZERO, |deadline| {
-                deadline.at.saturating_duration_since(deadline.sent)
-            });
+        let budget = self.deadline.map_or(Duration::ZERO, |deadline| {
+            deadline.at.saturating_duration_since(deadline.sent)
+        });
         let error = ProtocolError::new(
             ErrorKind::DeadlinePassed,
             format!(
@@ -630,7 +628,9 @@ impl ParentConnection {
             )
         });
         match self.may_retire_after {
-            Some(answered) if closed && self.retired_after.is_none() && self.abandoned.is_none() => {
+            Some(answered)
+                if closed && self.retired_after.is_none() && self.abandoned.is_none() =>
+            {
                 self.retire(answered);
                 retired_error(answered).with_context(format!("writing failed: {error}"))
             }
