@@ -9,7 +9,7 @@ use quirl_lua_protocol::ParentEvent;
 use quirl_lua_protocol::records::{Operation, OperationResult, Policy};
 use quirl_lua_protocol::tokio_io::ParentClient;
 use std::process::{ExitCode, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::process::Command;
 
 #[tokio::main(flavor = "current_thread")]
@@ -43,7 +43,10 @@ async fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
             source: "return 6 * 7".to_owned(),
         })
         .await?;
-    match worker.next_event_timeout(Duration::from_secs(5)).await? {
+    match worker
+        .next_event_before(Instant::now() + Duration::from_secs(5))
+        .await?
+    {
         Some(ParentEvent::Response {
             result: Ok(OperationResult::Value(value)),
             ..

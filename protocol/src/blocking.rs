@@ -17,6 +17,25 @@
 //! passes is an `io_error` whose [`io_error`](ProtocolError::io_error) has
 //! kind `TimedOut`; the connection is not poisoned.
 //!
+//! **Request deadlines.** [`ParentClient`] sends every request with the
+//! time ([`ParentConnection::request_at`]), so the connection knows when
+//! its answer is due (SPEC §10: the policy's `wall_time_ms` after sending,
+//! host calls included). [`call`](ParentClient::call),
+//! [`call_with_host`](ParentClient::call_with_host) and
+//! [`next_event_before`](ParentClient::next_event_before) never wait past
+//! it: when it passes, the connection becomes
+//! [`Abandoned`](crate::SessionState::Abandoned), the error is
+//! `deadline_passed` ([`is_timed_out`](ProtocolError::is_timed_out)), and
+//! the worker must be killed (SPEC §13.2; the process side is the host's).
+//! [`next_event`](ParentClient::next_event), for readers that cannot wait,
+//! blocks without a deadline.
+//!
+//! **Cancellation.** [`ParentClient::canceller`] (Unix) hands out a
+//! [`Canceller`] another thread uses to end a blocked call at once: the
+//! client `poll(2)`s a pipe of the canceller together with the worker's
+//! stream, so no time slices are needed. A cancelled client is
+//! [`Abandoned`](crate::SessionState::Abandoned) with `cancelled`.
+//!
 //! The deadline covers waiting for bytes, not writing: a worker that never
 //! reads its stdin can block a write of more than a pipe buffer. Hosts that
 //! must bound writes too use non-blocking descriptors with the sans-IO
@@ -40,11 +59,25 @@ pub trait WaitReadable {
     /// Wait at most `timeout` for input (or end of stream) to be readable:
     /// `Ok(true)` if a `read` would return now, `Ok(false)` on timeout.
     fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool>;
+
+    /// The descriptor to `poll(2)` for input, if the reader has one: the
+    /// client then waits for it and a [`Canceller`] at once. Without one
+    /// a cancellation is noticed when [`wait_readable`](Self::wait_readable)
+    /// returns. `None` unless implemented.
+    #[cfg(unix)]
+    fn poll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
 }
 
 impl<T: WaitReadable + ?Sized> WaitReadable for &mut T {
     fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
         (**self).wait_readable(timeout)
+    }
+
+    #[cfg(unix)]
+    fn poll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        (**self).poll_fd()
     }
 }
 
@@ -77,16 +110,26 @@ impl<T: std::os::fd::AsFd> WaitReadable for PollReader<T> {
     fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
         poll_readable(self.0.as_fd(), timeout)
     }
+
+    fn poll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        Some(self.0.as_fd())
+    }
+}
+
+/// `timeout` as a `poll(2)` timeout; beyond the range of a timespec, a
+/// day (the callers wait again until their deadline).
+#[cfg(unix)]
+fn poll_timeout(timeout: Duration) -> rustix::event::Timespec {
+    rustix::event::Timespec::try_from(timeout).unwrap_or(rustix::event::Timespec {
+        tv_sec: 86_400,
+        tv_nsec: 0,
+    })
 }
 
 #[cfg(unix)]
 fn poll_readable(fd: std::os::fd::BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
-    use rustix::event::{PollFd, PollFlags, Timespec, poll};
-    // Beyond the range of a timespec: wait "forever" in day-long steps.
-    let timeout = Timespec::try_from(timeout).unwrap_or(Timespec {
-        tv_sec: 86_400,
-        tv_nsec: 0,
-    });
+    use rustix::event::{PollFd, PollFlags, poll};
+    let timeout = poll_timeout(timeout);
     let mut fds = [PollFd::new(&fd, PollFlags::IN)];
     loop {
         match poll(&mut fds, Some(&timeout)) {
@@ -103,6 +146,10 @@ macro_rules! wait_readable_by_poll {
         impl WaitReadable for $type {
             fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
                 poll_readable(std::os::fd::AsFd::as_fd(self), timeout)
+            }
+
+            fn poll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+                Some(std::os::fd::AsFd::as_fd(self))
             }
         }
     )*};
@@ -129,15 +176,146 @@ fn read_some<R: Read>(reader: &mut R, buffer: &mut [u8]) -> Result<usize, Protoc
     }
 }
 
+/// A handle that cancels a [`ParentClient`]'s blocked call from another
+/// thread (Unix). Cloneable and `Send + Sync`; made by
+/// [`ParentClient::canceller`].
+///
+/// [`cancel`](Self::cancel) writes one byte into a pipe whose read end the
+/// client `poll(2)`s together with the worker's stream, so a call blocked
+/// in [`call`](ParentClient::call), [`call_with_host`](ParentClient::call_with_host)
+/// or [`next_event_before`](ParentClient::next_event_before) returns at
+/// once with a `cancelled` error
+/// ([`is_cancelled`](ProtocolError::is_cancelled)), and the connection is
+/// [`Abandoned`](crate::SessionState::Abandoned): the worker must be killed
+/// (SPEC §13.2). A cancellation is final: every later call of the client
+/// fails the same way, whether it was blocked when `cancel` ran or not. A
+/// host callback that is running is not interrupted; the call fails when
+/// it returns.
+#[cfg(unix)]
+#[derive(Debug, Clone)]
+pub struct Canceller {
+    shared: std::sync::Arc<CancelShared>,
+}
+
+#[cfg(unix)]
+#[derive(Debug)]
+struct CancelShared {
+    cancelled: std::sync::atomic::AtomicBool,
+    wake: io::PipeWriter,
+}
+
+#[cfg(unix)]
+impl Canceller {
+    /// Cancel the client's call in flight and every later one.
+    pub fn cancel(&self) {
+        use std::sync::atomic::Ordering;
+        if !self.shared.cancelled.swap(true, Ordering::SeqCst) {
+            // One byte, once: the pipe stays readable for good. A failed
+            // write leaves the flag, seen when the wait returns.
+            let _ = (&self.shared.wake).write(&[1]);
+        }
+    }
+
+    /// Whether [`cancel`](Self::cancel) was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.shared
+            .cancelled
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// The client's end of a [`Canceller`].
+#[cfg(unix)]
+#[derive(Debug)]
+struct CancelSignal {
+    handle: Canceller,
+    woken: io::PipeReader,
+}
+
+/// What a wait for input ended with.
+enum Wait {
+    Readable,
+    /// The wait's deadline passed.
+    Passed,
+    Cancelled,
+}
+
+/// Whether the client was cancelled.
+#[cfg(unix)]
+fn cancelled(cancel: Option<&CancelSignal>) -> bool {
+    cancel.is_some_and(|signal| signal.handle.is_cancelled())
+}
+
+#[cfg(not(unix))]
+fn cancelled(_: Option<&CancelSignal>) -> bool {
+    false
+}
+
+/// Not available off Unix: nothing to wait for.
+#[cfg(not(unix))]
+#[derive(Debug)]
+struct CancelSignal;
+
+/// Wait until `reader` is readable, the deadline passes (`None`: no
+/// deadline) or the client is cancelled; a reader with a
+/// [`poll_fd`](WaitReadable::poll_fd) is polled together with the
+/// cancellation pipe.
+fn wait_for_input<R: WaitReadable>(
+    reader: &mut R,
+    deadline: Option<Instant>,
+    cancel: Option<&CancelSignal>,
+) -> Result<Wait, ProtocolError> {
+    let failed = |error| ProtocolError::io("waiting for a frame", error);
+    loop {
+        if cancelled(cancel) {
+            return Ok(Wait::Cancelled);
+        }
+        let left = match deadline {
+            Some(deadline) => deadline.saturating_duration_since(Instant::now()),
+            None => Duration::MAX,
+        };
+        if left.is_zero() {
+            return Ok(Wait::Passed);
+        }
+        #[cfg(unix)]
+        if let (Some(signal), Some(fd)) = (cancel, reader.poll_fd()) {
+            use rustix::event::{PollFd, PollFlags, poll};
+            let timeout = poll_timeout(left);
+            let mut fds = [
+                PollFd::new(&fd, PollFlags::IN),
+                PollFd::new(&signal.woken, PollFlags::IN),
+            ];
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(_) if !fds[1].revents().is_empty() => return Ok(Wait::Cancelled),
+                Ok(_) if !fds[0].revents().is_empty() => return Ok(Wait::Readable),
+                Ok(_) | Err(rustix::io::Errno::INTR) => continue,
+                Err(error) => return Err(failed(error.into())),
+            }
+        }
+        match reader.wait_readable(left) {
+            Ok(true) if cancelled(cancel) => return Ok(Wait::Cancelled),
+            Ok(true) => return Ok(Wait::Readable),
+            Ok(false) => {}
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(failed(error)),
+        }
+    }
+}
+
+/// The error of a read deadline the caller chose.
+fn read_deadline_passed() -> ProtocolError {
+    ProtocolError::io(
+        "waiting for a frame",
+        io::Error::new(io::ErrorKind::TimedOut, "the read deadline passed"),
+    )
+}
+
 /// Wait until readable or the deadline passes (`TimedOut`).
 fn wait_until<R: WaitReadable>(reader: &mut R, deadline: Instant) -> Result<(), ProtocolError> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(ProtocolError::io(
-                "waiting for a frame",
-                io::Error::new(io::ErrorKind::TimedOut, "the read deadline passed"),
-            ));
+            return Err(read_deadline_passed());
         }
         match reader.wait_readable(left) {
             Ok(true) => return Ok(()),
@@ -307,15 +485,24 @@ macro_rules! client_deadline {
 /// A blocking parent: requests written to `W` (the worker's stdin),
 /// frames read from `R` (the worker's stderr, SPEC §3.1).
 ///
+/// Every request is sent with the time, so the connection keeps its
+/// deadline (SPEC §10); `call`, `call_with_host` and `next_event_before`
+/// never wait past it (see the [module docs](self)).
+///
 /// ```no_run
 /// use quirl_lua_protocol::blocking::ParentClient;
 /// use quirl_lua_protocol::records::{Operation, OperationResult, Policy};
+/// use std::os::unix::process::CommandExt;
 /// use std::process::{Command, Stdio};
 ///
-/// let mut child = Command::new("quirl-worker")
+/// // SPEC §3.1: stdin and stderr piped, stdout the null device, a process
+/// // group of its own, a cleared environment.
+/// let mut child = Command::new("/usr/local/bin/quirl-worker")
 ///     .stdin(Stdio::piped())
 ///     .stdout(Stdio::null())
 ///     .stderr(Stdio::piped())
+///     .env_clear()
+///     .process_group(0)
 ///     .spawn()?;
 /// let (Some(stdin), Some(stderr)) = (child.stdin.take(), child.stderr.take()) else {
 ///     unreachable!("both are piped");
@@ -334,6 +521,7 @@ pub struct ParentClient<R, W> {
     reader: R,
     writer: W,
     buffer: Box<[u8]>,
+    cancel: Option<CancelSignal>,
 }
 
 impl<R: Read, W: Write> ParentClient<R, W> {
@@ -344,10 +532,47 @@ impl<R: Read, W: Write> ParentClient<R, W> {
             reader,
             writer,
             buffer: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
+            cancel: None,
         }
     }
 
     client_io!(ParentConnection, ParentEvent);
+
+    /// Bound `initialize` by `timeout` (see
+    /// [`ParentConnection::set_startup_timeout`]).
+    pub fn set_startup_timeout(&mut self, timeout: Duration) {
+        self.connection.set_startup_timeout(timeout);
+    }
+
+    /// A handle that cancels this client's calls from another thread
+    /// (see [`Canceller`]); the same handle every time. Fails only if no
+    /// pipe can be created.
+    #[cfg(unix)]
+    pub fn canceller(&mut self) -> io::Result<Canceller> {
+        if let Some(signal) = &self.cancel {
+            return Ok(signal.handle.clone());
+        }
+        let (woken, wake) = io::pipe()?;
+        let handle = Canceller {
+            shared: std::sync::Arc::new(CancelShared {
+                cancelled: std::sync::atomic::AtomicBool::new(false),
+                wake,
+            }),
+        };
+        self.cancel = Some(CancelSignal {
+            handle: handle.clone(),
+            woken,
+        });
+        Ok(handle)
+    }
+
+    /// `cancelled` (the connection abandoned) once the canceller fired.
+    fn check_cancelled(&mut self) -> Result<(), ProtocolError> {
+        if cancelled(self.cancel.as_ref()) {
+            return Err(self.connection.cancel());
+        }
+        Ok(())
+    }
 
     /// [`flush`](Self::flush), with a failed write judged by the
     /// connection (a worker that retired, SPEC §13.1-b).
@@ -360,8 +585,12 @@ impl<R: Read, W: Write> ParentClient<R, W> {
     }
 
     /// Send `operation` as the next request and write it; returns its id.
+    /// The connection keeps its deadline from now
+    /// ([`ParentConnection::request_at`]). Refused with `cancelled` once
+    /// the [`Canceller`] fired.
     pub fn request(&mut self, operation: Operation) -> Result<u64, ProtocolError> {
-        let id = self.connection.request(operation)?;
+        self.check_cancelled()?;
+        let id = self.connection.request_at(operation, Instant::now())?;
         self.send_pending()?;
         Ok(id)
     }
@@ -371,6 +600,7 @@ impl<R: Read, W: Write> ParentClient<R, W> {
         &mut self,
         result: Result<CommandOutcome, ShellError>,
     ) -> Result<(), ProtocolError> {
+        self.check_cancelled()?;
         self.connection.host_response(result)?;
         self.send_pending()
     }
@@ -382,14 +612,80 @@ impl<R: Read, W: Write> ParentClient<R, W> {
         &mut self,
         result: Result<CommandOutcome, ShellError>,
     ) -> Result<Responded, ProtocolError> {
+        self.check_cancelled()?;
         let responded = self.connection.host_response_or_error(result)?;
         self.send_pending()?;
         Ok(responded)
     }
+}
+
+impl<R: Read + WaitReadable, W: Write> ParentClient<R, W> {
+    /// [`next_event`](Self::next_event) that waits for input until
+    /// `deadline` at most, and never past the deadline of the request in
+    /// flight ([`ParentConnection::next_deadline`]) nor a cancellation:
+    ///
+    /// - `deadline` passes first: an `io_error` of kind `TimedOut`, not
+    ///   poisoned, bytes received so far kept (a read deadline of the
+    ///   caller's, [`is_timed_out`](ProtocolError::is_timed_out));
+    /// - the request's deadline passes: `deadline_passed`
+    ///   ([`is_timed_out`](ProtocolError::is_timed_out) too), the
+    ///   connection [`Abandoned`](crate::SessionState::Abandoned), the
+    ///   worker to be killed (SPEC §10, §13.2);
+    /// - the [`Canceller`] fires: `cancelled`, abandoned likewise.
+    pub fn next_event_before(
+        &mut self,
+        deadline: Instant,
+    ) -> Result<Option<ParentEvent>, ProtocolError> {
+        self.next_event_within(Some(deadline))
+    }
+
+    fn next_event_within(
+        &mut self,
+        read_deadline: Option<Instant>,
+    ) -> Result<Option<ParentEvent>, ProtocolError> {
+        self.check_cancelled()?;
+        self.send_pending()?;
+        loop {
+            if let Some(event) = self.connection.poll_event()? {
+                return Ok(Some(event));
+            }
+            if self.connection.is_ended() {
+                return Ok(None);
+            }
+            let due = self.connection.next_deadline();
+            let until = match (due, read_deadline) {
+                (Some(due), Some(read)) => Some(due.min(read)),
+                (due, read) => due.or(read),
+            };
+            match wait_for_input(&mut self.reader, until, self.cancel.as_ref())? {
+                Wait::Readable => {}
+                Wait::Cancelled => return Err(self.connection.cancel()),
+                Wait::Passed => {
+                    self.connection.handle_timeout(Instant::now())?;
+                    return Err(read_deadline_passed());
+                }
+            }
+            let read = read_some(&mut self.reader, &mut self.buffer)?;
+            if read == 0 {
+                self.connection.end_of_stream()?;
+                return Ok(None);
+            }
+            self.connection.feed(&self.buffer[..read])?;
+        }
+    }
 
     /// Send `operation` and wait for its response, answering host calls
-    /// with `host` on the way. `Ok(Err(record))` is the worker's error
-    /// response; `Err` is a protocol, I/O or usage failure.
+    /// with `host` on the way, all under the request's deadline (SPEC §10:
+    /// the policy's `wall_time_ms` from sending, host calls included;
+    /// `deadline_ms` for `plugin_command`, the startup timeout for
+    /// `initialize`). `Ok(Err(record))` is the worker's error response;
+    /// `Err` is a protocol, I/O, deadline or usage failure.
+    ///
+    /// When the deadline passes, while waiting or while `host` ran (it is
+    /// not interrupted: bound it by the call's `deadline_ms`), the call
+    /// fails with `deadline_passed` and the connection is
+    /// [`Abandoned`](crate::SessionState::Abandoned): kill the worker
+    /// (SPEC §13.2). A [`Canceller`] ends it with `cancelled` likewise.
     ///
     /// Host answers go through
     /// [`host_response_or_error`](Self::host_response_or_error): an outcome
@@ -405,10 +701,13 @@ impl<R: Read, W: Write> ParentClient<R, W> {
     ) -> Result<Result<OperationResult, ShellError>, ProtocolError> {
         self.request(operation)?;
         loop {
-            match self.next_event()? {
+            match self.next_event_within(None)? {
                 Some(ParentEvent::Response { result, .. }) => return Ok(result),
                 Some(ParentEvent::HostCall(call)) => {
                     let answer = host(&call);
+                    // The host call's time counts (SPEC §10).
+                    self.check_cancelled()?;
+                    self.connection.handle_timeout(Instant::now())?;
                     self.host_response_or_error(answer)?;
                 }
                 None => {
@@ -438,10 +737,6 @@ impl<R: Read, W: Write> ParentClient<R, W> {
             ))
         })
     }
-}
-
-impl<R: Read + WaitReadable, W: Write> ParentClient<R, W> {
-    client_deadline!(ParentEvent);
 }
 
 /// A blocking worker: requests read from `R` (stdin), frames written to

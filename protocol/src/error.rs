@@ -121,6 +121,21 @@ error_kinds! {
     /// but final: a new worker is needed. Reported as `lua` ("unavailable",
     /// SPEC §9.5, §11.3).
     WorkerRetired = "worker_retired" => Lua,
+    /// The deadline of the request in flight passed (SPEC §10: the
+    /// policy's `wall_time_ms` after the request was sent, host calls
+    /// included) before its answer arrived: the parent abandoned the
+    /// session, and the worker must be killed (SPEC §13.2). Found by
+    /// [`ParentConnection::handle_timeout`](crate::ParentConnection::handle_timeout);
+    /// every later call on the connection is refused with this kind too.
+    /// Not a violation and never sent on the wire. Reported as
+    /// `resource_limit` (SPEC §11.3).
+    DeadlinePassed = "deadline_passed" => ResourceLimit,
+    /// The parent cancelled the session
+    /// ([`ParentConnection::cancel`](crate::ParentConnection::cancel), a
+    /// blocking `Canceller`): the worker must be killed (SPEC §13.2);
+    /// every later call is refused with this kind too. Never sent on the
+    /// wire. Reported as `resource_limit` (SPEC §11.3).
+    Cancelled = "cancelled" => ResourceLimit,
 }
 
 impl fmt::Display for ErrorKind {
@@ -190,7 +205,8 @@ impl ProtocolError {
     /// The error code a caller reports, per SPEC §11.3: the kind's code
     /// ([`ErrorKind::code`]), except that a worker that is gone
     /// (`unexpected_end`: it crashed or quit mid-request; `worker_retired`)
-    /// is `lua`, and a read deadline that passed is `resource_limit`.
+    /// is `lua`, and a read deadline that passed is `resource_limit` (as
+    /// are `deadline_passed` and `cancelled` by their kind).
     pub fn code(&self) -> ErrorCode {
         if self.is_timed_out() {
             return ErrorCode::ResourceLimit;
@@ -201,13 +217,23 @@ impl ProtocolError {
         }
     }
 
-    /// Whether a read deadline passed (an `io_error` of kind `TimedOut`);
-    /// the connection is not poisoned and nothing was lost.
+    /// Whether a deadline passed: the request's own deadline
+    /// (`deadline_passed`, SPEC §10: the connection is abandoned and the
+    /// worker must be killed, [`must_kill`](crate::ParentConnection::must_kill)),
+    /// or a read deadline the caller chose (an `io_error` of kind
+    /// `TimedOut`: the connection is not poisoned and nothing was lost).
     pub fn is_timed_out(&self) -> bool {
-        self.kind == ErrorKind::IoError
-            && self
-                .io_error()
-                .is_some_and(|error| error.kind() == std::io::ErrorKind::TimedOut)
+        self.kind == ErrorKind::DeadlinePassed
+            || self.kind == ErrorKind::IoError
+                && self
+                    .io_error()
+                    .is_some_and(|error| error.kind() == std::io::ErrorKind::TimedOut)
+    }
+
+    /// Whether the parent cancelled the session (`cancelled`): the worker
+    /// must be killed (SPEC §13.2).
+    pub const fn is_cancelled(&self) -> bool {
+        matches!(self.kind, ErrorKind::Cancelled)
     }
 
     /// Whether the peer is gone: its stream ended mid-request or inside a
@@ -235,7 +261,10 @@ impl ProtocolError {
     /// a send refused on a poisoned session, a frame that could not be
     /// encoded (every codec kind on the sending side), or a request that met
     /// a retired worker. `false` for I/O failures, whose partial writes
-    /// may have reached the peer.
+    /// may have reached the peer, and for an abandoned session
+    /// (`deadline_passed`, `cancelled`): the request that met the deadline
+    /// was sent and may have run (later refusals send nothing, but the
+    /// worker must be killed either way).
     pub fn is_nothing_sent(&self) -> bool {
         !matches!(
             self.kind,
@@ -243,6 +272,8 @@ impl ProtocolError {
                 | ErrorKind::UnexpectedEnd
                 | ErrorKind::TruncatedHeader
                 | ErrorKind::TruncatedFrame
+                | ErrorKind::DeadlinePassed
+                | ErrorKind::Cancelled
         )
     }
 
@@ -261,6 +292,8 @@ impl ProtocolError {
             ErrorKind::IoError
                 | ErrorKind::UnexpectedEnd
                 | ErrorKind::WorkerRetired
+                | ErrorKind::DeadlinePassed
+                | ErrorKind::Cancelled
                 | ErrorKind::InvalidUse
                 | ErrorKind::SessionPoisoned
                 | ErrorKind::TruncatedHeader

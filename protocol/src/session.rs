@@ -55,6 +55,16 @@ pub enum SessionState {
     /// a new worker is needed. Only a [`ParentConnection`](crate::ParentConnection)
     /// reports it.
     Retired,
+    /// The parent gave up on the request in flight: its deadline passed
+    /// ([`ParentConnection::handle_timeout`](crate::ParentConnection::handle_timeout),
+    /// SPEC §10) or the parent cancelled it
+    /// ([`ParentConnection::cancel`](crate::ParentConnection::cancel)).
+    /// The worker may still be running it: it must be killed (SPEC §13.2,
+    /// [`ParentConnection::must_kill`](crate::ParentConnection::must_kill)),
+    /// and every later call is refused with `deadline_passed` or
+    /// `cancelled`. Not a violation by the worker. Only a
+    /// [`ParentConnection`](crate::ParentConnection) reports it.
+    Abandoned,
 }
 
 #[derive(Debug, Clone, Copy)]

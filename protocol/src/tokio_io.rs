@@ -7,7 +7,20 @@
 //! their future (for example when a `tokio::time::timeout` or a `select!`
 //! branch wins) loses no byte: a read either completed and was fed, or
 //! read nothing; written bytes are consumed as each write completes.
-//! `next_event_timeout` wraps exactly that.
+//! `next_event_before(deadline)` wraps exactly that; its name and its
+//! `std::time::Instant` are those of the blocking adapter (the older
+//! `next_event_timeout(Duration)` is deprecated).
+//!
+//! **Request deadlines.** [`ParentClient`] sends every request with the
+//! time ([`ParentConnection::request_at`]): [`call`](ParentClient::call),
+//! [`call_with_host`](ParentClient::call_with_host) (its async host
+//! callback included) and [`next_event_before`](ParentClient::next_event_before)
+//! never wait past the request's deadline (SPEC §10). When it passes the
+//! error is `deadline_passed` ([`is_timed_out`](ProtocolError::is_timed_out)),
+//! the connection is [`Abandoned`](crate::SessionState::Abandoned) and the
+//! worker must be killed (SPEC §13.2). Cancelling is dropping the future
+//! (cancel-safe, as above) or [`ParentConnection::cancel`] through
+//! [`ParentClient::cancel`].
 
 use crate::connection::{HostCommand, ParentConnection, Responded, WorkerConnection, WorkerEvent};
 use crate::error::ProtocolError;
@@ -16,18 +29,16 @@ use crate::session::ParentEvent;
 use ::tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use serde_json::Value;
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Bytes read from the stream per `read` call at most.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
 
-fn timed_out(timeout: Duration) -> ProtocolError {
+/// The error of a read deadline the caller chose.
+fn timed_out() -> ProtocolError {
     ProtocolError::io(
         "waiting for a frame",
-        io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("no frame within {} ms", timeout.as_millis()),
-        ),
+        io::Error::new(io::ErrorKind::TimedOut, "the read deadline passed"),
     )
 }
 
@@ -143,15 +154,53 @@ macro_rules! async_client_io {
             }
         }
 
-        /// [`next_event`](Self::next_event) bounded by `timeout`; on expiry
-        /// an `io_error` of kind `TimedOut`, nothing lost, not poisoned.
+        /// [`next_event`](Self::next_event) that waits until `deadline` at
+        /// most (the name and the `Instant` of the blocking adapter's
+        /// `next_event_before`); on expiry an `io_error` of kind
+        /// `TimedOut`, nothing lost, not poisoned. A parent never waits
+        /// past the request's own deadline either: then the error is
+        /// `deadline_passed` and the connection is abandoned (SPEC §10,
+        /// §13.2).
+        pub async fn next_event_before(
+            &mut self,
+            deadline: Instant,
+        ) -> Result<Option<$event>, ProtocolError> {
+            self.next_event_within(Some(deadline)).await
+        }
+
+        /// [`next_event`](Self::next_event) bounded by `timeout`.
+        #[deprecated(
+            since = "0.1.0",
+            note = "use `next_event_before(Instant::now() + timeout)`, named like the blocking adapter's"
+        )]
         pub async fn next_event_timeout(
             &mut self,
             timeout: Duration,
         ) -> Result<Option<$event>, ProtocolError> {
-            match ::tokio::time::timeout(timeout, self.next_event()).await {
+            self.next_event_within(Instant::now().checked_add(timeout))
+                .await
+        }
+
+        /// The next event, waiting until the earlier of `read_deadline`
+        /// and the request's deadline (parent only).
+        async fn next_event_within(
+            &mut self,
+            read_deadline: Option<Instant>,
+        ) -> Result<Option<$event>, ProtocolError> {
+            let until = match (self.request_due(), read_deadline) {
+                (Some(due), Some(read)) => Some(due.min(read)),
+                (due, read) => due.or(read),
+            };
+            let Some(until) = until else {
+                return self.next_event().await;
+            };
+            match ::tokio::time::timeout_at(until.into(), self.next_event()).await {
                 Ok(result) => result,
-                Err(_) => Err(timed_out(timeout)),
+                Err(_) => {
+                    // The timer fired: `until` has passed.
+                    self.deadline_reached(Instant::now().max(until))?;
+                    Err(timed_out())
+                }
             }
         }
     };
@@ -191,13 +240,40 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ParentClient<R, W> {
         flushed.map_err(|error| self.connection.write_failed(error))
     }
 
+    /// The deadline of the request in flight.
+    fn request_due(&self) -> Option<Instant> {
+        self.connection.next_deadline()
+    }
+
+    /// `deadline_passed` (the connection abandoned) if the request's
+    /// deadline is reached at `now`.
+    fn deadline_reached(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        self.connection.handle_timeout(now)
+    }
+
+    /// Bound `initialize` by `timeout` (see
+    /// [`ParentConnection::set_startup_timeout`]).
+    pub fn set_startup_timeout(&mut self, timeout: Duration) {
+        self.connection.set_startup_timeout(timeout);
+    }
+
+    /// Give the session up ([`ParentConnection::cancel`]): the connection
+    /// is [`Abandoned`](crate::SessionState::Abandoned) and the worker must
+    /// be killed (SPEC §13.2); returns the `cancelled` error to report.
+    /// A call in flight is cancelled by dropping its future (for example
+    /// in a `select!` with a shutdown signal), then calling this.
+    pub fn cancel(&mut self) -> ProtocolError {
+        self.connection.cancel()
+    }
+
     /// Send `operation` as the next request and write it; returns its id.
-    /// If the future is dropped before the write completed, the rest is
-    /// written by the next [`next_event`](Self::next_event) or
-    /// [`flush`](Self::flush).
+    /// The connection keeps its deadline from now
+    /// ([`ParentConnection::request_at`]). If the future is dropped before
+    /// the write completed, the rest is written by the next
+    /// [`next_event`](Self::next_event) or [`flush`](Self::flush).
     pub async fn request(&mut self, operation: Operation) -> Result<u64, ProtocolError> {
         self.check_writer()?;
-        let id = self.connection.request(operation)?;
+        let id = self.connection.request_at(operation, Instant::now())?;
         self.send_pending().await?;
         Ok(id)
     }
@@ -227,23 +303,59 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ParentClient<R, W> {
     }
 
     /// Send `operation` and wait for its response, answering host calls
-    /// with `host`. `Ok(Err(record))` is the worker's error response.
-    /// Host answers go through
+    /// with the async function `host`, all under the request's deadline
+    /// (SPEC §10: the policy's `wall_time_ms` from sending, host calls
+    /// included). `Ok(Err(record))` is the worker's error response.
+    ///
+    /// When the deadline passes, while waiting for the worker or while
+    /// `host` runs (its future is dropped then), the call fails with
+    /// `deadline_passed` and the connection is
+    /// [`Abandoned`](crate::SessionState::Abandoned): kill the worker
+    /// (SPEC §13.2). Host answers go through
     /// [`host_response_or_error`](Self::host_response_or_error) (output
     /// over the cap reaches the guest as `resource_limit`, SPEC §16.1-g); a
     /// worker that retired (SPEC §13.1-b) fails the call with
     /// `worker_retired`.
+    ///
+    /// ```no_run
+    /// # async fn demo(worker: &mut quirl_lua_protocol::tokio_io::ParentClient<tokio::process::ChildStderr, tokio::process::ChildStdin>) -> Result<(), quirl_lua_protocol::ProtocolError> {
+    /// use quirl_lua_protocol::records::{CommandOutcome, HostCall, Operation};
+    /// let source = "return quirl.process.run('date').value".to_owned();
+    /// let answer = worker
+    ///     .call_with_host(Operation::Eval { source }, async |call: &HostCall| {
+    ///         let stdout = format!("ran {}", call.command); // e.g. an async process run
+    ///         Ok(CommandOutcome { status: 0, stdout: Some(stdout), stderr: None })
+    ///     })
+    ///     .await?;
+    /// # let _ = answer; Ok(()) }
+    /// ```
     pub async fn call_with_host(
         &mut self,
         operation: Operation,
-        mut host: impl FnMut(&HostCall) -> Result<CommandOutcome, ShellError>,
+        mut host: impl AsyncFnMut(&HostCall) -> Result<CommandOutcome, ShellError>,
     ) -> Result<Result<OperationResult, ShellError>, ProtocolError> {
         self.request(operation).await?;
         loop {
-            match self.next_event().await? {
+            match self.next_event_within(None).await? {
                 Some(ParentEvent::Response { result, .. }) => return Ok(result),
                 Some(ParentEvent::HostCall(call)) => {
-                    let answer = host(&call);
+                    let answer = match self.connection.next_deadline() {
+                        Some(due) => {
+                            match ::tokio::time::timeout_at(due.into(), host(&call)).await {
+                                Ok(answer) => answer,
+                                Err(_) => {
+                                    let now = Instant::now().max(due);
+                                    return Err(match self.connection.handle_timeout(now) {
+                                        Err(error) => error,
+                                        Ok(()) => timed_out(),
+                                    });
+                                }
+                            }
+                        }
+                        None => host(&call).await,
+                    };
+                    // The host call's time counts (SPEC §10).
+                    self.connection.handle_timeout(Instant::now())?;
                     self.host_response_or_error(answer).await?;
                 }
                 None => {
@@ -264,7 +376,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ParentClient<R, W> {
         &mut self,
         operation: Operation,
     ) -> Result<Result<OperationResult, ShellError>, ProtocolError> {
-        self.call_with_host(operation, |_| {
+        self.call_with_host(operation, async |_: &HostCall| {
             Err(ShellError::new(
                 ErrorCode::InvalidCommand,
                 "this host runs no processes",
@@ -295,6 +407,16 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> WorkerClient<R, W> {
     }
 
     async_client_io!(WorkerConnection, WorkerEvent);
+
+    /// A worker keeps no request deadline (the parent does, SPEC §10).
+    fn request_due(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Nothing to do at a deadline: the caller's read deadline only.
+    fn deadline_reached(&mut self, _now: Instant) -> Result<(), ProtocolError> {
+        Ok(())
+    }
 
     /// [`flush`](Self::flush) when bytes are pending.
     async fn send_pending(&mut self) -> Result<(), ProtocolError> {

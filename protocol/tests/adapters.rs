@@ -341,7 +341,7 @@ mod async_adapters {
             .await
             .unwrap();
         let error = parent
-            .next_event_timeout(Duration::from_millis(20))
+            .next_event_before(Instant::now() + Duration::from_millis(20))
             .await
             .unwrap_err();
         assert_eq!(
@@ -354,7 +354,7 @@ mod async_adapters {
             .await
             .unwrap();
         let event = parent
-            .next_event_timeout(Duration::from_secs(30))
+            .next_event_before(Instant::now() + Duration::from_secs(30))
             .await
             .unwrap();
         assert!(matches!(event, Some(ParentEvent::Response { id: 1, .. })));

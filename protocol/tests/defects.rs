@@ -1,7 +1,7 @@
 //! Regression tests of the defects found by hosts adopting the crate.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
 
-use quirl_lua_protocol::blocking::ParentClient;
+use quirl_lua_protocol::blocking::{ParentClient, WaitReadable};
 use quirl_lua_protocol::records::{
     CommandOutcome, ErrorCode, HostCall, Operation, Policy, PolicySettings, WorkerFrame,
 };
@@ -81,6 +81,14 @@ impl io::Read for Frames {
         };
         buffer[..next.len()].copy_from_slice(&next);
         Ok(next.len())
+    }
+}
+
+/// Frames already written are readable at once (the client's calls wait
+/// for input under the request deadline, SPEC §10).
+impl WaitReadable for Frames {
+    fn wait_readable(&mut self, _timeout: std::time::Duration) -> io::Result<bool> {
+        Ok(true)
     }
 }
 

@@ -422,6 +422,9 @@ fn every_stream_level_sub_kind_has_a_reject_fixture() {
         ErrorKind::UnexpectedEnd,
         ErrorKind::InvalidUse,
         ErrorKind::WorkerRetired,
+        // The parent's own clock and cancellation (SPEC §10, §13.2).
+        ErrorKind::DeadlinePassed,
+        ErrorKind::Cancelled,
     ];
     let tagged: BTreeSet<String> = manifest()
         .into_iter()

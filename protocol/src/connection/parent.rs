@@ -6,6 +6,7 @@ use super::{FrameInbox, Outbox, Responded, ended_error};
 use crate::error::{ErrorKind, ProtocolError};
 use crate::records::{CommandOutcome, ErrorCode, Operation, OperationKind, ShellError};
 use crate::session::{ParentEvent, ParentSession, SessionState};
+use std::time::{Duration, Instant};
 
 /// The parent's side of one worker's session, sans-IO (see the
 /// [module docs](crate::connection)).
@@ -36,7 +37,7 @@ use crate::session::{ParentEvent, ParentSession, SessionState};
 /// assert_eq!((answered, result), (id, Ok(OperationResult::Null)));
 /// # Ok::<(), quirl_lua_protocol::ProtocolError>(())
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ParentConnection {
     session: ParentSession,
     inbox: FrameInbox,
@@ -47,31 +48,200 @@ pub struct ParentConnection {
     may_retire_after: Option<u64>,
     /// The worker retired after answering this request (SPEC §13.1-b).
     retired_after: Option<u64>,
+    /// The budget of `initialize`, which runs no guest code (SPEC §10).
+    startup_timeout: Duration,
+    /// The policy's `wall_time_ms`, fixed by the `initialize` sent.
+    wall_time: Option<Duration>,
+    /// The deadline of the last request sent with a clock.
+    deadline: Option<Deadline>,
+    /// Why the parent gave the session up (deadline or cancellation).
+    abandoned: Option<ProtocolError>,
+}
+
+/// When a request was sent and when its answer is due (SPEC §10).
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    id: u64,
+    sent: Instant,
+    at: Instant,
+}
+
+impl Default for ParentConnection {
+    fn default() -> Self {
+        Self {
+            session: ParentSession::default(),
+            inbox: FrameInbox::default(),
+            outbox: Outbox::default(),
+            may_retire_after: None,
+            retired_after: None,
+            startup_timeout: Self::DEFAULT_STARTUP_TIMEOUT,
+            wall_time: None,
+            deadline: None,
+            abandoned: None,
+        }
+    }
 }
 
 impl ParentConnection {
+    /// The budget of `initialize` unless
+    /// [`set_startup_timeout`](Self::set_startup_timeout) says otherwise:
+    /// 5 s, the reference parent's startup timeout (SPEC §10).
+    pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
+
     /// A connection to a freshly spawned worker; the first request must be
     /// `initialize`.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Bound `initialize` by `timeout` from its sending instead of
+    /// [`DEFAULT_STARTUP_TIMEOUT`](Self::DEFAULT_STARTUP_TIMEOUT). It runs
+    /// no guest code, so the policy's `wall_time_ms` does not apply to it
+    /// (SPEC §10). Takes effect for an `initialize` sent afterwards.
+    pub fn set_startup_timeout(&mut self, timeout: Duration) {
+        self.startup_timeout = timeout;
+    }
+
+    /// The budget of `initialize` (see
+    /// [`set_startup_timeout`](Self::set_startup_timeout)).
+    pub fn startup_timeout(&self) -> Duration {
+        self.startup_timeout
+    }
+
     /// The session state; [`SessionState::Retired`] once the worker was
-    /// found retired (SPEC §13.1-b).
+    /// found retired (SPEC §13.1-b), [`SessionState::Abandoned`] once the
+    /// parent gave the request in flight up (its deadline passed, or it
+    /// was cancelled).
     pub fn state(&self) -> SessionState {
+        if self.abandoned.is_some() {
+            return SessionState::Abandoned;
+        }
         if self.retired_after.is_some() {
             return SessionState::Retired;
         }
         self.session.state()
     }
 
+    /// Whether the worker must be killed now (SPEC §13.2): the session was
+    /// abandoned (a deadline passed, a cancellation) or poisoned (a
+    /// violation, a stream cut mid-request). The process side is the
+    /// caller's: stop writing and close the worker's stdin, kill its
+    /// process group, reap it, drain its stream. A retired worker
+    /// ([`SessionState::Retired`]) exited by itself; it is only reaped.
+    pub fn must_kill(&self) -> bool {
+        matches!(
+            self.state(),
+            SessionState::Abandoned | SessionState::Poisoned
+        )
+    }
+
     /// The request in flight: its id and operation (none once retired: the
-    /// request that met the retirement was not run).
+    /// request that met the retirement was not run; none once abandoned:
+    /// no answer is awaited any more).
     pub fn in_flight(&self) -> Option<(u64, OperationKind)> {
-        if self.retired_after.is_some() {
+        if self.retired_after.is_some() || self.abandoned.is_some() {
             return None;
         }
         self.session.in_flight()
+    }
+
+    /// When the answer to the request in flight is due: `wall_time_ms` of
+    /// the policy after the request was sent (`deadline_ms` for
+    /// `plugin_command`, the startup timeout for `initialize`), host calls
+    /// included (SPEC §10). `None` with nothing in flight, for a request
+    /// sent without a clock ([`request`](Self::request)), and once the
+    /// session is over (abandoned, poisoned, retired, ended).
+    ///
+    /// A host that drives the connection itself waits for the worker's
+    /// bytes until this instant at most, then calls
+    /// [`handle_timeout`](Self::handle_timeout).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let (id, _) = self.in_flight()?;
+        if self.session.poison_cause().is_some() || self.inbox.is_ended() {
+            return None;
+        }
+        self.deadline
+            .filter(|deadline| deadline.id == id)
+            .map(|deadline| deadline.at)
+    }
+
+    /// Tell the connection the time: `Ok` while the request in flight (if
+    /// any) is within its deadline ([`next_deadline`](Self::next_deadline)).
+    /// At or after the deadline the parent gives the request up (SPEC §10,
+    /// §13.2): the state becomes [`SessionState::Abandoned`], unwritten
+    /// bytes are dropped, and the result is a `deadline_passed` error
+    /// ([`is_timed_out`](ProtocolError::is_timed_out)); the worker must be
+    /// killed ([`must_kill`](Self::must_kill)) and every later call is
+    /// refused with `deadline_passed`. Bytes fed but not polled yet are not
+    /// looked at: poll them first if an answer that arrived in time should
+    /// win.
+    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        self.check_not_abandoned()?;
+        let Some(at) = self.next_deadline() else {
+            return Ok(());
+        };
+        if now < at {
+            return Ok(());
+        }
+        let (id, kind) = self.in_flight().unwrap_or((0, OperationKind::Eval));
+        let budget = self.deadline.map_or(Duration::ZERO, |deadline| {
+            deadline.at.saturating_duration_since(deadline.sent)
+        });
+        let error = ProtocolError::new(
+            ErrorKind::DeadlinePassed,
+            format!(
+                "request {id} ({}) passed its deadline, {} ms after it was sent, host calls included (SPEC §10); kill the worker (SPEC §13.2)",
+                kind.as_str(),
+                budget.as_millis()
+            ),
+        );
+        Err(self.abandon(error))
+    }
+
+    /// Give the session up on the host's behalf (a user's interrupt, a
+    /// shutdown): the state becomes [`SessionState::Abandoned`], unwritten
+    /// bytes are dropped, and the worker must be killed (SPEC §13.2,
+    /// [`must_kill`](Self::must_kill)). Returns the `cancelled` error to
+    /// report (SPEC §11.3: `resource_limit`); every later call is refused
+    /// with it. On a session already over (poisoned, retired, abandoned)
+    /// nothing changes and the error that ended it is returned.
+    pub fn cancel(&mut self) -> ProtocolError {
+        if let Err(error) = self.session.check_alive() {
+            return error;
+        }
+        if let Err(error) = self.check_not_abandoned() {
+            return error;
+        }
+        if let Some(answered) = self.retired_after {
+            return retired_error(answered);
+        }
+        let what = match self.in_flight() {
+            Some((id, kind)) => format!("request {id} ({})", kind.as_str()),
+            None => "the session".to_owned(),
+        };
+        let error = ProtocolError::new(
+            ErrorKind::Cancelled,
+            format!("the parent cancelled {what}; kill the worker (SPEC §13.2)"),
+        );
+        self.abandon(error)
+    }
+
+    fn abandon(&mut self, error: ProtocolError) -> ProtocolError {
+        self.abandoned = Some(error.clone());
+        self.outbox.take();
+        error
+    }
+
+    /// The refusal once the session was abandoned: the cause's kind.
+    fn check_not_abandoned(&self) -> Result<(), ProtocolError> {
+        match &self.abandoned {
+            Some(cause) => Err(ProtocolError::new(
+                cause.kind(),
+                "the session was abandoned earlier; kill the worker and start a new one (SPEC §13.2)",
+            )
+            .with_context(cause.message().to_owned())),
+            None => Ok(()),
+        }
     }
 
     /// Whether the worker may have retired: its last answer was a
@@ -124,8 +294,73 @@ impl ParentConnection {
     /// for any other operation; otherwise `invalid_use` (nothing written,
     /// not poisoned). Bytes the worker sent while it had to be silent are
     /// a violation (`unexpected_frame`, SPEC §9.3) found here.
+    ///
+    /// The connection is given no clock here, so it knows no deadline for
+    /// this request ([`next_deadline`](Self::next_deadline) is `None`);
+    /// hosts that let the connection keep the deadline of SPEC §10 send
+    /// with [`request_at`](Self::request_at).
     pub fn request(&mut self, operation: Operation) -> Result<u64, ProtocolError> {
+        self.send_request(operation, None)
+    }
+
+    /// [`request`](Self::request), sent at `now`: the connection keeps the
+    /// request's deadline (SPEC §10), `now` plus the policy's
+    /// `wall_time_ms` (`deadline_ms` for `plugin_command`, the
+    /// [startup timeout](Self::set_startup_timeout) for `initialize`); see
+    /// [`next_deadline`](Self::next_deadline) and
+    /// [`handle_timeout`](Self::handle_timeout).
+    ///
+    /// ```
+    /// use quirl_lua_protocol::records::{Operation, Policy};
+    /// use quirl_lua_protocol::{ParentConnection, SessionState};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let mut connection = ParentConnection::new();
+    /// let sent = Instant::now();
+    /// connection.request_at(Operation::initialize(Policy::quirl_config_profile(), None, false), sent)?;
+    /// let due = sent + ParentConnection::DEFAULT_STARTUP_TIMEOUT;
+    /// assert_eq!(connection.next_deadline(), Some(due));
+    /// connection.handle_timeout(due - Duration::from_millis(1))?; // still in time
+    /// let late = connection.handle_timeout(due).unwrap_err();
+    /// assert!(late.is_timed_out());
+    /// assert_eq!(connection.state(), SessionState::Abandoned);
+    /// assert!(connection.must_kill());
+    /// # Ok::<(), quirl_lua_protocol::ProtocolError>(())
+    /// ```
+    pub fn request_at(&mut self, operation: Operation, now: Instant) -> Result<u64, ProtocolError> {
+        let budget = match &operation {
+            Operation::Initialize { .. } => Some(self.startup_timeout),
+            Operation::PluginCommand { deadline_ms, .. } => {
+                Some(Duration::from_millis(*deadline_ms))
+            }
+            _ => self.wall_time,
+        };
+        let at = budget.map(|budget| {
+            let due = now.checked_add(budget).or_else(|| now.checked_add(YEAR));
+            (now, due.unwrap_or(now))
+        });
+        self.send_request(operation, at)
+    }
+
+    /// [`request`](Self::request), sent at `now`, due at `deadline`
+    /// instead of the policy's budget (a host's own, shorter deadline, or
+    /// a callback's deadline, SPEC §17.6).
+    pub fn request_with_deadline(
+        &mut self,
+        operation: Operation,
+        now: Instant,
+        deadline: Instant,
+    ) -> Result<u64, ProtocolError> {
+        self.send_request(operation, Some((now, deadline.max(now))))
+    }
+
+    fn send_request(
+        &mut self,
+        operation: Operation,
+        timing: Option<(Instant, Instant)>,
+    ) -> Result<u64, ProtocolError> {
         self.session.check_alive()?;
+        self.check_not_abandoned()?;
         self.check_not_retired()?;
         if self.inbox.is_ended() {
             return Err(ended_error("worker"));
@@ -158,8 +393,18 @@ impl ParentConnection {
             }
         }
         self.expect_silence("while no request was in flight")?;
+        let wall_time = match &operation {
+            Operation::Initialize { policy, .. } => {
+                Some(Duration::from_millis(policy.wall_time_ms()))
+            }
+            _ => None,
+        };
         let (id, bytes) = self.session.request(operation)?;
         self.outbox.push(bytes);
+        if wall_time.is_some() {
+            self.wall_time = wall_time;
+        }
+        self.deadline = timing.map(|(sent, at)| Deadline { id, sent, at });
         Ok(id)
     }
 
@@ -266,6 +511,7 @@ impl ParentConnection {
     /// The pending call's `max_output_bytes`, or why no answer can be sent.
     fn check_can_answer(&self) -> Result<u64, ProtocolError> {
         self.session.check_alive()?;
+        self.check_not_abandoned()?;
         self.check_not_retired()?;
         if self.inbox.is_ended() {
             return Err(ended_error("worker"));
@@ -276,8 +522,14 @@ impl ParentConnection {
     }
 
     /// Give the connection bytes read from the worker (any chunking).
-    /// `invalid_use` after [`end_of_stream`](Self::end_of_stream).
+    /// `invalid_use` after [`end_of_stream`](Self::end_of_stream). Once
+    /// the session is [abandoned](SessionState::Abandoned) the bytes are
+    /// dropped: draining the killed worker's stream (SPEC §13.2 step 4)
+    /// may feed them or not.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<(), ProtocolError> {
+        if self.abandoned.is_some() {
+            return Ok(());
+        }
         if self.inbox.is_ended() {
             return Err(ended_error("worker"));
         }
@@ -289,6 +541,7 @@ impl ParentConnection {
     /// bytes hold no complete frame. A violation poisons the connection.
     pub fn poll_event(&mut self) -> Result<Option<ParentEvent>, ProtocolError> {
         self.session.check_alive()?;
+        self.check_not_abandoned()?;
         self.check_not_retired()?;
         let payload = match self.inbox.next_payload() {
             Ok(Some(payload)) => payload,
@@ -328,6 +581,7 @@ impl ParentConnection {
     /// poisoning.
     pub fn end_of_stream(&mut self) -> Result<(), ProtocolError> {
         self.session.check_alive()?;
+        self.check_not_abandoned()?;
         self.check_not_retired()?;
         if self.inbox.has_unread() {
             return Err(ProtocolError::invalid_use(
@@ -374,7 +628,9 @@ impl ParentConnection {
             )
         });
         match self.may_retire_after {
-            Some(answered) if closed && self.retired_after.is_none() => {
+            Some(answered)
+                if closed && self.retired_after.is_none() && self.abandoned.is_none() =>
+            {
                 self.retire(answered);
                 retired_error(answered).with_context(format!("writing failed: {error}"))
             }
@@ -442,6 +698,9 @@ fn output_over_cap(outcome: &CommandOutcome, output_max: u64) -> Option<Protocol
     }
     None
 }
+
+/// A deadline beyond any `Instant` arithmetic: about a year.
+const YEAR: Duration = Duration::from_secs(365 * 86_400);
 
 /// The retirement of SPEC §13.1-b, reported.
 fn retired_error(answered: u64) -> ProtocolError {
