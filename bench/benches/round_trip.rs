@@ -30,11 +30,8 @@ fn round_trip(c: &mut Criterion) {
         wall_time_ms: 10_000,
     })
     .unwrap();
-    let command = WorkerCommand::new(quirl_lua_testkit::bin_path(
-        "quirl-lua-reference-parent",
-        "quirl-lua",
-    ))
-    .arg(WORKER_ARGUMENT);
+    let command = WorkerCommand::new(quirl_lua_testkit::bin_path("quirl-lua-cli", "quirl-lua"))
+        .arg(WORKER_ARGUMENT);
     let mut worker = Worker::spawn(WorkerConfig::new(command, policy)).unwrap();
     group.bench_function("parent_eval_return_1", |b| {
         b.iter(|| worker.eval("return 1").unwrap())

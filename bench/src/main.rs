@@ -2,7 +2,7 @@
 //! printed side by side with its baseline and the ratio.
 //!
 //! ```sh
-//! cargo build --release -p quirl-lua-reference-parent -p quirl-lua-testkit -p quirl-lua-bench --bins
+//! cargo build --release -p quirl-lua-cli -p quirl-lua-testkit -p quirl-lua-bench --bins
 //! target/release/quirl-lua-bench            # full run (about a minute)
 //! target/release/quirl-lua-bench --quick    # fewer samples, a smoke test
 //! ```
@@ -159,7 +159,7 @@ fn sibling(name: &str) -> Result<std::path::PathBuf, BoxError> {
         Ok(path)
     } else {
         Err(format!(
-            "{} not found; build it with `cargo build --release -p quirl-lua-reference-parent -p quirl-lua-reference-worker -p quirl-lua-testkit --bins`",
+            "{} not found; build it with `cargo build --release -p quirl-lua-cli -p quirl-lua-reference-worker -p quirl-lua-testkit --bins`",
             path.display()
         )
         .into())

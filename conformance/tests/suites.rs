@@ -35,7 +35,7 @@ fn runner() -> &'static str {
 /// Build `quirl-worker` and `quirl-lua` with this test's profile and target
 /// directory (`quirl_lua_testkit::bin_path`); return that directory.
 fn peers() -> PathBuf {
-    bin_path("quirl-lua-reference-parent", "quirl-lua");
+    bin_path("quirl-lua-cli", "quirl-lua");
     let worker = bin_path("quirl-lua-reference-worker", "quirl-worker");
     worker.parent().unwrap().to_path_buf()
 }

@@ -80,9 +80,9 @@
 //!
 //! # Features
 //!
-//! - `schema` (default): the `schema` module, JSON Schema of both frame
-//!   directions via `schemars`. Without it the crate needs no proc-macro
-//!   crate besides serde's derive.
+//! - `schema` (opt-in): the `schema` module, JSON Schema of both frame
+//!   directions via `schemars`. Without it (the default) the crate needs no
+//!   proc-macro crate besides serde's derive.
 //! - `tokio`: the async adapters, module `tokio_io`.
 //!
 //! # Modules
@@ -97,6 +97,9 @@
 //! [`ErrorKind`] that maps to a v1 [`ErrorCode`](records::ErrorCode).
 
 #![forbid(unsafe_code)]
+// docs.rs (`[package.metadata.docs.rs]` passes `--cfg docsrs`) labels the
+// feature-gated modules with the feature they need.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod blocking;
 pub mod codec;
@@ -107,9 +110,11 @@ mod json;
 pub mod limits;
 pub mod records;
 #[cfg(feature = "schema")]
+#[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
 pub mod schema;
 pub mod session;
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio_io;
 pub mod value;
 

@@ -2,7 +2,7 @@
 //! pipe drained), cold start (spawn → first answer) and warm round trip.
 //!
 //! ```sh
-//! cargo build --release -p quirl-lua-reference-parent -p quirl-lua-testkit --bins --examples
+//! cargo build --release -p quirl-lua-cli -p quirl-lua-testkit --bins && cargo build --release -p quirl-lua-reference-parent --examples
 //! # scripted worker that never answers / answers at once:
 //! target/release/examples/supervision_timing \
 //!     --stuck "target/release/quirl-lua-fake-worker never-answer" \

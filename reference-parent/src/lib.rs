@@ -57,6 +57,10 @@
 //!
 //! [`ParentConnection`]: quirl_lua_protocol::ParentConnection
 
+// docs.rs (`[package.metadata.docs.rs]` passes `--cfg docsrs`) labels the
+// feature-gated items with the feature they need.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod callback_deadline;
 mod cgroup;
 mod child_setup;

@@ -1,4 +1,4 @@
-//! Plugin lifecycle against the real reference worker (`quirl-lua
+//! Plugin lifecycle against the real reference worker (`quirl-worker
 //! --internal-lua-worker-v1`): quarantine of a Lua plugin that loops,
 //! reloads of Lua sources, and a pool of two running Lua concurrently.
 
@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 
 use quirl_lua_protocol::records::{ErrorCode, Operation};
 use quirl_lua_reference_parent::lifecycle::{PluginHost, PluginManifest, PoolOptions, WorkerPool};
-use quirl_lua_reference_parent::{
-    ErrorClass, Policy, PolicySettings, WORKER_ARGUMENT, WorkerCommand, WorkerConfig,
-};
+use quirl_lua_reference_parent::{ErrorClass, Policy, PolicySettings, WorkerCommand, WorkerConfig};
 use serde_json::json;
 
 use support::{LOOPING_PLUGIN, Scratch, eventually, leftovers, member_pids, plugin_source};
@@ -25,7 +23,7 @@ const CPU_BOUND: &str = "local x = 0 for i = 1, 10000000 do x = x + i % 7 end re
 const CPU_BOUND_RESULT: u64 = 29_999_997;
 
 fn real_worker() -> WorkerCommand {
-    WorkerCommand::new(env!("CARGO_BIN_EXE_quirl-lua")).arg(WORKER_ARGUMENT)
+    support::reference_worker()
 }
 
 fn policy(wall_time_ms: u64) -> Policy {

@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use quirl_lua_reference_parent::lifecycle::{PluginHost, PluginManifest, PoolOptions};
-use quirl_lua_reference_parent::{ErrorClass, WORKER_ARGUMENT, WorkerCommand};
+use quirl_lua_reference_parent::{ErrorClass, WorkerCommand};
 use serde_json::json;
 
 use support::{
@@ -21,7 +21,7 @@ use support::{
 
 #[test]
 fn shutdown_of_a_host_with_busy_members_leaves_no_process_or_thread() {
-    let real = WorkerCommand::new(env!("CARGO_BIN_EXE_quirl-lua")).arg(WORKER_ARGUMENT);
+    let real = support::reference_worker();
     for worker in [scripted_worker(), real] {
         check_shutdown(worker);
     }

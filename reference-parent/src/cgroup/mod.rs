@@ -139,10 +139,13 @@ pub struct ContainmentReport {
     /// Whether host commands run under the Landlock execute ruleset
     /// (SPEC §16.6), and if not, why.
     pub landlock: crate::process_host::LandlockSupport,
-    /// What the reference worker's lockdown does on this system after
-    /// `initialize` unless `--no-lockdown` (SPEC §18.3): seccomp and its
-    /// Landlock domain.
-    pub worker_lockdown: String,
+    /// What the worker's own lockdown does on this system after
+    /// `initialize` (SPEC §18.3), when the program reporting knows its
+    /// worker: the supervisor supervises any worker and leaves this `None`;
+    /// the `quirl-lua` CLI fills in the reference worker's lockdown
+    /// (seccomp and its Landlock domain) for its built-in worker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_lockdown: Option<String>,
 }
 
 impl ContainmentReport {
@@ -176,7 +179,7 @@ pub fn containment_report(choice: Containment) -> ContainmentReport {
         controllers: Vec::new(),
         notes: Vec::new(),
         landlock: crate::process_host::landlock_support().clone(),
-        worker_lockdown: quirl_lua_reference_worker::lockdown::summary(),
+        worker_lockdown: None,
     };
     if choice == Containment::ProcessGroup {
         report

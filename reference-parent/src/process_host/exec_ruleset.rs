@@ -75,9 +75,7 @@ pub fn landlock_support() -> &'static LandlockSupport {
 }
 
 fn probe() -> LandlockSupport {
-    // The reference worker's query (it enters a Landlock domain of its own,
-    // SPEC §18.3), so both report the same kernel answer.
-    match quirl_lua_reference_worker::lockdown::landlock::kernel_abi() {
+    match kernel_abi() {
         Ok(abi) => LandlockSupport {
             abi: Some(abi),
             unavailable: None,
@@ -87,6 +85,35 @@ fn probe() -> LandlockSupport {
             unavailable: Some(why.to_owned()),
         },
     }
+}
+
+/// The kernel's Landlock ABI version, or why there is none (SPEC §16.6).
+///
+/// The same query as the reference worker's own (`quirl_lua_reference_worker::
+/// lockdown::landlock::kernel_abi`, SPEC §18.3), kept here so that the
+/// supervisor library does not link the worker (and Lua) for one system
+/// call; both word their answers alike.
+fn kernel_abi() -> Result<i32, &'static str> {
+    // SAFETY: `landlock_create_ruleset(NULL, 0,
+    // LANDLOCK_CREATE_RULESET_VERSION)` is the documented read-only query of
+    // the ABI version: no memory is read or written and no descriptor is
+    // created. The landlock crate keeps its own query private.
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0_usize,
+            1_u32, // LANDLOCK_CREATE_RULESET_VERSION
+        )
+    };
+    if version > 0 {
+        return i32::try_from(version).map_err(|_| "the Landlock ABI version is out of range");
+    }
+    Err(match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::EOPNOTSUPP) => "Landlock is built into the kernel but not enabled",
+        Some(libc::ENOSYS) => "the kernel has no Landlock (Linux 5.13 or later)",
+        _ => "the Landlock query failed",
+    })
 }
 
 /// A prepared execute ruleset: the Landlock descriptor, and the files it

@@ -17,6 +17,17 @@ pub fn scripted_worker() -> WorkerCommand {
     WorkerCommand::new(quirl_lua_testkit::bins::scripted_worker())
 }
 
+/// The reference worker (`quirl-worker` of quirl-lua-reference-worker, the
+/// same worker `quirl-lua --internal-lua-worker-v1` runs in-process; the CLI
+/// lives in its own package, reference-parent/cli).
+pub fn reference_worker() -> WorkerCommand {
+    WorkerCommand::new(quirl_lua_testkit::bins::bin_path(
+        "quirl-lua-reference-worker",
+        "quirl-worker",
+    ))
+    .arg(quirl_lua_reference_parent::WORKER_ARGUMENT)
+}
+
 /// A policy without process access and the given wall time.
 pub fn policy(wall_time_ms: u64) -> Policy {
     Policy::new(PolicySettings {

@@ -152,8 +152,14 @@ fn verbose_version(arguments: &[std::ffi::OsString]) -> Option<String> {
     // SPEC §16.6: the host commands' execute ruleset.
     text.push_str(&format!("landlock: {}\n", report.landlock.summary()));
     // SPEC §18.3: the built-in worker's own lockdown.
-    text.push_str(&format!("worker lockdown: {}\n", report.worker_lockdown));
+    text.push_str(&format!("worker lockdown: {}\n", worker_lockdown()));
     Some(text)
+}
+
+/// What the built-in worker's lockdown does on this system after
+/// `initialize` unless `--no-lockdown` (SPEC §18.3).
+pub(crate) fn worker_lockdown() -> String {
+    quirl_lua_reference_worker::lockdown::summary()
 }
 
 /// Why a command did not produce a result.

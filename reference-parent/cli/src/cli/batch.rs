@@ -89,10 +89,14 @@ impl Pool {
     }
 
     fn stats(&self) -> PoolStats {
-        match self {
+        let mut stats = match self {
             Self::Plain(pool) => pool.stats(),
             Self::Plugin(host) => host.stats(),
-        }
+        };
+        // SPEC §18.3: the built-in worker's lockdown, which the supervisor
+        // library (it supervises any worker) does not know.
+        stats.containment.worker_lockdown = Some(super::worker_lockdown());
+        stats
     }
 
     fn shutdown(&self) -> ShutdownReport {
