@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 const CLI: &str = env!("CARGO_BIN_EXE_quirl-lua");
-const README: &str = include_str!("../../README.md");
+const README: &str = include_str!("../../../README.md");
 const GRANTS: &[&str] = &[
     "--grant",
     "extension.contribute",
