@@ -27,6 +27,8 @@
 //!   fuzz target, the worker's replay test and the bench's B1 rows.
 //! - [`patterns`] (feature `worker`): the pattern engine against Lua's C
 //!   matcher (SPEC §15.4).
+//! - [`scratch`]: scratch directories, bounded waits and the plugin of the
+//!   supervision tests (the supervisor's and the CLI's).
 //! - [`stock`] (feature `stock`): stock Lua of the VM's own release, built
 //!   from the same sources without the metering patch, as the oracle of
 //!   the differential tests and the baseline of the benchmarks.
@@ -34,6 +36,7 @@
 pub mod bins;
 pub mod generate;
 pub mod mirror;
+pub mod scratch;
 pub mod sessions;
 pub mod targets;
 

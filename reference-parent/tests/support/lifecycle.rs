@@ -3,14 +3,11 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
-
 use quirl_lua_reference_parent::lifecycle::PoolStats;
 use quirl_lua_reference_parent::{Policy, PolicySettings, WorkerCommand};
 
 use quirl_lua_testkit::procfs;
+pub use quirl_lua_testkit::scratch::{Scratch, eventually, plugin_source};
 
 /// The scripted test double (`quirl_lua_testkit::bins::scripted_worker`).
 pub fn scripted_worker() -> WorkerCommand {
@@ -39,52 +36,8 @@ pub fn policy(wall_time_ms: u64) -> Policy {
     .unwrap()
 }
 
-/// A plugin whose prompt segment `version` renders `version`.
-pub fn plugin_source(version: &str) -> String {
-    format!(
-        "local version = \"{version}\"\nquirl.prompt.add_segment({{ name = \"version\", deadline_ms = 100, render = function() return version end }})\n"
-    )
-}
-
 /// A plugin whose prompt segment never returns.
 pub const LOOPING_PLUGIN: &str = "quirl.prompt.add_segment({ name = \"version\", deadline_ms = 100, render = function() while true do end end })\n";
-
-/// A scratch directory removed on drop.
-pub struct Scratch {
-    dir: PathBuf,
-}
-
-impl Scratch {
-    pub fn new(test: &str) -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "quirl-lua-lifecycle-{}-{test}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self { dir }
-    }
-
-    /// Write `text` to `name` (atomically: write then rename).
-    pub fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.dir.join(name);
-        let temporary = self.dir.join(format!(".{name}.new"));
-        std::fs::write(&temporary, text).unwrap();
-        std::fs::rename(&temporary, &path).unwrap();
-        path
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.dir
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// Pids of the members' current (or last) workers.
 pub fn member_pids(stats: &PoolStats) -> Vec<u32> {
@@ -99,18 +52,4 @@ pub fn member_pids(stats: &PoolStats) -> Vec<u32> {
 /// worker leads its own session and process group.
 pub fn leftovers(pid: u32) -> Vec<procfs::ProcStat> {
     procfs::group_or_session_members(i32::try_from(pid).unwrap())
-}
-
-/// Poll `condition` every 2 ms until it holds or `patience` passes.
-pub fn eventually(patience: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + patience;
-    loop {
-        if condition() {
-            return true;
-        }
-        if Instant::now() >= until {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
 }
