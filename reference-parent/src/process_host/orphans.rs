@@ -64,6 +64,12 @@ pub fn end_adopted_orphans() -> usize {
     if !adopting() {
         return 0;
     }
+    // No child at all, alive or exited: nothing was adopted and nothing
+    // can be (every descendant has a parent chain through a child), so no
+    // `/proc` sweep (which reads every process's stat line).
+    if !has_children() {
+        return 0;
+    }
     let mut killed = 0;
     // A few rounds: an orphan's own children become ours when it dies.
     for _ in 0..4 {
@@ -76,6 +82,33 @@ pub fn end_adopted_orphans() -> usize {
     }
     reap_adopted();
     killed
+}
+
+/// `waitid(P_ALL, WEXITED | WNOHANG | WNOWAIT)`, which reaps nothing:
+/// `Some(true)` if a child has exited and is not yet reaped, `Some(false)`
+/// if there are children but none has exited, `None` if there is no child
+/// at all (`ECHILD`). Any other failure reads as an exited child, so the
+/// callers fall back to their sweep.
+fn peek_children() -> Option<bool> {
+    use rustix::process::{WaitId, WaitIdOptions, waitid};
+    match waitid(
+        WaitId::All,
+        WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+    ) {
+        Ok(found) => Some(found.is_some()),
+        Err(rustix::io::Errno::CHILD) => None,
+        Err(_) => Some(true),
+    }
+}
+
+/// Whether this process has a child, alive or exited.
+fn has_children() -> bool {
+    peek_children().is_some()
+}
+
+/// Whether some child of this process has exited and is not yet reaped.
+fn some_child_exited() -> bool {
+    peek_children().unwrap_or(false)
 }
 
 pub(crate) fn adopting() -> bool {
@@ -128,7 +161,9 @@ pub(crate) fn adopted_since(
 /// Reap every adopted child that has exited (never one spawned here: those
 /// are reaped by their owners).
 pub(crate) fn reap_adopted() {
-    if !adopting() {
+    // Only an exited child needs reaping: without one, no `/proc` sweep
+    // (each sweep reads every process's stat line).
+    if !adopting() || !some_child_exited() {
         return;
     }
     let me = rustix::process::getpid().as_raw_pid();
