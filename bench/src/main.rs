@@ -3,8 +3,8 @@
 //!
 //! ```sh
 //! cargo build --release -p quirl-lua-cli -p quirl-lua-testkit -p quirl-lua-bench --bins
-//! target/release/quirl-lua-bench            # full run (about a minute)
-//! target/release/quirl-lua-bench --quick    # fewer samples, a smoke test
+//! target/x86_64-unknown-linux-gnu/release/quirl-lua-bench            # full run (about a minute)
+//! target/x86_64-unknown-linux-gnu/release/quirl-lua-bench --quick    # fewer samples, a smoke test
 //! ```
 //!
 //! Options: `--quick`; `--only X1,X2,…` (sections X1–X6, `L`, the Lua

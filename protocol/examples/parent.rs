@@ -2,8 +2,8 @@
 //! initializes it, evaluates `return 6 * 7` and prints the result (`42`).
 //!
 //! ```sh
-//! cargo run -p quirl-lua-protocol --example parent -- target/release/quirl-worker
-//! cargo run -p quirl-lua-protocol --example parent -- target/release/quirl-lua --internal-lua-worker-v1
+//! cargo run -p quirl-lua-protocol --example parent -- target/x86_64-unknown-linux-gnu/release/quirl-worker
+//! cargo run -p quirl-lua-protocol --example parent -- target/x86_64-unknown-linux-gnu/release/quirl-lua --internal-lua-worker-v1
 //! ```
 
 use quirl_lua_protocol::blocking::ParentClient;

@@ -2,7 +2,7 @@
 //! arguments, evaluates `return 6 * 7` with a timeout and prints `42`.
 //!
 //! ```sh
-//! cargo run -p quirl-lua-protocol --features tokio --example tokio_parent -- target/release/quirl-worker
+//! cargo run -p quirl-lua-protocol --features tokio --example tokio_parent -- target/x86_64-unknown-linux-gnu/release/quirl-worker
 //! ```
 
 use quirl_lua_protocol::ParentEvent;

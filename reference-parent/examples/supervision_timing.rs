@@ -4,13 +4,13 @@
 //! ```sh
 //! cargo build --release -p quirl-lua-cli -p quirl-lua-testkit --bins && cargo build --release -p quirl-lua-reference-parent --examples
 //! # scripted worker that never answers / answers at once:
-//! target/release/examples/supervision_timing \
-//!     --stuck "target/release/quirl-lua-fake-worker never-answer" \
-//!     --echo "target/release/quirl-lua-fake-worker echo"
+//! target/x86_64-unknown-linux-gnu/release/examples/supervision_timing \
+//!     --stuck "target/x86_64-unknown-linux-gnu/release/quirl-lua-fake-worker never-answer" \
+//!     --echo "target/x86_64-unknown-linux-gnu/release/quirl-lua-fake-worker echo"
 //! # a real worker stuck in a native call (default source below):
-//! target/release/examples/supervision_timing \
-//!     --stuck "target/release/quirl-lua --internal-lua-worker-v1" \
-//!     --echo "target/release/quirl-lua --internal-lua-worker-v1"
+//! target/x86_64-unknown-linux-gnu/release/examples/supervision_timing \
+//!     --stuck "target/x86_64-unknown-linux-gnu/release/quirl-lua --internal-lua-worker-v1" \
+//!     --echo "target/x86_64-unknown-linux-gnu/release/quirl-lua --internal-lua-worker-v1"
 //! ```
 //!
 //! Options: `--trials N` (kill trials, default 200), `--round-trips N`

@@ -6,7 +6,7 @@
 //! cargo bench -p quirl-lua-reference-worker --bench cold_start
 //! # several worker binaries side by side (interleaved round by round):
 //! cargo bench -p quirl-lua-reference-worker --bench cold_start -- \
-//!     --worker OLD/quirl-worker --worker target/release/quirl-worker
+//!     --worker OLD/quirl-worker --worker target/x86_64-unknown-linux-gnu/release/quirl-worker
 //! ```
 //!
 //! Options: `--worker PATH` (repeatable; default: this package's

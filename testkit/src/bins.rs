@@ -5,7 +5,7 @@
 //! test of another package asks [`bin_path`]. It runs `cargo build -p
 //! PACKAGE --bins` once per process and package, with the running test's
 //! profile and target directory (a test or bench executable lives in
-//! `target/<profile>/deps/`, the binaries in `target/<profile>/`), so the
+//! `target/[<triple>/]<profile>/deps/`, the binaries one level up), so the
 //! binary is never stale and never missing: a failed build panics with
 //! Cargo's output, no test skips. The build is a no-op when the binaries are
 //! fresh. `CARGO` (set by Cargo for the processes it runs) names the Cargo to
@@ -93,11 +93,20 @@ fn profile_dir() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// `cargo build -p PACKAGE TARGETS…` into `dir` (`target/<profile>/`).
+/// `cargo build -p PACKAGE TARGETS…` into `dir`: `target/<profile>/`, or
+/// `target/<triple>/<profile>/` for a build with an explicit target (then
+/// `--target <triple>` is passed on).
 fn build(package: &str, targets: &[&str], dir: &Path) -> Result<(), String> {
-    let target_dir = dir
+    let mut target_dir = dir
         .parent()
         .ok_or_else(|| format!("{} has no parent directory", dir.display()))?;
+    let triple = option_env!("QUIRL_TESTKIT_TARGET")
+        .filter(|triple| target_dir.file_name().is_some_and(|name| name == *triple));
+    if triple.is_some() {
+        target_dir = target_dir
+            .parent()
+            .ok_or_else(|| format!("{} has no parent directory", target_dir.display()))?;
+    }
     let profile = dir
         .file_name()
         .and_then(|name| name.to_str())
@@ -109,6 +118,7 @@ fn build(package: &str, targets: &[&str], dir: &Path) -> Result<(), String> {
         .args(targets)
         .arg("--target-dir")
         .arg(target_dir)
+        .args(triple.iter().flat_map(|triple| ["--target", triple]))
         // Any directory of the workspace: this crate's own.
         .current_dir(env!("CARGO_MANIFEST_DIR"));
     match profile {
