@@ -103,9 +103,14 @@ typedef struct luaQ_Meter {
   { if ((n) >= LUAQ_COMPILER_STEPS_PER_UNIT) \
       luaQ_charge(L, cast(l_mem, (n) / LUAQ_COMPILER_STEPS_PER_UNIT)); }
 
-/* Every instruction: one unit (lvm.c, 'vmfetch') */
-#define luaQ_count(L,pc) \
-  { if (l_unlikely(--G(L)->meter.left < 0)) luaQ_poll(L, pc); }
+/* The units left in the current slice, which 'luaV_execute' keeps the
+** address of in a local ('G(L)' is fixed for 'L', so one load less per
+** instruction) */
+#define luaQ_left(L)	(&G(L)->meter.left)
+
+/* Every instruction: one unit (lvm.c, 'vmfetch'); 'left' is 'luaQ_left(L)' */
+#define luaQ_count(left,L,pc) \
+  { if (l_unlikely(--*(left) < 0)) luaQ_poll(L, pc); }
 
 
 struct global_State;
