@@ -122,8 +122,7 @@ pub fn build_observed_with(
     options: SandboxOptions,
     observe: &mut dyn FnMut(BuildStep),
 ) -> mlua::Result<Sandbox> {
-    let mut libs =
-        StdLib::STRING | StdLib::TABLE | StdLib::MATH | StdLib::UTF8 | StdLib::COROUTINE;
+    let mut libs = StdLib::STRING | StdLib::TABLE | StdLib::MATH | StdLib::UTF8 | StdLib::COROUTINE;
     if options.lua_load {
         libs |= StdLib::PACKAGE;
     }
