@@ -200,12 +200,23 @@ fn execute(cli: &Cli) -> Result<Option<Value>, Failure> {
         }
         _ => {}
     }
-    execute_one(config, &cli.command).map(Some)
+    execute_one(config, &cli.options.grants, &cli.command).map(Some)
 }
 
-fn execute_one(config: WorkerConfig, command: &Command) -> Result<Value, Failure> {
+fn execute_one(
+    config: WorkerConfig,
+    grants: &[String],
+    command: &Command,
+) -> Result<Value, Failure> {
     match command {
-        Command::Eval { source } => Ok(Worker::spawn(config)?.eval(source)?),
+        Command::Eval { source, modules } => {
+            let preload = preload_source(&modules.modules, grants)?;
+            let mut worker = Worker::spawn(config)?;
+            if let Some(preload) = preload {
+                worker.eval(&preload)?;
+            }
+            Ok(worker.eval(source)?)
+        }
         Command::Check { file } => {
             let source = read_source(file)?;
             Worker::spawn(config)?.check(&source, &file.display().to_string())?;
@@ -222,10 +233,19 @@ fn execute_one(config: WorkerConfig, command: &Command) -> Result<Value, Failure
                 Worker::spawn(config)?.load_config(&source, &file.display().to_string())?;
             to_json(&config)
         }
-        Command::Run { file, input, args } => {
+        Command::Run {
+            file,
+            input,
+            modules,
+            args,
+        } => {
             let source = read_source(file)?;
             let context = execution_context(args, command_input(input)?)?;
+            let preload = preload_source(&modules.modules, grants)?;
             let mut worker = Worker::spawn(config)?;
+            if let Some(preload) = preload {
+                worker.eval(&preload)?;
+            }
             let outcome = worker.run(&source, &file.display().to_string(), context)?;
             outcome_value(&outcome)
         }
@@ -234,6 +254,69 @@ fn execute_one(config: WorkerConfig, command: &Command) -> Result<Value, Failure
             Err(Failure::Usage("batch and stats run separately".to_owned()))
         }
     }
+}
+
+/// The worker capability that keeps `load` and `require` (SPEC §15.3).
+const LUA_LOAD_GRANT: &str = quirl_lua_reference_worker::sandbox::LUA_LOAD_GRANT;
+
+/// The `eval` that preloads `--module NAME=FILE` modules before the
+/// script: for each, in the order given, `package.preload[NAME]` becomes
+/// FILE compiled in text mode as the chunk `@FILE`. A file that does not
+/// compile fails this eval with Lua's message (`FILE:LINE: …`), before the
+/// script runs. `None` without modules.
+fn preload_source(
+    modules: &[(String, std::path::PathBuf)],
+    grants: &[String],
+) -> Result<Option<String>, Failure> {
+    if modules.is_empty() {
+        return Ok(None);
+    }
+    if !grants.iter().any(|grant| grant == LUA_LOAD_GRANT) {
+        return Err(Failure::Usage(format!(
+            "--module needs --grant {LUA_LOAD_GRANT} (the worker's load and require)"
+        )));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    let mut source = String::from(
+        "local function preload(name, chunkname, text)\n\
+         \x20 local f, message = load(text, chunkname, 't')\n\
+         \x20 if not f then error(message, 0) end\n\
+         \x20 package.preload[name] = f\n\
+         end\n",
+    );
+    for (name, file) in modules {
+        if !names.insert(name.as_str()) {
+            return Err(Failure::Usage(format!(
+                "--module {name} is given more than once"
+            )));
+        }
+        let text = read_source(file)?;
+        source.push_str(&format!(
+            "preload({}, {}, {})\n",
+            lua_string_literal(name),
+            lua_string_literal(&format!("@{}", file.display())),
+            lua_string_literal(&text)
+        ));
+    }
+    Ok(Some(source))
+}
+
+/// `text` as a Lua string literal: printable ASCII as it is (but `"` and
+/// `\`), every other byte as a three-digit decimal escape, so the literal
+/// is one line of ASCII and reads back byte for byte.
+pub(crate) fn lua_string_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for &byte in text.as_bytes() {
+        match byte {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b' '..=b'~' => out.push(char::from(byte)),
+            other => out.push_str(&format!("\\{other:03}")),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn run_plugin(config: WorkerConfig, plugin: &PluginArgs) -> Result<Value, Failure> {
