@@ -230,3 +230,42 @@ fn the_grant_alone_keeps_load_and_without_it_load_is_absent() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(stdout(&output), "true\n");
 }
+
+#[test]
+fn a_file_that_is_not_utf8_is_refused_with_the_offset_of_its_first_invalid_byte() {
+    let dir = Scratch::new("not-utf8");
+    let path = dir.path().join("latin1.lua");
+    std::fs::write(&path, b"-- ok\nreturn 'caf\xe9'\n").unwrap();
+    let hint = "`latin1.lua` is not UTF-8: byte offset 17 (line 2) holds 0xE9, which starts no \
+                valid UTF-8 character; Lua sources are text: write such a byte as the escape \
+                \\xE9 in a string literal";
+    for command in [&["check", "latin1.lua"][..], &["run", "latin1.lua"][..]] {
+        let output = quirl_lua(&dir, command);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{command:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(hint),
+            "{command:?}: {}",
+            stderr(&output)
+        );
+    }
+    // The same for a module file.
+    dir.write("main.lua", "return 1\n");
+    let output = quirl_lua(
+        &dir,
+        &[
+            "--grant",
+            "lua.load",
+            "eval",
+            "return 1",
+            "--module",
+            "m=latin1.lua",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains(hint), "{}", stderr(&output));
+}

@@ -552,9 +552,36 @@ pub(crate) fn event_from_value(value: &Value) -> Result<ExtensionEvent, String> 
     }
 }
 
+/// A source file's text. A file that is not UTF-8 is refused before
+/// anything starts (a source travels as a JSON string, SPEC §15.3), naming
+/// the first invalid byte ([`not_utf8`]).
 pub(crate) fn read_source(path: &Path) -> Result<String, Failure> {
-    std::fs::read_to_string(path)
-        .map_err(|error| Failure::Usage(format!("cannot read `{}`: {error}", path.display())))
+    let bytes = std::fs::read(path)
+        .map_err(|error| Failure::Usage(format!("cannot read `{}`: {error}", path.display())))?;
+    String::from_utf8(bytes).map_err(|error| {
+        Failure::Usage(not_utf8(
+            &path.display().to_string(),
+            error.as_bytes(),
+            error.utf8_error().valid_up_to(),
+        ))
+    })
+}
+
+/// Why `bytes` (the file `name`) is no source: the offset, line and value
+/// of its first byte that is not part of valid UTF-8 (at `at`), and how to
+/// write that byte in Lua instead.
+pub(crate) fn not_utf8(name: &str, bytes: &[u8], at: usize) -> String {
+    let line = 1 + bytes[..at.min(bytes.len())]
+        .iter()
+        .filter(|&&byte| byte == b'\n')
+        .count();
+    match bytes.get(at) {
+        Some(byte) => format!(
+            "`{name}` is not UTF-8: byte offset {at} (line {line}) holds 0x{byte:02X}, which starts no valid UTF-8 character; \
+             Lua sources are text: write such a byte as the escape \\x{byte:02X} in a string literal"
+        ),
+        None => format!("`{name}` is not UTF-8 at byte offset {at} (line {line})"),
+    }
 }
 
 fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
@@ -673,4 +700,35 @@ fn worker_command(options: &GlobalOptions) -> Result<WorkerCommand, Failure> {
             "cannot locate this executable for worker mode: {error}"
         ))
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_that_is_not_utf8_is_named_by_its_first_invalid_byte() {
+        let bytes = b"-- caf\xc3\xa9\nlocal s = '\xff\xfe'\n";
+        let at = std::str::from_utf8(bytes).unwrap_err().valid_up_to();
+        assert_eq!(at, 20);
+        assert_eq!(
+            not_utf8("x.lua", bytes, at),
+            "`x.lua` is not UTF-8: byte offset 20 (line 2) holds 0xFF, which starts no valid \
+             UTF-8 character; Lua sources are text: write such a byte as the escape \\xFF in a \
+             string literal"
+        );
+        // A sequence cut short by the end of the file.
+        let bytes = b"return '\xe2\x82";
+        let at = std::str::from_utf8(bytes).unwrap_err().valid_up_to();
+        assert!(not_utf8("y.lua", bytes, at).contains("byte offset 8 (line 1) holds 0xE2"));
+    }
+
+    #[test]
+    fn lua_string_literals_read_back_byte_for_byte() {
+        assert_eq!(
+            lua_string_literal("a\"b\\c\nd\u{7f}é\0"),
+            "\"a\\\"b\\\\c\\010d\\127\\195\\169\\000\""
+        );
+    }
 }
