@@ -707,10 +707,14 @@ fn worker_command(options: &GlobalOptions) -> Result<WorkerCommand, Failure> {
 mod tests {
     use super::*;
 
+    fn first_invalid(bytes: &[u8]) -> usize {
+        std::str::from_utf8(bytes).unwrap_err().valid_up_to()
+    }
+
     #[test]
     fn a_source_that_is_not_utf8_is_named_by_its_first_invalid_byte() {
         let bytes = b"-- caf\xc3\xa9\nlocal s = '\xff\xfe'\n";
-        let at = std::str::from_utf8(bytes).unwrap_err().valid_up_to();
+        let at = first_invalid(bytes);
         assert_eq!(at, 20);
         assert_eq!(
             not_utf8("x.lua", bytes, at),
@@ -720,7 +724,7 @@ mod tests {
         );
         // A sequence cut short by the end of the file.
         let bytes = b"return '\xe2\x82";
-        let at = std::str::from_utf8(bytes).unwrap_err().valid_up_to();
+        let at = first_invalid(bytes);
         assert!(not_utf8("y.lua", bytes, at).contains("byte offset 8 (line 1) holds 0xE2"));
     }
 
