@@ -269,3 +269,33 @@ fn a_file_that_is_not_utf8_is_refused_with_the_offset_of_its_first_invalid_byte(
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(stderr(&output).contains(hint), "{}", stderr(&output));
 }
+
+#[test]
+fn module_text_reaches_the_worker_byte_for_byte() {
+    let dir = Scratch::new("module-bytes");
+    // Quotes, backslashes, a tab, NUL, non-ASCII text and CRLF line ends.
+    dir.write(
+        "bytes.lua",
+        "local s = \"q\\\"b\\\\t\\t\" .. 'é\0' -- \"'\\ \t\r\nreturn {s = s, raw = [[a\tb\"c\\é]]}\r\n",
+    );
+    dir.write(
+        "crlf.lua",
+        "local a = 1\r\nlocal b = 2\r\nerror('third line')\r\n",
+    );
+    let output = quirl_lua(
+        &dir,
+        &[
+            "--grant",
+            "lua.load",
+            "eval",
+            "--module",
+            "bytes=bytes.lua",
+            "--module",
+            "crlf=crlf.lua",
+            "local m = require('bytes') local ok, e = pcall(require, 'crlf') \
+             return {m.s == 'q\"b\\\\t\\té\\0', m.raw == 'a\\tb\"c\\\\é', e}",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "[true,true,\"crlf.lua:3: third line\"]\n");
+}

@@ -210,10 +210,10 @@ fn execute_one(
 ) -> Result<Value, Failure> {
     match command {
         Command::Eval { source, modules } => {
-            let preload = preload_source(&modules.modules, grants)?;
+            let preloads = preload_sources(&modules.modules, grants)?;
             let mut worker = Worker::spawn(config)?;
-            if let Some(preload) = preload {
-                worker.eval(&preload)?;
+            for preload in &preloads {
+                worker.eval(preload)?;
             }
             Ok(worker.eval(source)?)
         }
@@ -241,10 +241,10 @@ fn execute_one(
         } => {
             let source = read_source(file)?;
             let context = execution_context(args, command_input(input)?)?;
-            let preload = preload_source(&modules.modules, grants)?;
+            let preloads = preload_sources(&modules.modules, grants)?;
             let mut worker = Worker::spawn(config)?;
-            if let Some(preload) = preload {
-                worker.eval(&preload)?;
+            for preload in &preloads {
+                worker.eval(preload)?;
             }
             let outcome = worker.run(&source, &file.display().to_string(), context)?;
             outcome_value(&outcome)
@@ -259,17 +259,18 @@ fn execute_one(
 /// The worker capability that keeps `load` and `require` (SPEC §15.3).
 const LUA_LOAD_GRANT: &str = quirl_lua_reference_worker::sandbox::LUA_LOAD_GRANT;
 
-/// The `eval` that preloads `--module NAME=FILE` modules before the
-/// script: for each, in the order given, `package.preload[NAME]` becomes
-/// FILE compiled in text mode as the chunk `@FILE`. A file that does not
-/// compile fails this eval with Lua's message (`FILE:LINE: …`), before the
-/// script runs. `None` without modules.
-fn preload_source(
+/// The `eval`s that preload `--module NAME=FILE` modules before the
+/// script, one per module in the order given (each within the protocol's
+/// source limit on its own): `package.preload[NAME]` becomes FILE compiled
+/// in text mode as the chunk `@FILE`. A file that does not compile fails
+/// its eval with Lua's message (`FILE:LINE: …`), before the script runs.
+/// Empty without modules.
+fn preload_sources(
     modules: &[(String, std::path::PathBuf)],
     grants: &[String],
-) -> Result<Option<String>, Failure> {
+) -> Result<Vec<String>, Failure> {
     if modules.is_empty() {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     if !grants.iter().any(|grant| grant == LUA_LOAD_GRANT) {
         return Err(Failure::Usage(format!(
@@ -277,13 +278,7 @@ fn preload_source(
         )));
     }
     let mut names = std::collections::BTreeSet::new();
-    let mut source = String::from(
-        "local function preload(name, chunkname, text)\n\
-         \x20 local f, message = load(text, chunkname, 't')\n\
-         \x20 if not f then error(message, 0) end\n\
-         \x20 package.preload[name] = f\n\
-         end\n",
-    );
+    let mut sources = Vec::with_capacity(modules.len());
     for (name, file) in modules {
         if !names.insert(name.as_str()) {
             return Err(Failure::Usage(format!(
@@ -291,28 +286,32 @@ fn preload_source(
             )));
         }
         let text = read_source(file)?;
-        source.push_str(&format!(
-            "preload({}, {}, {})\n",
-            lua_string_literal(name),
+        sources.push(format!(
+            "local f, message = load({}, {}, 't')\n\
+             if not f then error(message, 0) end\n\
+             package.preload[{}] = f\n",
+            lua_string_literal(&text),
             lua_string_literal(&format!("@{}", file.display())),
-            lua_string_literal(&text)
+            lua_string_literal(name),
         ));
     }
-    Ok(Some(source))
+    Ok(sources)
 }
 
-/// `text` as a Lua string literal: printable ASCII as it is (but `"` and
-/// `\`), every other byte as a three-digit decimal escape, so the literal
-/// is one line of ASCII and reads back byte for byte.
+/// `text` as a Lua string literal that reads back byte for byte: `"`,
+/// `\\`, line breaks and the other ASCII control characters escaped (the
+/// controls as three-digit decimal escapes), everything else as it is.
 pub(crate) fn lua_string_literal(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
-    for &byte in text.as_bytes() {
-        match byte {
-            b'"' => out.push_str("\\\""),
-            b'\\' => out.push_str("\\\\"),
-            b' '..=b'~' => out.push(char::from(byte)),
-            other => out.push_str(&format!("\\{other:03}")),
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_ascii_control() => out.push_str(&format!("\\{:03}", u32::from(c))),
+            c => out.push(c),
         }
     }
     out.push('"');
@@ -731,8 +730,8 @@ mod tests {
     #[test]
     fn lua_string_literals_read_back_byte_for_byte() {
         assert_eq!(
-            lua_string_literal("a\"b\\c\nd\u{7f}é\0"),
-            "\"a\\\"b\\\\c\\010d\\127\\195\\169\\000\""
+            lua_string_literal("a\"b\\c\r\nd\u{7f}é\0\t1"),
+            "\"a\\\"b\\\\c\\r\\nd\\127é\\000\\0091\""
         );
     }
 }
