@@ -70,6 +70,11 @@ const LOADS: &[&str] = &[
     "load('local a = 1\\nlocal b = = 2')",
     "load(('x'):rep(100) .. ' = = 1')",
     "load('return \"unfinished')",
+    // long names are cut as Lua cuts them (LUA_IDSIZE)
+    "load('x = = 1', '=' .. ('n'):rep(80))",
+    "load('x = = 1', '@' .. ('d/'):rep(40) .. 'f.lua')",
+    "load('x = = 1', ('s'):rep(80))",
+    "load('\\n\\nx = = 1', 'first\\nsecond')",
     "load('goto nowhere')",
     "load('break')",
     "load('local x <const> = 1; x = 2')",
