@@ -184,6 +184,64 @@ fn batch_answers_every_line_in_order_and_reports_the_first_failure() {
 }
 
 #[test]
+fn batch_lines_are_read_strictly_and_each_refusal_names_the_key() {
+    let cases = [
+        (
+            r#"{"op":"eval","sorce":"return 1"}"#,
+            "unknown field `sorce` for `eval` (its fields: op, source); did you mean `source`?",
+        ),
+        (
+            r#"{"op":"eval","source":"return 1","env":{"A":"1"}}"#,
+            "field `env` does not apply to `eval` (its fields: op, source)",
+        ),
+        (
+            r#"{"op":"eval","source":"return 1","source":"return 2"}"#,
+            "line has a duplicate key `source` at line 1 column 41",
+        ),
+        (
+            r#"{"op":"run","source":"x","env":{"A":"1","A":"2"}}"#,
+            "line has a duplicate key `env.A` at line 1 column 43",
+        ),
+        (
+            r#"{"op":"command","name":"x","input":[{"k":1,"k":2}]}"#,
+            "line has a duplicate key `input[0].k` at line 1 column 46",
+        ),
+        (
+            r#"{"op":"check","file":"x.lua","name":"y"}"#,
+            "field `name` does not apply with `file` (give `file`, or `source` with an optional `name`)",
+        ),
+        (
+            r#"{"op":"prompt","name":"p","contxt":{}}"#,
+            "unknown field `contxt` for `prompt` (its fields: op, name, context); did you mean `context`?",
+        ),
+        (
+            r#"{"op":"complete","command":"git","zzz":1}"#,
+            "unknown field `zzz` for `complete` (its fields: op, command, context)",
+        ),
+        (r#"["op","eval"]"#, "line is not a JSON object"),
+        (r#"{"source":"return 1"}"#, "line has no string field `op`"),
+    ];
+    let mut input: String = cases.iter().map(|(line, _)| format!("{line}\n")).collect();
+    // A well-formed line after them still runs.
+    input.push_str("{\"op\":\"eval\",\"source\":\"return 1\"}\n");
+    let output = quirl_lua(Some(&fake("echo")), &["batch"], &input);
+    let lines: Vec<serde_json::Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), cases.len() + 1, "{}", stdout(&output));
+    for ((line, message), answer) in cases.iter().zip(&lines) {
+        assert_eq!(answer["kind"], "invalid_input", "{line}: {answer}");
+        assert_eq!(answer["error"]["message"], *message, "{line}");
+    }
+    assert_eq!(
+        lines[cases.len()],
+        serde_json::json!({"ok": true, "result": 1})
+    );
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
 fn batch_replaces_a_failed_worker_then_quarantines_the_pool() {
     // The scripted worker crashes on its first request after initialize,
     // so every fresh worker fails too: 1 failure + 1 restart, then quarantine.

@@ -131,11 +131,16 @@ impl Vm {
             policy.instruction_limit(),
             Arc::clone(&cancel),
         ));
-        let sandbox::Sandbox { lua } = sandbox::build(&meter).map_err(|e| build_error(&e))?;
-        let grants = match &config.grants {
+        let grants: std::collections::HashSet<String> = match &config.grants {
             Some(grants) => grants.iter().cloned().collect(),
             None => sdk::default_grants(policy.allow_process()),
         };
+        // SPEC §7.1, §15.3: `lua.load` is never a default grant.
+        let options = sandbox::SandboxOptions {
+            lua_load: grants.contains(sandbox::LUA_LOAD_GRANT),
+        };
+        let sandbox::Sandbox { lua } =
+            sandbox::build_with(&meter, options).map_err(|e| build_error(&e))?;
         let state = Arc::new(SdkState {
             meter: Arc::clone(&meter),
             registry: Mutex::new(Registry::default()),

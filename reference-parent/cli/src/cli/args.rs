@@ -86,6 +86,8 @@ pub(crate) enum Command {
     Eval {
         /// Lua source, e.g. 'return 6 * 7'.
         source: String,
+        #[command(flatten)]
+        modules: ModuleArgs,
     },
     /// Run a Lua script with arguments, input and environment, print its
     /// execution outcome, and exit with the script's own status.
@@ -94,6 +96,8 @@ pub(crate) enum Command {
         file: PathBuf,
         #[command(flatten)]
         input: InputArgs,
+        #[command(flatten)]
+        modules: ModuleArgs,
         /// Arguments passed to the script (after the options).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -170,6 +174,29 @@ pub(crate) struct InputArgs {
     /// Set an environment variable the script sees in `ctx.env` (repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
     pub(crate) env: Vec<(String, String)>,
+}
+
+/// Lua modules `require` finds (`eval` and `run`).
+#[derive(Debug, Args)]
+pub(crate) struct ModuleArgs {
+    /// Preload the Lua module NAME from FILE before the script runs, so that
+    /// `require("NAME")` runs FILE (repeatable; needs `--grant lua.load`).
+    /// FILE is compiled first and named `@FILE`, so its errors read
+    /// `FILE:LINE: …`.
+    #[arg(long = "module", value_name = "NAME=FILE", value_parser = parse_module)]
+    pub(crate) modules: Vec<(String, PathBuf)>,
+}
+
+/// Parse `NAME=FILE` (both non-empty, no NUL in the name).
+pub(crate) fn parse_module(text: &str) -> Result<(String, PathBuf), String> {
+    match text.split_once('=') {
+        Some((name, file)) if !name.is_empty() && !name.contains('\0') && !file.is_empty() => {
+            Ok((name.to_owned(), PathBuf::from(file)))
+        }
+        _ => Err(format!(
+            "`{text}` is not NAME=FILE (a non-empty module name without `=` or NUL, and a file)"
+        )),
+    }
 }
 
 /// Parse `NAME=VALUE` (the name non-empty, without `=` or NUL).
@@ -286,6 +313,22 @@ mod tests {
         assert!(parse_env("=x").is_err());
         assert!(parse_env("NOVALUE").is_err());
         assert!(parse_env("A\0B=x").is_err());
+    }
+
+    #[test]
+    fn parses_module_assignments() {
+        assert_eq!(
+            parse_module("lib.json=vendor/json.lua"),
+            Ok(("lib.json".to_owned(), PathBuf::from("vendor/json.lua")))
+        );
+        assert_eq!(
+            parse_module("a=b=c.lua"),
+            Ok(("a".to_owned(), PathBuf::from("b=c.lua")))
+        );
+        assert!(parse_module("=json.lua").is_err());
+        assert!(parse_module("json=").is_err());
+        assert!(parse_module("json.lua").is_err());
+        assert!(parse_module("a\0b=x.lua").is_err());
     }
 
     #[test]

@@ -28,7 +28,11 @@
 //! as one more JSON line after all results.
 //!
 //! A line that cannot be parsed is answered with an `invalid_input` error
-//! without touching a worker. Lines longer than [`LINE_BYTES_MAX`] are
+//! without touching a worker. Lines are read strictly: a key given twice
+//! in any object of the line, a field no `op` has (a misspelling; the
+//! nearest field of the `op` is suggested), a field of another `op` (`env`
+//! on `eval`) and `source` or `name` next to `file` are each such an error,
+//! naming the key. Lines longer than [`LINE_BYTES_MAX`] are
 //! rejected. The exit status is 0 when every line succeeded, otherwise that
 //! of the first failing line (in input order).
 
@@ -228,12 +232,9 @@ fn answer(pool: &Pool, input: Input) -> Answer {
         }
         Input::Line(line) => line,
     };
-    let request: Value = match serde_json::from_slice(&line) {
+    let request = match parse_line(&line) {
         Ok(request) => request,
-        Err(error) => {
-            let message = format!("line is not JSON: {error}");
-            return (render::usage_record(&message), EXIT_USAGE);
-        }
+        Err(message) => return (render::usage_record(&message), EXIT_USAGE),
     };
     // Worker errors go back to the pool (which decides about restarts);
     // usage errors and results are the line's answer.
@@ -283,6 +284,229 @@ fn skip_rest_of_line(input: &mut impl BufRead) -> Result<(), Failure> {
             .map_err(|error| Failure::Usage(format!("cannot read stdin: {error}")))?;
         if read == 0 || chunk.ends_with(b"\n") {
             return Ok(());
+        }
+    }
+}
+
+/// The fields each `op` takes (`op` itself included), in the order the
+/// module documentation lists them.
+const OPS: &[(&str, &[&str])] = &[
+    ("eval", &["op", "source"]),
+    ("check", &["op", "source", "name", "file"]),
+    ("test", &["op", "source", "name", "file"]),
+    ("config", &["op", "source", "name", "file"]),
+    ("load_plugin", &["op", "source", "name", "file"]),
+    (
+        "run",
+        &[
+            "op",
+            "source",
+            "name",
+            "file",
+            "args",
+            "env",
+            "input",
+            "input_bytes",
+        ],
+    ),
+    ("prompt", &["op", "name", "context"]),
+    ("complete", &["op", "command", "context"]),
+    ("contribution", &["op", "kind", "name", "context"]),
+    (
+        "command",
+        &["op", "name", "args", "env", "input", "input_bytes"],
+    ),
+    ("event", &["op", "event"]),
+];
+
+/// One input line as a JSON object whose fields all belong to its `op`:
+/// not JSON, not an object, a key given twice in any object of the line, a
+/// missing or unknown `op`, a field no `op` has (a misspelling, with the
+/// nearest field of the `op` suggested) and a field of another `op` are
+/// each refused with a message naming the key.
+fn parse_line(line: &[u8]) -> Result<Value, String> {
+    let mut deserializer = serde_json::Deserializer::from_slice(line);
+    let request =
+        serde::de::DeserializeSeed::deserialize(strict::Strict { path: None }, &mut deserializer)
+            .and_then(|value| deserializer.end().map(|()| value))
+            .map_err(|error| {
+                if error.is_data() {
+                    format!("line has a {error}")
+                } else {
+                    format!("line is not JSON: {error}")
+                }
+            })?;
+    let Value::Object(fields) = &request else {
+        return Err("line is not a JSON object".to_owned());
+    };
+    let op = match fields.get("op") {
+        Some(Value::String(op)) => op.as_str(),
+        _ => return Err("line has no string field `op`".to_owned()),
+    };
+    let Some((_, allowed)) = OPS.iter().find(|(name, _)| *name == op) else {
+        let ops: Vec<&str> = OPS.iter().map(|(name, _)| *name).collect();
+        return Err(format!("unknown op `{op}` (ops: {})", ops.join(", ")));
+    };
+    for key in fields.keys() {
+        if allowed.contains(&key.as_str()) {
+            continue;
+        }
+        let fields_of_op = allowed.join(", ");
+        let known = OPS.iter().any(|(_, fields)| fields.contains(&key.as_str()));
+        if known {
+            return Err(format!(
+                "field `{key}` does not apply to `{op}` (its fields: {fields_of_op})"
+            ));
+        }
+        let hint = allowed
+            .iter()
+            .filter(|field| edit_distance(field, key) <= 2)
+            .min_by_key(|field| edit_distance(field, key))
+            .map(|field| format!("; did you mean `{field}`?"))
+            .unwrap_or_default();
+        return Err(format!(
+            "unknown field `{key}` for `{op}` (its fields: {fields_of_op}){hint}"
+        ));
+    }
+    if fields.contains_key("file") {
+        for other in ["source", "name"] {
+            if fields.contains_key(other) {
+                return Err(format!(
+                    "field `{other}` does not apply with `file` (give `file`, or `source` with an optional `name`)"
+                ));
+            }
+        }
+    }
+    Ok(request)
+}
+
+/// Levenshtein distance of two short field names, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
+/// JSON values as `serde_json` reads them, refusing a key that appears
+/// twice in one object (at any depth; `serde_json::Value` would keep the
+/// last), named by its path from the line's top level.
+mod strict {
+    use std::fmt;
+
+    use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+    use serde_json::{Map, Value};
+
+    /// Where a value is: its key or index under its parent.
+    pub(super) struct Path<'a> {
+        pub(super) parent: Option<&'a Path<'a>>,
+        pub(super) step: Step<'a>,
+    }
+
+    pub(super) enum Step<'a> {
+        Key(&'a str),
+        Index(usize),
+    }
+
+    impl fmt::Display for Path<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            if let Some(parent) = self.parent {
+                parent.fmt(f)?;
+                if let Step::Key(_) = self.step {
+                    f.write_str(".")?;
+                }
+            }
+            match self.step {
+                Step::Key(key) => f.write_str(key),
+                Step::Index(index) => write!(f, "[{index}]"),
+            }
+        }
+    }
+
+    /// A value at `path` (`None`: the line itself).
+    pub(super) struct Strict<'a> {
+        pub(super) path: Option<&'a Path<'a>>,
+    }
+
+    impl<'de> DeserializeSeed<'de> for Strict<'_> {
+        type Value = Value;
+
+        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+            deserializer.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Strict<'_> {
+        type Value = Value;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+
+        fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+            Ok(Value::Bool(value))
+        }
+
+        fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+            Ok(Value::from(value))
+        }
+
+        fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+            Ok(Value::from(value))
+        }
+
+        fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+            Ok(Value::from(value))
+        }
+
+        fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+            Ok(Value::String(value.to_owned()))
+        }
+
+        fn visit_string<E>(self, value: String) -> Result<Value, E> {
+            Ok(Value::String(value))
+        }
+
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            let mut items = Vec::new();
+            loop {
+                let path = Path {
+                    parent: self.path,
+                    step: Step::Index(items.len()),
+                };
+                match seq.next_element_seed(Strict { path: Some(&path) })? {
+                    Some(item) => items.push(item),
+                    None => return Ok(Value::Array(items)),
+                }
+            }
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            let mut members = Map::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let path = Path {
+                    parent: self.path,
+                    step: Step::Key(&key),
+                };
+                if members.contains_key(&key) {
+                    return Err(A::Error::custom(format!("duplicate key `{path}`")));
+                }
+                let value = map.next_value_seed(Strict { path: Some(&path) })?;
+                members.insert(key, value);
+            }
+            Ok(Value::Object(members))
         }
     }
 }

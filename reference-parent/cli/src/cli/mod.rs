@@ -200,12 +200,23 @@ fn execute(cli: &Cli) -> Result<Option<Value>, Failure> {
         }
         _ => {}
     }
-    execute_one(config, &cli.command).map(Some)
+    execute_one(config, &cli.options.grants, &cli.command).map(Some)
 }
 
-fn execute_one(config: WorkerConfig, command: &Command) -> Result<Value, Failure> {
+fn execute_one(
+    config: WorkerConfig,
+    grants: &[String],
+    command: &Command,
+) -> Result<Value, Failure> {
     match command {
-        Command::Eval { source } => Ok(Worker::spawn(config)?.eval(source)?),
+        Command::Eval { source, modules } => {
+            let preloads = preload_sources(&modules.modules, grants)?;
+            let mut worker = Worker::spawn(config)?;
+            for preload in &preloads {
+                worker.eval(preload)?;
+            }
+            Ok(worker.eval(source)?)
+        }
         Command::Check { file } => {
             let source = read_source(file)?;
             Worker::spawn(config)?.check(&source, &file.display().to_string())?;
@@ -222,10 +233,19 @@ fn execute_one(config: WorkerConfig, command: &Command) -> Result<Value, Failure
                 Worker::spawn(config)?.load_config(&source, &file.display().to_string())?;
             to_json(&config)
         }
-        Command::Run { file, input, args } => {
+        Command::Run {
+            file,
+            input,
+            modules,
+            args,
+        } => {
             let source = read_source(file)?;
             let context = execution_context(args, command_input(input)?)?;
+            let preloads = preload_sources(&modules.modules, grants)?;
             let mut worker = Worker::spawn(config)?;
+            for preload in &preloads {
+                worker.eval(preload)?;
+            }
             let outcome = worker.run(&source, &file.display().to_string(), context)?;
             outcome_value(&outcome)
         }
@@ -234,6 +254,68 @@ fn execute_one(config: WorkerConfig, command: &Command) -> Result<Value, Failure
             Err(Failure::Usage("batch and stats run separately".to_owned()))
         }
     }
+}
+
+/// The worker capability that keeps `load` and `require` (SPEC §15.3).
+const LUA_LOAD_GRANT: &str = quirl_lua_reference_worker::sandbox::LUA_LOAD_GRANT;
+
+/// The `eval`s that preload `--module NAME=FILE` modules before the
+/// script, one per module in the order given (each within the protocol's
+/// source limit on its own): `package.preload[NAME]` becomes FILE compiled
+/// in text mode as the chunk `@FILE`. A file that does not compile fails
+/// its eval with Lua's message (`FILE:LINE: …`), before the script runs.
+/// Empty without modules.
+fn preload_sources(
+    modules: &[(String, std::path::PathBuf)],
+    grants: &[String],
+) -> Result<Vec<String>, Failure> {
+    if modules.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !grants.iter().any(|grant| grant == LUA_LOAD_GRANT) {
+        return Err(Failure::Usage(format!(
+            "--module needs --grant {LUA_LOAD_GRANT} (the worker's load and require)"
+        )));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    let mut sources = Vec::with_capacity(modules.len());
+    for (name, file) in modules {
+        if !names.insert(name.as_str()) {
+            return Err(Failure::Usage(format!(
+                "--module {name} is given more than once"
+            )));
+        }
+        let text = read_source(file)?;
+        sources.push(format!(
+            "local f, message = load({}, {}, 't')\n\
+             if not f then error(message, 0) end\n\
+             package.preload[{}] = f\n",
+            lua_string_literal(&text),
+            lua_string_literal(&format!("@{}", file.display())),
+            lua_string_literal(name),
+        ));
+    }
+    Ok(sources)
+}
+
+/// `text` as a Lua string literal that reads back byte for byte: `"`,
+/// `\\`, line breaks and the other ASCII control characters escaped (the
+/// controls as three-digit decimal escapes), everything else as it is.
+pub(crate) fn lua_string_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_ascii_control() => out.push_str(&format!("\\{:03}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn run_plugin(config: WorkerConfig, plugin: &PluginArgs) -> Result<Value, Failure> {
@@ -469,9 +551,36 @@ pub(crate) fn event_from_value(value: &Value) -> Result<ExtensionEvent, String> 
     }
 }
 
+/// A source file's text. A file that is not UTF-8 is refused before
+/// anything starts (a source travels as a JSON string, SPEC §15.3), naming
+/// the first invalid byte ([`not_utf8`]).
 pub(crate) fn read_source(path: &Path) -> Result<String, Failure> {
-    std::fs::read_to_string(path)
-        .map_err(|error| Failure::Usage(format!("cannot read `{}`: {error}", path.display())))
+    let bytes = std::fs::read(path)
+        .map_err(|error| Failure::Usage(format!("cannot read `{}`: {error}", path.display())))?;
+    String::from_utf8(bytes).map_err(|error| {
+        Failure::Usage(not_utf8(
+            &path.display().to_string(),
+            error.as_bytes(),
+            error.utf8_error().valid_up_to(),
+        ))
+    })
+}
+
+/// Why `bytes` (the file `name`) is no source: the offset, line and value
+/// of its first byte that is not part of valid UTF-8 (at `at`), and how to
+/// write that byte in Lua instead.
+pub(crate) fn not_utf8(name: &str, bytes: &[u8], at: usize) -> String {
+    let line = 1 + bytes[..at.min(bytes.len())]
+        .iter()
+        .filter(|&&byte| byte == b'\n')
+        .count();
+    match bytes.get(at) {
+        Some(byte) => format!(
+            "`{name}` is not UTF-8: byte offset {at} (line {line}) holds 0x{byte:02X}, which starts no valid UTF-8 character; \
+             Lua sources are text: write such a byte as the escape \\x{byte:02X} in a string literal"
+        ),
+        None => format!("`{name}` is not UTF-8 at byte offset {at} (line {line})"),
+    }
 }
 
 fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
@@ -590,4 +699,39 @@ fn worker_command(options: &GlobalOptions) -> Result<WorkerCommand, Failure> {
             "cannot locate this executable for worker mode: {error}"
         ))
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn first_invalid(bytes: &[u8]) -> usize {
+        std::str::from_utf8(bytes).unwrap_err().valid_up_to()
+    }
+
+    #[test]
+    fn a_source_that_is_not_utf8_is_named_by_its_first_invalid_byte() {
+        let bytes = b"-- caf\xc3\xa9\nlocal s = '\xff\xfe'\n";
+        let at = first_invalid(bytes);
+        assert_eq!(at, 20);
+        assert_eq!(
+            not_utf8("x.lua", bytes, at),
+            "`x.lua` is not UTF-8: byte offset 20 (line 2) holds 0xFF, which starts no valid \
+             UTF-8 character; Lua sources are text: write such a byte as the escape \\xFF in a \
+             string literal"
+        );
+        // A sequence cut short by the end of the file.
+        let bytes = b"return '\xe2\x82";
+        let at = first_invalid(bytes);
+        assert!(not_utf8("y.lua", bytes, at).contains("byte offset 8 (line 1) holds 0xE2"));
+    }
+
+    #[test]
+    fn lua_string_literals_read_back_byte_for_byte() {
+        assert_eq!(
+            lua_string_literal("a\"b\\c\r\nd\u{7f}é\0\t1"),
+            "\"a\\\"b\\\\c\\r\\nd\\127é\\000\\0091\""
+        );
+    }
 }
