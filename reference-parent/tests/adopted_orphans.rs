@@ -1,6 +1,8 @@
 //! The end-of-program sweep of adopted orphans (SPEC §16.7), in a test
 //! binary of its own: adoption is process-wide and lasting.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
