@@ -1,0 +1,641 @@
+//! The async supervisor (feature `tokio`): a [`Worker`] with the guarantees
+//! of the blocking [`crate::Worker`], for hosts that run on tokio.
+//!
+//! - **Spawning** is the blocking worker's own (the private `worker_spawn`
+//!   module, run on `spawn_blocking`): its own session and process group
+//!   (or a cgroup of its own), a cleared environment plus the declared
+//!   entries, no descriptors beyond 0–2, the resource limits of SPEC §18.1
+//!   (SPEC §3.1, §17.2). The parent's ends of the pipes become tokio's
+//!   `ChildStdin` and `ChildStderr`, driven by the protocol crate's
+//!   [`ParentClient`], which decodes every frame under SPEC §4–§9.
+//! - **Deadlines** (SPEC §10, §17.6): every request, host calls included,
+//!   is bounded by the policy's `wall_time_ms` from its sending, kept by
+//!   the connection on tokio's clock (`startup_timeout` for
+//!   `initialize`); a caller's own deadline may only be earlier.
+//! - **Failure** (SPEC §13.2, §17.4): on a deadline, a crash, a violation,
+//!   or a call whose future was dropped mid-request (noticed by the next
+//!   call), the handle closes the worker's stdin, kills the worker's
+//!   whole tree and reaps it (the blocking worker's kill, on
+//!   `spawn_blocking`: one group `SIGKILL` while the worker is unreaped,
+//!   `cgroup.kill` first in cgroup mode), drains its output until end of
+//!   file (at most [`PIPE_RELEASE_WAIT`]), poisons itself and returns a
+//!   typed [`Error`]. Later calls fail at once with
+//!   [`ErrorClass::Unavailable`]; [`Worker::restart`] starts a fresh worker
+//!   from the same configuration.
+//! - **Host calls** (SPEC §16) are answered by an async function
+//!   ([`Worker::call_with_host`]), raced against the request's deadline,
+//!   or by the configured process host on `spawn_blocking`
+//!   ([`Worker::call`], [`Worker::eval`]). A host function answers only
+//!   calls the session accepted (`initialize` enabled process access); it
+//!   enforces its own grants.
+//! - **End**: [`Worker::shutdown`] closes stdin and lets the worker exit
+//!   (SPEC §3.3); dropping the handle kills the tree and reaps the worker
+//!   synchronously (a `SIGKILL` and a `waitpid`: milliseconds, at most
+//!   the kill's own reap bound) so that nothing outlives it (SPEC §17.1).
+//!
+//! Differences from the blocking worker: the wait is tokio's, over the
+//! worker's output only, so a worker that exits while a descendant keeps
+//! its output open is noticed at the deadline rather than at once; a
+//! [`Cancel`](crate::Cancel) token of the configuration is checked before
+//! each request, and a request in flight is cancelled by dropping its
+//! future (the worker is then killed by the next call, or by the drop of
+//! the handle).
+
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use ::tokio::io::AsyncReadExt;
+use ::tokio::process::{ChildStderr, ChildStdin};
+use ::tokio::task::spawn_blocking;
+use quirl_lua_protocol::records::{
+    CommandOutcome, ErrorCode, HostCall, Operation, OperationResult, Policy, ShellError,
+};
+use quirl_lua_protocol::tokio_io::ParentClient;
+use quirl_lua_protocol::{ErrorKind as ProtocolErrorKind, ProtocolError};
+use serde_json::Value;
+
+use super::request::violation;
+use super::{Flight, PIPE_RELEASE_WAIT, SHUTDOWN_GRACE, WorkerConfig};
+use crate::error::{Error, ErrorClass};
+use crate::process_host::{Cancel, ProcessHostConfig, run_host_call};
+use crate::worker_kill::{Termination, WorkerProcess, describe_status};
+use crate::worker_spawn;
+
+/// What a host function answers to a host call (SPEC §6.7).
+pub type HostAnswer = Result<CommandOutcome, ShellError>;
+
+/// A supervised worker process driven from tokio (see the module docs).
+pub struct Worker {
+    config: WorkerConfig,
+    live: Option<Live>,
+    poisoned_by: Option<(ErrorClass, String)>,
+    cancel: Cancel,
+    process_host: ProcessHostConfig,
+    pid: u32,
+    cgroup_contained: bool,
+    /// A request is in flight: set before it is sent, cleared when its
+    /// call returns. Still set at the next call, it means the caller
+    /// dropped the previous call's future: that worker must be killed.
+    in_flight: Option<Flight>,
+}
+
+/// The parts that exist only while the worker runs. Declared in drop
+/// order: the pipes close first (stdin: SPEC §13.2 step 1), then the
+/// process is killed and reaped.
+struct Live {
+    client: ParentClient<ChildStderr, ChildStdin>,
+    process: WorkerProcess,
+    /// The last response was a guest error: the worker may have retired
+    /// its VM after it and exited (SPEC §13.1-a, §17.4).
+    after_guest_error: bool,
+}
+
+impl Worker {
+    /// Spawn the worker contained and initialize it (SPEC §17.2); ready on
+    /// success. Any failure after the process exists kills and reaps it
+    /// before the error is returned.
+    pub async fn spawn(config: WorkerConfig) -> Result<Self, Error> {
+        let process_host = config.process_host_config()?;
+        let cancel = config.cancel.clone().unwrap_or_default();
+        let (process, client, cgroup_contained) = start(&config).await?;
+        let pid = process.pid();
+        let mut worker = Self {
+            live: Some(Live {
+                client,
+                process,
+                after_guest_error: false,
+            }),
+            poisoned_by: None,
+            cancel,
+            process_host,
+            pid,
+            cgroup_contained,
+            in_flight: None,
+            config,
+        };
+        let initialize = Operation::initialize(
+            worker.config.policy,
+            worker.config.grants.clone(),
+            worker.config.process_enabled,
+        );
+        match worker.exchange(initialize, None, refuse_host_call).await {
+            Ok(_) => Ok(worker),
+            Err(error) if error.class() == ErrorClass::Guest => {
+                let error = error
+                    .with_class(ErrorClass::Spawn)
+                    .with_context("the worker refused initialize");
+                Err(worker.fail(error).await)
+            }
+            Err(error) => Err(error.with_context("while initializing the worker")),
+        }
+    }
+
+    /// Run one operation and return its result, re-validated for that
+    /// operation. `deadline` may shorten the request's deadline (the
+    /// policy's wall time from now, SPEC §10); host calls are answered by
+    /// the configured process host (SPEC §16) on `spawn_blocking`, inside
+    /// the same deadline.
+    pub async fn call(
+        &mut self,
+        operation: Operation,
+        deadline: Option<Instant>,
+    ) -> Result<OperationResult, Error> {
+        let due = deadline.unwrap_or_else(|| Instant::now() + self.wall_time());
+        let config = self.process_host.clone();
+        let cancel = self.cancel.clone();
+        let host = async move |call: &HostCall| {
+            let (call, config, cancel) = (call.clone(), config.clone(), cancel.clone());
+            spawn_blocking(move || run_host_call(&config, &call, due, &cancel).result)
+                .await
+                .unwrap_or_else(|error| {
+                    Err(ShellError::new(
+                        ErrorCode::ProcessSpawn,
+                        format!("the host command's task failed: {error}"),
+                    ))
+                })
+        };
+        self.exchange(operation, deadline, host).await
+    }
+
+    /// [`call`](Self::call), with host calls answered by the async
+    /// function `host` (raced against the request's deadline: its future
+    /// is dropped when the deadline passes, and the worker is killed).
+    pub async fn call_with_host(
+        &mut self,
+        operation: Operation,
+        deadline: Option<Instant>,
+        host: impl AsyncFnMut(&HostCall) -> HostAnswer,
+    ) -> Result<OperationResult, Error> {
+        self.exchange(operation, deadline, host).await
+    }
+
+    /// Evaluate a Lua chunk and return its value.
+    pub async fn eval(&mut self, source: &str) -> Result<Value, Error> {
+        let result = self.call(eval(source), None).await?;
+        self.value_of(result).await
+    }
+
+    /// [`eval`](Self::eval) with host calls answered by `host` (see
+    /// [`call_with_host`](Self::call_with_host)).
+    pub async fn eval_with_host(
+        &mut self,
+        source: &str,
+        host: impl AsyncFnMut(&HostCall) -> HostAnswer,
+    ) -> Result<Value, Error> {
+        let result = self.call_with_host(eval(source), None, host).await?;
+        self.value_of(result).await
+    }
+
+    /// Replace this worker with a fresh one spawned from the same
+    /// configuration (e.g. after a deadline poisoned it). The old worker,
+    /// if still running, is killed, reaped and drained first.
+    pub async fn restart(&mut self) -> Result<(), Error> {
+        if let Some(live) = self.live.take() {
+            let _ = retire(live).await;
+        }
+        self.in_flight = None;
+        self.poisoned_by = Some((
+            ErrorClass::Unavailable,
+            "the worker was replaced by a restart".to_owned(),
+        ));
+        *self = Self::spawn(self.config.clone()).await?;
+        Ok(())
+    }
+
+    /// End the worker cleanly (SPEC §3.3): close its input, give it
+    /// [`SHUTDOWN_GRACE`] to end its stream on its own, then kill whatever
+    /// is left of its tree and reap it. An error unless the worker exited
+    /// with status 0 by itself.
+    pub async fn shutdown(mut self) -> Result<(), Error> {
+        if self.in_flight.is_some() {
+            let error = abandoned(self.in_flight);
+            return Err(self.fail(error).await);
+        }
+        let Some(mut live) = self.live.take() else {
+            return Err(self.unavailable());
+        };
+        self.poisoned_by = Some((
+            ErrorClass::Unavailable,
+            "the worker was shut down".to_owned(),
+        ));
+        let closed = live.client.close_writer().await;
+        let ended = match closed {
+            Ok(()) => ::tokio::time::timeout(SHUTDOWN_GRACE, live.client.next_event()).await,
+            Err(error) => Ok(Err(error)),
+        };
+        let (status, mut problems) = retire(live).await;
+        match ended {
+            Ok(Ok(None)) => {}
+            Ok(Ok(Some(event))) => problems.push(format!(
+                "the worker sent a frame after its input was closed: {event:?}"
+            )),
+            Ok(Err(error)) => problems.push(format!("ending the session: {error}")),
+            Err(_) => problems.push(format!(
+                "the worker's stream was still open {} ms after its input was closed",
+                SHUTDOWN_GRACE.as_millis()
+            )),
+        }
+        if problems.is_empty() && status.is_some_and(|status| status.success()) {
+            return Ok(());
+        }
+        let mut error = Error::new(
+            ErrorClass::WorkerCrashed,
+            ErrorCode::Lua,
+            "the Lua worker did not exit cleanly",
+        );
+        if let Some(status) = status {
+            error = error.with_context(format!("worker {} {}", self.pid, describe_status(status)));
+        }
+        for problem in problems {
+            error = error.with_context(format!("cleanup: {problem}"));
+        }
+        Err(error)
+    }
+
+    /// The worker's process id (also its process-group and session id).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// `cgroup` when the worker runs in a cgroup of its own, otherwise
+    /// `process-group` (SPEC §17.2–17.3).
+    pub fn containment_mode(&self) -> &'static str {
+        if self.cgroup_contained {
+            "cgroup"
+        } else {
+            "process-group"
+        }
+    }
+
+    /// Whether an earlier failure (or an abandoned call) ended this worker.
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned_by.is_some() || self.in_flight.is_some()
+    }
+
+    /// The policy the worker was initialized with.
+    pub fn policy(&self) -> Policy {
+        self.config.policy
+    }
+
+    fn wall_time(&self) -> Duration {
+        Duration::from_millis(self.config.policy.wall_time_ms())
+    }
+
+    async fn value_of(&mut self, result: OperationResult) -> Result<Value, Error> {
+        match result {
+            OperationResult::Value(value) => Ok(value),
+            // Unreachable in practice: the session decodes each result for
+            // the operation in flight. A typed error rather than a panic.
+            other => {
+                let error = Error::new(
+                    ErrorClass::ProtocolViolation,
+                    ErrorCode::Validation,
+                    "the Lua worker's result does not fit the operation",
+                )
+                .with_context(format!("result: {other:?}"));
+                Err(self.fail(error).await)
+            }
+        }
+    }
+
+    fn unavailable(&self) -> Error {
+        let mut error = Error::new(
+            ErrorClass::Unavailable,
+            ErrorCode::Lua,
+            "the Lua worker is unavailable",
+        )
+        .with_help("start a new worker (restart); a failed worker is never reused");
+        if let Some((kind, message)) = &self.poisoned_by {
+            error = error.with_context(format!(
+                "worker {} ended earlier ({kind}): {message}",
+                self.pid
+            ));
+        }
+        error
+    }
+
+    /// Send one request and wait for its response, answering host calls
+    /// with `host`, under the request's deadline.
+    async fn exchange(
+        &mut self,
+        operation: Operation,
+        deadline: Option<Instant>,
+        host: impl AsyncFnMut(&HostCall) -> HostAnswer,
+    ) -> Result<OperationResult, Error> {
+        if self.in_flight.is_some() {
+            let error = abandoned(self.in_flight);
+            return Err(self.fail(error).await);
+        }
+        if self.cancel.is_cancelled() && self.live.is_some() {
+            let error = Error::new(
+                ErrorClass::Cancelled,
+                ErrorCode::ResourceLimit,
+                "the Lua request was cancelled",
+            )
+            .with_context("the worker's cancellation token fired before the request was sent")
+            .with_help("the worker was killed; start a new one");
+            return Err(self.fail(error).await);
+        }
+        let budget = match &operation {
+            Operation::Initialize { .. } => self.config.startup_timeout,
+            _ => self.wall_time(),
+        };
+        let Some(live) = self.live.as_mut() else {
+            return Err(self.unavailable());
+        };
+        let started = Instant::now();
+        let own = started + budget;
+        let flight = Flight {
+            id: live.client.connection().next_request_id(),
+            operation: operation.kind().as_str(),
+            started,
+            deadline: deadline.map_or(own, |deadline| deadline.min(own)),
+        };
+        if matches!(operation, Operation::Initialize { .. }) {
+            live.client.set_startup_timeout(budget);
+        }
+        self.in_flight = Some(flight);
+        let call = live.client.call_with_host(operation, host);
+        let outcome = match ::tokio::time::timeout_at(flight.deadline.into(), call).await {
+            Ok(outcome) => outcome,
+            // The caller's own deadline, earlier than the connection's.
+            Err(_) => Err(ProtocolError::new(
+                ProtocolErrorKind::DeadlinePassed,
+                "the caller's deadline for the request passed",
+            )),
+        };
+        self.in_flight = None;
+        match outcome {
+            Ok(Ok(result)) => {
+                live.after_guest_error = false;
+                Ok(result)
+            }
+            Ok(Err(record)) => {
+                live.after_guest_error = true;
+                Err(Error::guest(record))
+            }
+            Err(error) => {
+                let connection = live.client.connection();
+                let untouched = error.kind() == ProtocolErrorKind::InvalidUse
+                    && !connection.must_kill()
+                    && !connection.is_ended()
+                    && connection.in_flight().is_none();
+                if untouched {
+                    return Err(Error::new(
+                        ErrorClass::InvalidInput,
+                        ErrorCode::Validation,
+                        "the request was rejected before it was sent",
+                    )
+                    .with_context(error.to_string()));
+                }
+                let failure = classify(&error, live.client.connection().is_ended(), flight);
+                Err(self.fail(failure).await)
+            }
+        }
+    }
+
+    /// Close stdin, kill the tree, reap, drain, poison (SPEC §13.2 steps
+    /// 1–5); return `error` with what happened and any cleanup problem as
+    /// context (step 6).
+    async fn fail(&mut self, error: Error) -> Error {
+        let mut error = error;
+        self.in_flight = None;
+        if let Some(live) = self.live.take() {
+            let after_guest_error = live.after_guest_error;
+            let (status, problems) = retire(live).await;
+            // A worker that answered with an error and then exited 0
+            // retired its VM on purpose (SPEC §17.4): not a crash.
+            if error.class() == ErrorClass::WorkerCrashed
+                && after_guest_error
+                && status.is_some_and(|status| status.success())
+            {
+                error = Error::new(
+                    ErrorClass::Unavailable,
+                    ErrorCode::Lua,
+                    "the Lua worker retired after the previous request's error",
+                )
+                .with_context(format!(
+                    "the worker ended its session after answering with an error ({})",
+                    error.record().context.first().map_or("", String::as_str)
+                ))
+                .with_help("start a new worker; a VM whose limit tripped is not reused");
+            }
+            error = match status {
+                Some(status) => {
+                    error.with_context(format!("worker {} {}", self.pid, describe_status(status)))
+                }
+                None => error.with_context(format!("worker {} was not reaped here", self.pid)),
+            };
+            for problem in problems {
+                error = error.with_context(format!("cleanup: {problem}"));
+            }
+        }
+        if self.poisoned_by.is_none() {
+            self.poisoned_by = Some((error.class(), error.message().to_owned()));
+        }
+        error
+    }
+}
+
+impl Drop for Worker {
+    /// Kill the tree and reap the worker, here and now (SPEC §17.1): the
+    /// pipes close, one group `SIGKILL`, one `waitpid`.
+    fn drop(&mut self) {
+        if let Some(live) = self.live.take() {
+            let Live {
+                client,
+                mut process,
+                ..
+            } = live;
+            drop(client);
+            let _ = process.kill_tree_and_reap();
+        }
+    }
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("pid", &self.pid)
+            .field("policy", &self.config.policy)
+            .field("poisoned_by", &self.poisoned_by)
+            .finish_non_exhaustive()
+    }
+}
+
+fn eval(source: &str) -> Operation {
+    Operation::Eval {
+        source: source.to_owned(),
+    }
+}
+
+/// The host function of `initialize`, which runs no guest code.
+async fn refuse_host_call(_: &HostCall) -> HostAnswer {
+    Err(ShellError::new(
+        ErrorCode::InvalidCommand,
+        "no host call is answered during initialize",
+    ))
+}
+
+/// The error of a call whose future was dropped while its request was in
+/// flight: the worker's state is unknown, so it is killed.
+fn abandoned(flight: Option<Flight>) -> Error {
+    let what = flight.map_or_else(
+        || "a request".to_owned(),
+        |flight| format!("request {} ({})", flight.id, flight.operation),
+    );
+    Error::new(
+        ErrorClass::Cancelled,
+        ErrorCode::ResourceLimit,
+        "the Lua request was cancelled",
+    )
+    .with_context(format!(
+        "the future of {what} was dropped before its answer arrived"
+    ))
+    .with_help("the worker was killed; start a new one (restart)")
+}
+
+/// Spawn the worker on `spawn_blocking` and wrap its pipes for tokio.
+async fn start(
+    config: &WorkerConfig,
+) -> Result<(WorkerProcess, ParentClient<ChildStderr, ChildStdin>, bool), Error> {
+    let spawn_failed = |command: &str, why: String| {
+        Error::new(
+            ErrorClass::Spawn,
+            ErrorCode::ProcessSpawn,
+            "could not start the Lua worker",
+        )
+        .with_context(format!("worker command `{command}`: {why}"))
+        .with_help("check the worker command (--worker or QUIRL_LUA_WORKER)")
+    };
+    let command = config.command.to_string();
+    let owned = config.clone();
+    // If this future is dropped, the task still ends: a worker it started
+    // is dropped there, which kills and reaps it.
+    let spawned = spawn_blocking(move || {
+        let cgroup = owned.worker_cgroup()?;
+        let contained = cgroup.is_some();
+        worker_spawn::spawn(&owned.command, &owned.limits, cgroup)
+            .map(|spawned| (spawned, contained))
+            .map_err(|error| spawn_failed(&owned.command.to_string(), error.to_string()))
+    })
+    .await
+    .map_err(|error| spawn_failed(&command, format!("the spawning task failed: {error}")))??;
+    let (spawned, contained) = spawned;
+    let pipes =
+        ChildStdin::from_std(std::process::ChildStdin::from(spawned.input)).and_then(|stdin| {
+            ChildStderr::from_std(std::process::ChildStderr::from(spawned.output))
+                .map(|stderr| (stdin, stderr))
+        });
+    match pipes {
+        Ok((stdin, stderr)) => Ok((spawned.process, ParentClient::new(stderr, stdin), contained)),
+        Err(error) => {
+            let termination = kill_and_reap(spawned.process).await;
+            let mut failure = spawn_failed(
+                &command,
+                format!("registering its pipes with tokio failed: {error}"),
+            );
+            for problem in termination.problems {
+                failure = failure.with_context(format!("cleanup: {problem}"));
+            }
+            Err(failure)
+        }
+    }
+}
+
+/// The blocking worker's kill and reap (SPEC §17.4 steps 2–5), on
+/// `spawn_blocking`: it waits on the worker's pidfd for the kill to land.
+/// The task owns the process, so it finishes even if this future is
+/// dropped.
+async fn kill_and_reap(mut process: WorkerProcess) -> Termination {
+    spawn_blocking(move || process.kill_tree_and_reap())
+        .await
+        .unwrap_or_else(|error| Termination {
+            status: None,
+            problems: vec![format!("the kill-and-reap task failed: {error}")],
+        })
+}
+
+/// Close stdin, kill the tree, reap, then drain the output until end of
+/// file, which proves no process of the tree still holds it (SPEC §13.2).
+async fn retire(live: Live) -> (Option<ExitStatus>, Vec<String>) {
+    let Live {
+        client, process, ..
+    } = live;
+    let (_, mut output, input) = client.into_parts();
+    drop(input);
+    let termination = kill_and_reap(process).await;
+    let mut problems = termination.problems;
+    let mut sink = vec![0; 16 * 1024];
+    let drain = async {
+        loop {
+            if output.read(&mut sink).await? == 0 {
+                return Ok::<(), std::io::Error>(());
+            }
+        }
+    };
+    match ::tokio::time::timeout(PIPE_RELEASE_WAIT, drain).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => problems.push(format!("draining the response pipe failed: {error}")),
+        Err(_) => problems.push(format!(
+            "the response pipe was still open {} ms after the kill: a process outside the worker's process group holds it",
+            PIPE_RELEASE_WAIT.as_millis()
+        )),
+    }
+    (termination.status, problems)
+}
+
+/// The error class of a failed exchange (SPEC §17.5).
+fn classify(error: &ProtocolError, stream_ended: bool, flight: Flight) -> Error {
+    let budget = flight
+        .deadline
+        .saturating_duration_since(flight.started)
+        .as_millis();
+    let during = format!("request {} ({})", flight.id, flight.operation);
+    match error.kind() {
+        _ if error.is_timed_out() => Error::new(
+            ErrorClass::Deadline,
+            ErrorCode::ResourceLimit,
+            "the Lua request exceeded its deadline",
+        )
+        .with_context(format!("deadline {budget} ms after {during} started"))
+        .with_help("reduce the work or raise the wall time; the worker was killed"),
+        ProtocolErrorKind::Cancelled => Error::new(
+            ErrorClass::Cancelled,
+            ErrorCode::ResourceLimit,
+            "the Lua request was cancelled",
+        )
+        .with_context(format!(
+            "cancelled {} ms into {during}",
+            flight.started.elapsed().as_millis()
+        ))
+        .with_help("the worker was killed; start a new one"),
+        // The adapter's "stream ended before the response" is `invalid_use`
+        // on an ended stream; a retired worker and a stream that ended at a
+        // frame boundary mid-request are the same crash to the caller.
+        ProtocolErrorKind::UnexpectedEnd | ProtocolErrorKind::WorkerRetired => crashed(&format!(
+            "the worker closed its response stream during {during}"
+        )),
+        ProtocolErrorKind::InvalidUse if stream_ended => crashed(&format!(
+            "the worker closed its response stream during {during}"
+        )),
+        ProtocolErrorKind::IoError => Error::new(
+            ErrorClass::WorkerCrashed,
+            ErrorCode::Lua,
+            "the Lua worker's pipes failed",
+        )
+        .with_context(format!("{error} during {during}"))
+        .with_help("the worker was killed; start a new one"),
+        _ => violation(error, flight),
+    }
+}
+
+fn crashed(how: &str) -> Error {
+    Error::new(
+        ErrorClass::WorkerCrashed,
+        ErrorCode::Lua,
+        "the Lua worker ended without answering",
+    )
+    .with_context(how.to_owned())
+    .with_help("the worker crashed or exited; start a new one")
+}

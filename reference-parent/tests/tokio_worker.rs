@@ -1,0 +1,207 @@
+//! The async supervisor (`tokio_worker`, feature `tokio`) against the real
+//! reference worker: eval, host calls answered by async functions, the
+//! deadline kill of the whole tree (SPEC §13.2, §17.4), restart, and
+//! nothing left behind after a drop (SPEC §17.1).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use quirl_lua_protocol::records::{CommandOutcome, ErrorCode, HostCall};
+use quirl_lua_reference_parent::tokio_worker::Worker;
+use quirl_lua_reference_parent::{ErrorClass, Policy, PolicySettings, WorkerCommand, WorkerConfig};
+use quirl_lua_testkit::procfs;
+use rustix::io::Errno;
+use rustix::process::{Pid, test_kill_process_group};
+use serde_json::json;
+
+/// The reference worker (`quirl-worker` of quirl-lua-reference-worker),
+/// built for this test's profile.
+fn reference_worker() -> WorkerCommand {
+    WorkerCommand::new(quirl_lua_testkit::bins::bin_path(
+        "quirl-lua-reference-worker",
+        "quirl-worker",
+    ))
+    .arg(quirl_lua_reference_parent::WORKER_ARGUMENT)
+}
+
+fn policy(allow_process: bool, wall_time_ms: u64) -> Policy {
+    Policy::new(PolicySettings {
+        allow_process,
+        memory_limit_bytes: 32 << 20,
+        instruction_limit: 100_000_000,
+        wall_time_ms,
+    })
+    .unwrap()
+}
+
+fn config(allow_process: bool, wall_time_ms: u64) -> WorkerConfig {
+    WorkerConfig::new(reference_worker(), policy(allow_process, wall_time_ms))
+}
+
+/// Whether the process group `pid` still exists (a member, or its unreaped
+/// leader): `kill(-pid, 0)` fails with `ESRCH` once it is gone.
+fn group_exists(pid: u32) -> bool {
+    let group = Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
+    match test_kill_process_group(group) {
+        Ok(()) => true,
+        Err(Errno::SRCH) => false,
+        Err(error) => panic!("probing process group {pid}: {error}"),
+    }
+}
+
+/// Nothing of the worker `pid` is left: no member of its group or session,
+/// zombies included.
+fn assert_gone(pid: u32) {
+    assert!(!group_exists(pid), "process group {pid} still exists");
+    let left = procfs::group_or_session_members(i32::try_from(pid).unwrap());
+    assert!(left.is_empty(), "left of worker {pid}: {left:?}");
+}
+
+#[tokio::test]
+async fn eval_keeps_globals_and_a_guest_error_keeps_the_worker() {
+    let mut worker = Worker::spawn(config(false, 5_000)).await.unwrap();
+    assert!(group_exists(worker.pid()));
+    assert_eq!(worker.eval("x = 20").await.unwrap(), json!(null));
+    assert_eq!(worker.eval("return x + 22").await.unwrap(), json!(42));
+    let error = worker.eval("error('boom')").await.unwrap_err();
+    assert_eq!(error.class(), ErrorClass::Guest, "{error}");
+    assert!(!worker.is_poisoned());
+    assert_eq!(worker.eval("return x").await.unwrap(), json!(20));
+    let pid = worker.pid();
+    worker.shutdown().await.unwrap();
+    assert_gone(pid);
+}
+
+#[tokio::test]
+async fn a_host_call_is_answered_by_an_async_function() {
+    let mut worker = Worker::spawn(config(true, 5_000)).await.unwrap();
+    let mut seen = Vec::new();
+    let host = async |call: &HostCall| {
+        seen.push(call.command.clone());
+        // The answer comes from another task: the host really awaits.
+        let command = call.command.clone();
+        let stdout = tokio::spawn(async move { command.to_uppercase() })
+            .await
+            .unwrap();
+        Ok(CommandOutcome {
+            status: 3,
+            stdout: Some(stdout),
+            stderr: None,
+        })
+    };
+    let value = worker
+        .eval_with_host(
+            "local r = quirl.process.run('echo hi') return { r.status, r.value }",
+            host,
+        )
+        .await
+        .unwrap();
+    assert_eq!(value, json!([3, "ECHO HI"]));
+    assert_eq!(seen, ["echo hi"]);
+    // A host function's error record reaches the guest; the worker goes on.
+    let refused = worker
+        .eval_with_host(
+            "local ok, e = pcall(quirl.process.run, 'rm -rf /') return ok",
+            async |_: &HostCall| {
+                Err(quirl_lua_protocol::records::ShellError::new(
+                    ErrorCode::InvalidCommand,
+                    "not on this host",
+                ))
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused, json!(false));
+    assert_eq!(worker.eval("return 1").await.unwrap(), json!(1));
+}
+
+#[tokio::test]
+async fn a_stuck_guest_is_killed_at_the_deadline_and_restart_gives_a_working_worker() {
+    let mut worker = Worker::spawn(config(false, 200)).await.unwrap();
+    let pid = worker.pid();
+    let error = worker.eval("while true do end").await.unwrap_err();
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
+    assert!(
+        error
+            .record()
+            .context
+            .iter()
+            .any(|line| line.contains("killed by signal 9")),
+        "{error:?}"
+    );
+    // Killed and reaped before the error was returned.
+    assert_gone(pid);
+    assert!(worker.is_poisoned());
+    let later = worker.eval("return 1").await.unwrap_err();
+    assert_eq!(later.class(), ErrorClass::Unavailable, "{later}");
+
+    worker.restart().await.unwrap();
+    assert_ne!(worker.pid(), pid);
+    assert!(!worker.is_poisoned());
+    assert_eq!(worker.eval("return 6 * 7").await.unwrap(), json!(42));
+}
+
+#[tokio::test]
+async fn a_host_function_that_outlives_the_deadline_is_dropped_and_the_worker_killed() {
+    let mut worker = Worker::spawn(config(true, 200)).await.unwrap();
+    let pid = worker.pid();
+    let error = worker
+        .eval_with_host(
+            "return quirl.process.run('sleep').value",
+            async |_: &HostCall| {
+                std::future::pending::<()>().await;
+                Ok(CommandOutcome {
+                    status: 0,
+                    stdout: None,
+                    stderr: None,
+                })
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
+    assert_gone(pid);
+}
+
+#[tokio::test]
+async fn a_dropped_call_future_gets_the_worker_killed_by_the_next_call() {
+    let mut worker = Worker::spawn(config(false, 60_000)).await.unwrap();
+    let pid = worker.pid();
+    // The caller gives up on the request (its future is dropped).
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(100), worker.eval("while true do end")).await;
+    assert!(gave_up.is_err());
+    assert!(worker.is_poisoned());
+    let error = worker.eval("return 1").await.unwrap_err();
+    assert_eq!(error.class(), ErrorClass::Cancelled, "{error}");
+    assert_gone(pid);
+}
+
+#[tokio::test]
+async fn dropping_the_worker_leaves_no_process() {
+    let worker = Worker::spawn(config(false, 5_000)).await.unwrap();
+    let pid = worker.pid();
+    assert!(group_exists(pid));
+    drop(worker);
+    assert_gone(pid);
+    let zombies = procfs::own_zombies();
+    assert!(
+        zombies
+            .iter()
+            .all(|zombie| zombie.pid != i32::try_from(pid).unwrap()),
+        "{zombies:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_worker_command_that_does_not_exist_is_a_spawn_error() {
+    let policy = policy(false, 1_000);
+    let missing = WorkerCommand::new("/nonexistent/quirl-worker");
+    let error = Worker::spawn(WorkerConfig::new(missing, policy))
+        .await
+        .unwrap_err();
+    assert_eq!(error.class(), ErrorClass::Spawn, "{error}");
+    assert_eq!(error.code(), ErrorCode::ProcessSpawn);
+}
