@@ -365,6 +365,16 @@ impl Worker {
             )),
         };
         self.in_flight = None;
+        // An answer first seen at or after the deadline is late: the
+        // parent's clock wins over the worker's own wall-time answer
+        // (SPEC §17.3), as in the blocking worker.
+        let outcome = match outcome {
+            Ok(_) if Instant::now() >= flight.deadline => Err(ProtocolError::new(
+                ProtocolErrorKind::DeadlinePassed,
+                "the answer arrived after the request's deadline",
+            )),
+            outcome => outcome,
+        };
         match outcome {
             Ok(Ok(result)) => {
                 live.after_guest_error = false;
