@@ -206,3 +206,21 @@ async fn a_worker_command_that_does_not_exist_is_a_spawn_error() {
     assert_eq!(error.class(), ErrorClass::Spawn, "{error}");
     assert_eq!(error.code(), ErrorCode::ProcessSpawn);
 }
+
+#[tokio::test]
+async fn without_a_host_function_the_configured_process_host_runs_granted_commands() {
+    let config = config(true, 5_000).grants(vec!["process.spawn:echo".to_owned()]);
+    let mut worker = Worker::spawn(config).await.unwrap();
+    let value = worker
+        .eval("local r = quirl.process.run('echo hi') return { r.status, r.value }")
+        .await
+        .unwrap();
+    assert_eq!(value, json!([0, "hi\n"]));
+    // A program without a grant is refused (the worker checks the grants of
+    // initialize, the process host checks its own again, SPEC §16.2).
+    let refused = worker
+        .eval("return (pcall(quirl.process.run, 'cat /etc/passwd'))")
+        .await
+        .unwrap();
+    assert_eq!(refused, json!(false));
+}

@@ -144,15 +144,7 @@ impl Worker {
         let config = self.process_host.clone();
         let cancel = self.cancel.clone();
         let host = async move |call: &HostCall| {
-            let (call, config, cancel) = (call.clone(), config.clone(), cancel.clone());
-            spawn_blocking(move || run_host_call(&config, &call, due, &cancel).result)
-                .await
-                .unwrap_or_else(|error| {
-                    Err(ShellError::new(
-                        ErrorCode::ProcessSpawn,
-                        format!("the host command's task failed: {error}"),
-                    ))
-                })
+            run_process_host(config.clone(), call.clone(), due, cancel.clone()).await
         };
         self.exchange(operation, deadline, host).await
     }
@@ -476,6 +468,28 @@ impl std::fmt::Debug for Worker {
 fn eval(source: &str) -> Operation {
     Operation::Eval {
         source: source.to_owned(),
+    }
+}
+
+/// Run one host call with the configured process host (SPEC §16.6) on
+/// `spawn_blocking`, bounded by the request's deadline `due`; if the
+/// request's future is dropped, the task still ends by `due`.
+// The error record is the wire's own type (SPEC §6.9), as in the protocol
+// crate's host callbacks; boxing it here would only differ from them.
+#[allow(clippy::result_large_err)]
+async fn run_process_host(
+    config: ProcessHostConfig,
+    call: HostCall,
+    due: Instant,
+    cancel: Cancel,
+) -> HostAnswer {
+    let task = spawn_blocking(move || run_host_call(&config, &call, due, &cancel).result);
+    match task.await {
+        Ok(answer) => answer,
+        Err(error) => Err(ShellError::new(
+            ErrorCode::ProcessSpawn,
+            format!("the host command's task failed: {error}"),
+        )),
     }
 }
 
