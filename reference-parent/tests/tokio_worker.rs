@@ -224,3 +224,43 @@ async fn without_a_host_function_the_configured_process_host_runs_granted_comman
         .unwrap();
     assert_eq!(refused, json!(false));
 }
+
+#[tokio::test]
+async fn a_pool_runs_calls_concurrently_and_restarts_a_member_after_a_deadline() {
+    use quirl_lua_reference_parent::tokio_worker::WorkerPool;
+    let pool = WorkerPool::start(config(false, 300), 2).await.unwrap();
+    let before: Vec<u32> = pool.pids().into_iter().map(Option::unwrap).collect();
+    assert_eq!(before.len(), 2);
+    assert_ne!(before[0], before[1]);
+    // Two calls at once (on idle members: neither waits for the other).
+    let (a, b) = tokio::join!(pool.eval("return 1"), pool.eval("return 2"));
+    assert_eq!((a.unwrap(), b.unwrap()), (json!(1), json!(2)));
+    let stuck = pool.eval("while true do end").await.unwrap_err();
+    assert_eq!(stuck.class(), ErrorClass::Deadline, "{stuck}");
+    // Exactly one member's worker was killed and reaped.
+    let gone: Vec<u32> = before
+        .iter()
+        .copied()
+        .filter(|pid| !group_exists(*pid))
+        .collect();
+    assert_eq!(gone.len(), 1, "{before:?}");
+    assert_gone(gone[0]);
+    // Every member serves again; the failed one with a fresh worker.
+    for _ in 0..4 {
+        assert_eq!(pool.eval("return 42").await.unwrap(), json!(42));
+    }
+    let after: Vec<u32> = pool.pids().into_iter().map(Option::unwrap).collect();
+    assert!(!after.contains(&gone[0]), "{after:?}");
+    pool.shutdown().await.unwrap();
+    for pid in before.into_iter().chain(after) {
+        assert_gone(pid);
+    }
+}
+
+#[tokio::test]
+async fn a_pool_of_zero_members_is_refused() {
+    let error = quirl_lua_reference_parent::tokio_worker::WorkerPool::start(config(false, 300), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(error.class(), ErrorClass::InvalidInput, "{error}");
+}
