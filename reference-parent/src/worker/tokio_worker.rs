@@ -38,7 +38,7 @@
 //! Differences from the blocking worker: the wait is tokio's, over the
 //! worker's output only, so a worker that exits while a descendant keeps
 //! its output open is noticed at the deadline rather than at once; a
-//! [`Cancel`](crate::Cancel) token of the configuration is checked before
+//! [`Cancel`] token of the configuration is checked before
 //! each request, and a request in flight is cancelled by dropping its
 //! future (the worker is then killed by the next call, or by the drop of
 //! the handle).
