@@ -264,3 +264,77 @@ async fn a_pool_of_zero_members_is_refused() {
         .unwrap_err();
     assert_eq!(error.class(), ErrorClass::InvalidInput, "{error}");
 }
+
+/// The scripted hostile worker of the supervision tests, misbehaving on
+/// the first request after `initialize` as `scenario` says.
+fn hostile(scenario: &str, wall_time_ms: u64) -> WorkerConfig {
+    let command = WorkerCommand::new(quirl_lua_testkit::bins::fake_worker()).arg(scenario);
+    WorkerConfig::new(command, policy(false, wall_time_ms))
+}
+
+#[tokio::test]
+async fn hostile_workers_are_killed_with_the_error_class_of_their_failure() {
+    for (scenario, class) in [
+        ("malformed-json", ErrorClass::ProtocolViolation),
+        ("wrong-response-id", ErrorClass::ProtocolViolation),
+        ("crash", ErrorClass::WorkerCrashed),
+        ("exit0", ErrorClass::WorkerCrashed),
+        ("never-answer", ErrorClass::Deadline),
+        // The worker's pipe-holding grandchild dies with its group.
+        ("grandchild-silent", ErrorClass::Deadline),
+    ] {
+        let mut worker = Worker::spawn(hostile(scenario, 300)).await.unwrap();
+        let pid = worker.pid();
+        let error = worker.eval("return 1").await.unwrap_err();
+        assert_eq!(error.class(), class, "{scenario}: {error}");
+        // Nothing of the group lives on. (A grandchild killed with it is
+        // an orphan's zombie until its new parent reaps it; the worker
+        // itself was reaped here.)
+        let living =
+            procfs::living_members_after(i32::try_from(pid).unwrap(), Duration::from_secs(5));
+        assert!(living.is_empty(), "{scenario}: {living:?}");
+        let zombies = procfs::own_zombies();
+        let own = i32::try_from(pid).unwrap();
+        assert!(
+            zombies.iter().all(|z| z.pid != own),
+            "{scenario}: {zombies:?}"
+        );
+        let later = worker.eval("return 1").await.unwrap_err();
+        assert_eq!(
+            later.class(),
+            ErrorClass::Unavailable,
+            "{scenario}: {later}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_worker_that_retired_after_a_limit_error_is_unavailable_not_crashed() {
+    let mut worker = Worker::spawn(hostile("retire-after-limit", 5_000))
+        .await
+        .unwrap();
+    let pid = worker.pid();
+    let first = worker.eval("while true do end").await.unwrap_err();
+    assert_eq!(first.class(), ErrorClass::Guest, "{first}");
+    assert_eq!(first.code(), ErrorCode::ResourceLimit);
+    let second = worker.eval("return 1").await.unwrap_err();
+    assert_eq!(second.class(), ErrorClass::Unavailable, "{second}");
+    assert!(second.message().contains("retired"), "{second}");
+    assert_gone(pid);
+}
+
+#[tokio::test]
+async fn a_worker_that_refuses_initialize_is_a_spawn_error_and_is_reaped() {
+    let error = Worker::spawn(hostile("init-guest-error", 300))
+        .await
+        .unwrap_err();
+    assert_eq!(error.class(), ErrorClass::Spawn, "{error}");
+    assert!(
+        error
+            .record()
+            .context
+            .iter()
+            .any(|line| line.contains("refused initialize")),
+        "{error:?}"
+    );
+}

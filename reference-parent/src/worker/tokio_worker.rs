@@ -142,7 +142,10 @@ impl Worker {
         operation: Operation,
         deadline: Option<Instant>,
     ) -> Result<OperationResult, Error> {
-        let due = deadline.unwrap_or_else(|| Instant::now() + self.wall_time());
+        // The request's deadline (the policy's wall time from now, or the
+        // caller's if earlier) bounds each host command too (SPEC §17.6).
+        let own = Instant::now() + self.wall_time();
+        let due = deadline.map_or(own, |deadline| deadline.min(own));
         let config = self.process_host.clone();
         let cancel = self.cancel.clone();
         let host = async move |call: &HostCall| {
@@ -261,9 +264,10 @@ impl Worker {
         }
     }
 
-    /// Whether an earlier failure (or an abandoned call) ended this worker.
+    /// Whether an earlier failure (or an abandoned call) ended this
+    /// worker: a call would fail without a [`restart`](Self::restart).
     pub fn is_poisoned(&self) -> bool {
-        self.poisoned_by.is_some() || self.in_flight.is_some()
+        self.poisoned_by.is_some() || self.in_flight.is_some() || self.live.is_none()
     }
 
     /// The policy the worker was initialized with.
