@@ -282,6 +282,9 @@ async fn hostile_workers_are_killed_with_the_error_class_of_their_failure() {
         ("never-answer", ErrorClass::Deadline),
         // The worker's pipe-holding grandchild dies with its group.
         ("grandchild-silent", ErrorClass::Deadline),
+        // The worker exits while its grandchild holds the pipe: its exit
+        // (pidfd) ends the request, not the deadline.
+        ("grandchild-exit", ErrorClass::WorkerCrashed),
     ] {
         let mut worker = Worker::spawn(hostile(scenario, 300)).await.unwrap();
         let pid = worker.pid();
@@ -337,4 +340,22 @@ async fn a_worker_that_refuses_initialize_is_a_spawn_error_and_is_reaped() {
             .any(|line| line.contains("refused initialize")),
         "{error:?}"
     );
+}
+
+#[tokio::test]
+async fn the_cancellation_token_kills_the_worker_mid_request() {
+    let token = quirl_lua_reference_parent::Cancel::new();
+    let config = config(false, 60_000).cancel_token(token.clone());
+    let mut worker = Worker::spawn(config).await.unwrap();
+    let pid = worker.pid();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        token.cancel();
+    });
+    let error = worker.eval("while true do end").await.unwrap_err();
+    canceller.await.unwrap();
+    assert_eq!(error.class(), ErrorClass::Cancelled, "{error}");
+    assert_gone(pid);
+    let later = worker.eval("return 1").await.unwrap_err();
+    assert_eq!(later.class(), ErrorClass::Unavailable, "{later}");
 }

@@ -35,15 +35,19 @@
 //!   synchronously (a `SIGKILL` and a `waitpid`: milliseconds, at most
 //!   the kill's own reap bound) so that nothing outlives it (SPEC §17.1).
 //!
-//! Differences from the blocking worker: the wait is tokio's, over the
-//! worker's output only, so a worker that exits while a descendant keeps
-//! its output open is noticed at the deadline rather than at once; a
-//! [`Cancel`] token of the configuration is checked before
-//! each request, and a request in flight is cancelled by dropping its
-//! future (the worker is then killed by the next call, or by the drop of
-//! the handle).
+//! While a request is in flight, a task on `spawn_blocking` sleeps in one
+//! `ppoll` over the worker's pidfd and the cancellation token (the private
+//! `Watcher`), as the blocking worker's wait does (SPEC §17.3): a worker
+//! that exits mid-request (even while a descendant keeps its output open)
+//! or a fired [`Cancel`] token of the configuration ends the request at
+//! once. Dropping a call's future also cancels the request: the worker is
+//! then killed by the next call, [`Worker::restart`] or the drop of the
+//! handle. The cost is one blocking-pool thread per request in flight
+//! (tokio reuses them); the watch ends with its request.
 
+use std::future::Future;
 use std::process::ExitStatus;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use ::tokio::io::AsyncReadExt;
@@ -62,6 +66,11 @@ use crate::error::{Error, ErrorClass};
 use crate::process_host::{Cancel, ProcessHostConfig, run_host_call};
 use crate::worker_kill::{Termination, WorkerProcess, describe_status};
 use crate::worker_spawn;
+
+/// How long, after the worker process exited mid-request, its output may
+/// take to deliver what is left and end, before the exit is reported: only
+/// a process outside the worker that holds the output makes it wait.
+const EXIT_GRACE: Duration = Duration::from_millis(100);
 
 /// What a host function answers to a host call (SPEC §6.7).
 pub type HostAnswer = Result<CommandOutcome, ShellError>;
@@ -353,14 +362,50 @@ impl Worker {
             live.client.set_startup_timeout(budget);
         }
         self.in_flight = Some(flight);
-        let call = live.client.call_with_host(operation, host);
-        let outcome = match ::tokio::time::timeout_at(flight.deadline.into(), call).await {
-            Ok(outcome) => outcome,
-            // The caller's own deadline, earlier than the connection's.
-            Err(_) => Err(ProtocolError::new(
-                ProtocolErrorKind::DeadlinePassed,
-                "the caller's deadline for the request passed",
-            )),
+        // The pinned call borrows the client until this block ends.
+        let outcome = {
+            let mut watcher = Watcher::start(&live.process, &self.cancel, flight.deadline);
+            let call = live.client.call_with_host(operation, host);
+            let call = ::tokio::time::timeout_at(flight.deadline.into(), call);
+            let mut call = std::pin::pin!(call);
+            let event = match watcher.as_mut() {
+                Some(watcher) => {
+                    let mut watched = std::pin::pin!(watcher.wait());
+                    std::future::poll_fn(|context| {
+                        if let Poll::Ready(outcome) = call.as_mut().poll(context) {
+                            return Poll::Ready(Ok(outcome));
+                        }
+                        watched.as_mut().poll(context).map(Err)
+                    })
+                    .await
+                }
+                None => Ok(call.as_mut().await),
+            };
+            match event {
+                Ok(Ok(outcome)) => outcome,
+                // The caller's own deadline, earlier than the connection's.
+                Ok(Err(_)) => Err(ProtocolError::new(
+                    ProtocolErrorKind::DeadlinePassed,
+                    "the caller's deadline for the request passed",
+                )),
+                Err(Watched::Cancelled) => Err(ProtocolError::new(
+                    ProtocolErrorKind::Cancelled,
+                    "the worker's cancellation token fired",
+                )),
+                // Output already in the pipe comes first (a last frame written
+                // just before exiting, SPEC §17.3): with no other holder, the
+                // stream ends at once; a holder outside the worker gets
+                // EXIT_GRACE.
+                Err(Watched::Exited) => {
+                    match ::tokio::time::timeout(EXIT_GRACE, call.as_mut()).await {
+                        Ok(Ok(outcome)) => outcome,
+                        _ => Err(ProtocolError::new(
+                            ProtocolErrorKind::UnexpectedEnd,
+                            "the worker process exited while another process kept its output open",
+                        )),
+                    }
+                }
+            }
         };
         self.in_flight = None;
         // An answer first seen at or after the deadline is late: the
@@ -496,6 +541,83 @@ async fn run_process_host(
             ErrorCode::ProcessSpawn,
             format!("the host command's task failed: {error}"),
         )),
+    }
+}
+
+/// What ended a [`Watcher`]'s wait.
+#[derive(Debug, Clone, Copy)]
+enum Watched {
+    /// The worker's cancellation token fired.
+    Cancelled,
+    /// The worker process exited (its pidfd became readable).
+    Exited,
+}
+
+/// The wait of the blocking worker for a request's other ends (SPEC §17.1,
+/// §17.3): one `ppoll` over the worker's pidfd and the cancellation
+/// token's eventfd, on `spawn_blocking`, until the request's deadline. The
+/// task also polls the read end of a pipe whose write end this value
+/// holds: dropping it (the request ended, or its future was dropped)
+/// closes that end and the task ends at once.
+struct Watcher {
+    task: ::tokio::task::JoinHandle<Option<Watched>>,
+    _stop: std::os::fd::OwnedFd,
+}
+
+impl Watcher {
+    /// `None` when there is nothing to watch (no pidfd, no eventfd) or no
+    /// descriptor for the stop pipe: the request then ends at its deadline.
+    fn start(process: &WorkerProcess, cancel: &Cancel, deadline: Instant) -> Option<Self> {
+        let exit = process
+            .exit_fd()
+            .and_then(|fd| fd.try_clone_to_owned().ok());
+        let wake = cancel.register().ok();
+        if exit.is_none() && wake.is_none() {
+            return None;
+        }
+        let (stop_read, stop) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
+        let cancel = cancel.clone();
+        let task = spawn_blocking(move || {
+            use crate::poll::{PollFlags, fired, interest, wait_until};
+            use std::os::fd::AsFd;
+            let mut fds = vec![interest(stop_read.as_fd(), PollFlags::IN)];
+            fds.extend(exit.iter().map(|fd| interest(fd.as_fd(), PollFlags::IN)));
+            fds.extend(wake.iter().map(|fd| interest(fd.as_fd(), PollFlags::IN)));
+            let exit_slot = exit.as_ref().map(|_| 1);
+            loop {
+                if cancel.is_cancelled() {
+                    return Some(Watched::Cancelled);
+                }
+                match wait_until(&mut fds, deadline) {
+                    Ok(true) => {}
+                    // The deadline passed (the request's own timer reports
+                    // it) or the wait failed: nothing more to watch.
+                    _ => return None,
+                }
+                if fds.first().is_some_and(|slot| fired(slot, PollFlags::IN)) {
+                    return None;
+                }
+                if cancel.is_cancelled() {
+                    return Some(Watched::Cancelled);
+                }
+                if exit_slot
+                    .and_then(|slot| fds.get(slot))
+                    .is_some_and(|slot| fired(slot, PollFlags::IN))
+                {
+                    return Some(Watched::Exited);
+                }
+            }
+        });
+        Some(Self { task, _stop: stop })
+    }
+
+    /// What ended the wait; pending forever if it ended with nothing to
+    /// report (the deadline is the request's own timer).
+    async fn wait(&mut self) -> Watched {
+        match (&mut self.task).await {
+            Ok(Some(watched)) => watched,
+            _ => std::future::pending().await,
+        }
     }
 }
 
@@ -643,9 +765,9 @@ fn classify(error: &ProtocolError, stream_ended: bool, flight: Flight) -> Error 
         // The adapter's "stream ended before the response" is `invalid_use`
         // on an ended stream; a retired worker and a stream that ended at a
         // frame boundary mid-request are the same crash to the caller.
-        ProtocolErrorKind::UnexpectedEnd | ProtocolErrorKind::WorkerRetired => crashed(&format!(
-            "the worker closed its response stream during {during}"
-        )),
+        ProtocolErrorKind::UnexpectedEnd | ProtocolErrorKind::WorkerRetired => {
+            crashed(&format!("{} during {during}", error.message()))
+        }
         ProtocolErrorKind::InvalidUse if stream_ended => crashed(&format!(
             "the worker closed its response stream during {during}"
         )),
