@@ -35,6 +35,9 @@
 //!   synchronously (a `SIGKILL` and a `waitpid`: milliseconds, at most
 //!   the kill's own reap bound) so that nothing outlives it (SPEC §17.1).
 //!
+//! The handle needs a tokio runtime with I/O and time enabled (as
+//! `#[tokio::main]` and `#[tokio::test]` build it); either runtime flavor.
+//!
 //! While a request is in flight, a task on `spawn_blocking` sleeps in one
 //! `ppoll` over the worker's pidfd and the cancellation token (the private
 //! `Watcher`), as the blocking worker's wait does (SPEC §17.3): a worker
@@ -224,11 +227,18 @@ impl Worker {
             ErrorClass::Unavailable,
             "the worker was shut down".to_owned(),
         ));
+        let grace = Instant::now() + SHUTDOWN_GRACE;
         let closed = live.client.close_writer().await;
         let ended = match closed {
-            Ok(()) => ::tokio::time::timeout(SHUTDOWN_GRACE, live.client.next_event()).await,
+            Ok(()) => ::tokio::time::timeout_at(grace.into(), live.client.next_event()).await,
             Err(error) => Ok(Err(error)),
         };
+        // The end of its stream may come before the end of the process:
+        // let it exit by itself before the kill (as the blocking worker's
+        // shutdown does).
+        if matches!(ended, Ok(Ok(None))) {
+            exited_by(&live.process, grace).await;
+        }
         let (status, mut problems) = retire(live).await;
         match ended {
             Ok(Ok(None)) => {}
@@ -693,6 +703,28 @@ async fn start(
             Err(failure)
         }
     }
+}
+
+/// Wait, on `spawn_blocking`, until the worker process exits (its pidfd
+/// is readable) or `until` passes; whether it exited (`false` without a
+/// pidfd). Reaps nothing.
+async fn exited_by(process: &WorkerProcess, until: Instant) -> bool {
+    let Some(pidfd) = process
+        .exit_fd()
+        .and_then(|fd| fd.try_clone_to_owned().ok())
+    else {
+        return false;
+    };
+    spawn_blocking(move || {
+        use std::os::fd::AsFd;
+        let mut fds = [crate::poll::interest(
+            pidfd.as_fd(),
+            crate::poll::PollFlags::IN,
+        )];
+        matches!(crate::poll::wait_until(&mut fds, until), Ok(true))
+    })
+    .await
+    .unwrap_or(false)
 }
 
 /// The blocking worker's kill and reap (SPEC §17.4 steps 2–5), on
