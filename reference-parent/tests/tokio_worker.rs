@@ -268,8 +268,16 @@ async fn a_pool_of_zero_members_is_refused() {
 /// The scripted hostile worker of the supervision tests, misbehaving on
 /// the first request after `initialize` as `scenario` says.
 fn hostile(scenario: &str, wall_time_ms: u64) -> WorkerConfig {
-    let command = WorkerCommand::new(quirl_lua_testkit::bins::fake_worker()).arg(scenario);
-    WorkerConfig::new(command, policy(false, wall_time_ms))
+    hostile_with(&[scenario], false, wall_time_ms)
+}
+
+/// [`hostile`] with the scenario's parameter, and process access.
+fn hostile_with(args: &[&str], allow_process: bool, wall_time_ms: u64) -> WorkerConfig {
+    let command = args.iter().fold(
+        WorkerCommand::new(quirl_lua_testkit::bins::fake_worker()),
+        |command, arg| command.arg(arg),
+    );
+    WorkerConfig::new(command, policy(allow_process, wall_time_ms))
 }
 
 #[tokio::test]
@@ -280,6 +288,9 @@ async fn hostile_workers_are_killed_with_the_error_class_of_their_failure() {
         ("crash", ErrorClass::WorkerCrashed),
         ("exit0", ErrorClass::WorkerCrashed),
         ("never-answer", ErrorClass::Deadline),
+        // A host call for another request, on a session without process
+        // access (SPEC §9.2).
+        ("host-call-wrong-request-id", ErrorClass::ProtocolViolation),
         // The worker's pipe-holding grandchild dies with its group.
         ("grandchild-silent", ErrorClass::Deadline),
         // The worker exits while its grandchild holds the pipe: its exit
@@ -358,4 +369,41 @@ async fn the_cancellation_token_kills_the_worker_mid_request() {
     assert_gone(pid);
     let later = worker.eval("return 1").await.unwrap_err();
     assert_eq!(later.class(), ErrorClass::Unavailable, "{later}");
+}
+
+#[tokio::test]
+async fn sixteen_host_calls_are_answered_and_a_seventeenth_is_a_violation() {
+    let mut answered = 0;
+    let mut worker = Worker::spawn(hostile_with(&["host-calls", "16"], true, 5_000))
+        .await
+        .unwrap();
+    let host = async |call: &HostCall| {
+        tokio::task::yield_now().await;
+        answered += 1;
+        Ok(CommandOutcome {
+            status: 0,
+            stdout: Some(call.call_id.to_string()),
+            stderr: None,
+        })
+    };
+    assert_eq!(
+        worker.eval_with_host("return 1", host).await.unwrap(),
+        json!(1)
+    );
+    assert_eq!(answered, 16);
+
+    let mut worker = Worker::spawn(hostile_with(&["host-calls", "17"], true, 5_000))
+        .await
+        .unwrap();
+    let pid = worker.pid();
+    let host = async |_: &HostCall| {
+        Ok(CommandOutcome {
+            status: 0,
+            stdout: None,
+            stderr: None,
+        })
+    };
+    let error = worker.eval_with_host("return 1", host).await.unwrap_err();
+    assert_eq!(error.class(), ErrorClass::ProtocolViolation, "{error}");
+    assert_gone(pid);
 }
