@@ -407,3 +407,25 @@ async fn sixteen_host_calls_are_answered_and_a_seventeenth_is_a_violation() {
     assert_eq!(error.class(), ErrorClass::ProtocolViolation, "{error}");
     assert_gone(pid);
 }
+
+#[tokio::test]
+async fn the_callers_deadline_replaces_the_policys() {
+    use quirl_lua_protocol::records::Operation;
+    let stuck = || Operation::Eval {
+        source: "while true do end".to_owned(),
+    };
+    // Earlier than the policy's minute: the parent kills at it.
+    let mut worker = Worker::spawn(config(false, 60_000)).await.unwrap();
+    let pid = worker.pid();
+    let soon = std::time::Instant::now() + Duration::from_millis(200);
+    let error = worker.call(stuck(), Some(soon)).await.unwrap_err();
+    assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
+    assert_gone(pid);
+    // Later than the policy's 200 ms: the worker's own wall-time limit
+    // answers first, a guest error, and the parent did not kill it.
+    let mut worker = Worker::spawn(config(false, 200)).await.unwrap();
+    let late = std::time::Instant::now() + Duration::from_secs(60);
+    let error = worker.call(stuck(), Some(late)).await.unwrap_err();
+    assert_eq!(error.class(), ErrorClass::Guest, "{error}");
+    assert_eq!(error.code(), ErrorCode::ResourceLimit);
+}

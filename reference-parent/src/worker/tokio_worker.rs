@@ -9,9 +9,9 @@
 //!   `ChildStdin` and `ChildStderr`, driven by the protocol crate's
 //!   [`ParentClient`], which decodes every frame under SPEC §4–§9.
 //! - **Deadlines** (SPEC §10, §17.6): every request, host calls included,
-//!   is bounded by the policy's `wall_time_ms` from its sending, kept by
-//!   the connection on tokio's clock (`startup_timeout` for
-//!   `initialize`); a caller's own deadline may only be earlier.
+//!   is bounded by an absolute deadline, the policy's `wall_time_ms` from
+//!   its sending unless the caller gives one (`startup_timeout` for
+//!   `initialize`), kept by the connection on tokio's clock.
 //! - **Failure** (SPEC §13.2, §17.4): on a deadline, a crash, a violation,
 //!   or a call whose future was dropped mid-request (noticed by the next
 //!   call), the handle closes the worker's stdin, kills the worker's
@@ -144,20 +144,17 @@ impl Worker {
         }
     }
 
-    /// Run one operation and return its result, re-validated for that
-    /// operation. `deadline` may shorten the request's deadline (the
-    /// policy's wall time from now, SPEC §10); host calls are answered by
-    /// the configured process host (SPEC §16) on `spawn_blocking`, inside
-    /// the same deadline.
+    /// Run one operation under `deadline` (default: now plus the policy's
+    /// wall time, SPEC §10) and return its result, re-validated for that
+    /// operation; host calls are answered by the configured process host
+    /// (SPEC §16) on `spawn_blocking`, inside the same deadline.
     pub async fn call(
         &mut self,
         operation: Operation,
         deadline: Option<Instant>,
     ) -> Result<OperationResult, Error> {
-        // The request's deadline (the policy's wall time from now, or the
-        // caller's if earlier) bounds each host command too (SPEC §17.6).
-        let own = Instant::now() + self.wall_time();
-        let due = deadline.map_or(own, |deadline| deadline.min(own));
+        // The request's deadline bounds each host command too (SPEC §17.6).
+        let due = deadline.unwrap_or_else(|| Instant::now() + self.wall_time());
         let config = self.process_host.clone();
         let cancel = self.cancel.clone();
         let host = async move |call: &HostCall| {
@@ -366,17 +363,17 @@ impl Worker {
             id: live.client.connection().next_request_id(),
             operation: operation.kind().as_str(),
             started,
-            deadline: deadline.map_or(own, |deadline| deadline.min(own)),
+            deadline: deadline.unwrap_or(own),
         };
-        if matches!(operation, Operation::Initialize { .. }) {
-            live.client.set_startup_timeout(budget);
-        }
         self.in_flight = Some(flight);
         // The pinned call borrows the client until this block ends.
         let outcome = {
             let mut watcher = Watcher::start(&live.process, &self.cancel, flight.deadline);
-            let call = live.client.call_with_host(operation, host);
-            let call = ::tokio::time::timeout_at(flight.deadline.into(), call);
+            // The connection keeps the deadline (SPEC §10) and gives the
+            // request up when it passes, host calls included.
+            let call = live
+                .client
+                .call_with_host_before(operation, flight.deadline, host);
             let mut call = std::pin::pin!(call);
             let event = match watcher.as_mut() {
                 Some(watcher) => {
@@ -392,12 +389,7 @@ impl Worker {
                 None => Ok(call.as_mut().await),
             };
             match event {
-                Ok(Ok(outcome)) => outcome,
-                // The caller's own deadline, earlier than the connection's.
-                Ok(Err(_)) => Err(ProtocolError::new(
-                    ProtocolErrorKind::DeadlinePassed,
-                    "the caller's deadline for the request passed",
-                )),
+                Ok(outcome) => outcome,
                 Err(Watched::Cancelled) => Err(ProtocolError::new(
                     ProtocolErrorKind::Cancelled,
                     "the worker's cancellation token fired",
@@ -408,8 +400,8 @@ impl Worker {
                 // EXIT_GRACE.
                 Err(Watched::Exited) => {
                     match ::tokio::time::timeout(EXIT_GRACE, call.as_mut()).await {
-                        Ok(Ok(outcome)) => outcome,
-                        _ => Err(ProtocolError::new(
+                        Ok(outcome) => outcome,
+                        Err(_) => Err(ProtocolError::new(
                             ProtocolErrorKind::UnexpectedEnd,
                             "the worker process exited while another process kept its output open",
                         )),
