@@ -429,3 +429,21 @@ async fn the_callers_deadline_replaces_the_policys() {
     assert_eq!(error.class(), ErrorClass::Guest, "{error}");
     assert_eq!(error.code(), ErrorCode::ResourceLimit);
 }
+
+#[tokio::test]
+async fn the_typed_shortcuts_load_a_plugin_and_call_its_callbacks() {
+    let mut worker = Worker::spawn(config(false, 5_000)).await.unwrap();
+    worker.check("return 1", "ok.lua").await.unwrap();
+    let broken = worker.check("return (", "broken.lua").await.unwrap_err();
+    assert_eq!(broken.class(), ErrorClass::Guest, "{broken}");
+    let source = quirl_lua_testkit::scratch::plugin_source("v7");
+    let registrations = worker.load_plugin(&source, "plugin.lua").await.unwrap();
+    let registered = serde_json::to_value(&registrations).unwrap();
+    assert!(
+        registered.to_string().contains("\"version\""),
+        "{registered}"
+    );
+    let rendered = worker.render_prompt("version", json!({})).await.unwrap();
+    assert_eq!(rendered.as_deref(), Some("v7"));
+    assert!(!worker.is_poisoned());
+}

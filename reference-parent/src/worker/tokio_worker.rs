@@ -22,6 +22,11 @@
 //!   typed [`Error`]. Later calls fail at once with
 //!   [`ErrorClass::Unavailable`]; [`Worker::restart`] starts a fresh worker
 //!   from the same configuration.
+//! - **Operations**: [`Worker::call`] runs any operation; `eval`,
+//!   `check`, `load_config`, `load_plugin`, `render_prompt`, `complete`,
+//!   `contribution`, `run`, `plugin_command`, `event` and `test` are the
+//!   blocking worker's typed shortcuts, callbacks held to the deadlines
+//!   their plugin declared plus the slack (SPEC §17.6).
 //! - **Host calls** (SPEC §16) are answered by an async function
 //!   ([`Worker::call_with_host`]), raced against the request's deadline,
 //!   or by the configured process host on `spawn_blocking`
@@ -57,7 +62,9 @@ use ::tokio::io::AsyncReadExt;
 use ::tokio::process::{ChildStderr, ChildStdin};
 use ::tokio::task::spawn_blocking;
 use quirl_lua_protocol::records::{
-    CommandOutcome, ErrorCode, HostCall, Operation, OperationResult, Policy, ShellError,
+    CommandOutcome, ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext,
+    ExecutionOutcome, ExtensionEvent, HostCall, Operation, OperationResult, PluginRegistrations,
+    Policy, QuirlConfig, ShellError,
 };
 use quirl_lua_protocol::tokio_io::ParentClient;
 use quirl_lua_protocol::{ErrorKind as ProtocolErrorKind, ProtocolError};
@@ -65,6 +72,7 @@ use serde_json::Value;
 
 use super::request::violation;
 use super::{Flight, PIPE_RELEASE_WAIT, SHUTDOWN_GRACE, WorkerConfig};
+use crate::callback_deadline::{COMPLETION_DEADLINE, CallbackDeadlines, callback_deadline};
 use crate::error::{Error, ErrorClass};
 use crate::process_host::{Cancel, ProcessHostConfig, run_host_call};
 use crate::worker_kill::{Termination, WorkerProcess, describe_status};
@@ -87,6 +95,8 @@ pub struct Worker {
     process_host: ProcessHostConfig,
     pid: u32,
     cgroup_contained: bool,
+    /// Deadlines declared by the plugin this worker loaded (SPEC §17.6).
+    callbacks: CallbackDeadlines,
     /// A request is in flight: set before it is sent, cleared when its
     /// call returns. Still set at the next call, it means the caller
     /// dropped the previous call's future: that worker must be killed.
@@ -124,6 +134,7 @@ impl Worker {
             process_host,
             pid,
             cgroup_contained,
+            callbacks: CallbackDeadlines::default(),
             in_flight: None,
             config,
         };
@@ -190,6 +201,166 @@ impl Worker {
     ) -> Result<Value, Error> {
         let result = self.call_with_host(eval(source), None, host).await?;
         self.value_of(result).await
+    }
+
+    /// Check that a source compiles, without running it.
+    pub async fn check(&mut self, source: &str, source_name: &str) -> Result<(), Error> {
+        let operation = Operation::Check {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+        };
+        match self.call(operation, None).await? {
+            OperationResult::Null => Ok(()),
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Evaluate a configuration file's source.
+    pub async fn load_config(
+        &mut self,
+        source: &str,
+        source_name: &str,
+    ) -> Result<QuirlConfig, Error> {
+        let operation = Operation::LoadConfig {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+        };
+        match self.call(operation, None).await? {
+            OperationResult::Config(config) => Ok(config),
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Load a plugin and return what it registered; its callbacks are then
+    /// held to their declared deadlines (SPEC §17.6).
+    pub async fn load_plugin(
+        &mut self,
+        source: &str,
+        source_name: &str,
+    ) -> Result<PluginRegistrations, Error> {
+        let operation = Operation::LoadPlugin {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+        };
+        match self.call(operation, None).await? {
+            OperationResult::Plugin(registrations) => {
+                self.callbacks = CallbackDeadlines::new(&registrations);
+                Ok(registrations)
+            }
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Render a registered prompt segment (`None`: it chose not to render).
+    pub async fn render_prompt(
+        &mut self,
+        name: &str,
+        context: Value,
+    ) -> Result<Option<String>, Error> {
+        let declared = self.callbacks.prompt(name);
+        let operation = Operation::RenderPrompt {
+            name: name.to_owned(),
+            context,
+        };
+        match self.call_callback(operation, declared).await? {
+            OperationResult::Prompt(text) => Ok(text),
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Ask a registered completion provider.
+    pub async fn complete(&mut self, command: &str, context: Value) -> Result<Value, Error> {
+        let operation = Operation::Complete {
+            command: command.to_owned(),
+            context,
+        };
+        let result = self
+            .call_callback(operation, Some(COMPLETION_DEADLINE))
+            .await?;
+        self.value_of(result).await
+    }
+
+    /// Invoke a registered contribution.
+    pub async fn contribution(
+        &mut self,
+        kind: ContributionKind,
+        name: &str,
+        context: Value,
+    ) -> Result<Value, Error> {
+        let declared = self.callbacks.contribution(kind, name);
+        let operation = Operation::Contribution {
+            kind,
+            name: name.to_owned(),
+            context,
+        };
+        let result = self.call_callback(operation, declared).await?;
+        self.value_of(result).await
+    }
+
+    /// Run a runner module with an execution context.
+    pub async fn run(
+        &mut self,
+        source: &str,
+        source_name: &str,
+        context: ExecutionContext,
+    ) -> Result<ExecutionOutcome, Error> {
+        let operation = Operation::Run {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+            context,
+        };
+        match self.call(operation, None).await? {
+            OperationResult::Outcome(outcome) => Ok(outcome),
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Run a registered plugin command. `timeout` is its own deadline
+    /// (`deadline_ms`, sent to the worker); the parent kills the worker at
+    /// that deadline plus the callback slack (SPEC §17.6).
+    pub async fn plugin_command(
+        &mut self,
+        name: &str,
+        context: ExecutionContext,
+        timeout: Duration,
+    ) -> Result<ExecutionOutcome, Error> {
+        let deadline_ms = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let operation = Operation::PluginCommand {
+            name: name.to_owned(),
+            context,
+            deadline_ms,
+        };
+        let declared = Some(Duration::from_millis(deadline_ms));
+        match self.call_callback(operation, declared).await? {
+            OperationResult::Outcome(outcome) => Ok(outcome),
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Dispatch an extension event to the plugin's subscribers.
+    pub async fn event(&mut self, event: ExtensionEvent) -> Result<Vec<EventHandlerReport>, Error> {
+        let declared = self.callbacks.event(&event);
+        match self
+            .call_callback(Operation::Event { event }, declared)
+            .await?
+        {
+            OperationResult::Reports(reports) => Ok(reports),
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Run a test file and return how many tests ran.
+    pub async fn test(&mut self, source: &str, source_name: &str) -> Result<u64, Error> {
+        let operation = Operation::Test {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+        };
+        match self.call(operation, None).await? {
+            OperationResult::TestCount(count) => Ok(count),
+            other => Err(self.mis_shaped(&other).await),
+        }
     }
 
     /// Replace this worker with a fresh one spawned from the same
@@ -298,18 +469,35 @@ impl Worker {
     async fn value_of(&mut self, result: OperationResult) -> Result<Value, Error> {
         match result {
             OperationResult::Value(value) => Ok(value),
-            // Unreachable in practice: the session decodes each result for
-            // the operation in flight. A typed error rather than a panic.
-            other => {
-                let error = Error::new(
-                    ErrorClass::ProtocolViolation,
-                    ErrorCode::Validation,
-                    "the Lua worker's result does not fit the operation",
-                )
-                .with_context(format!("result: {other:?}"));
-                Err(self.fail(error).await)
-            }
+            other => Err(self.mis_shaped(&other).await),
         }
+    }
+
+    /// Unreachable in practice: the session decodes each result for the
+    /// operation in flight. A typed error (and the kill) rather than a
+    /// panic.
+    async fn mis_shaped(&mut self, result: &OperationResult) -> Error {
+        let error = Error::new(
+            ErrorClass::ProtocolViolation,
+            ErrorCode::Validation,
+            "the Lua worker's result does not fit the operation",
+        )
+        .with_context(format!("result: {result:?}"));
+        self.fail(error).await
+    }
+
+    /// Run a callback under its declared deadline plus the slack (capped
+    /// by the policy's wall time; SPEC §17.6). `None`: no declaration
+    /// known, the request's own deadline applies.
+    async fn call_callback(
+        &mut self,
+        operation: Operation,
+        declared: Option<Duration>,
+    ) -> Result<OperationResult, Error> {
+        let started = Instant::now();
+        let request = started + self.wall_time();
+        let deadline = declared.map_or(request, |d| callback_deadline(started, d, request));
+        self.call(operation, Some(deadline)).await
     }
 
     fn unavailable(&self) -> Error {
