@@ -42,6 +42,9 @@
 //!
 //! The handle needs a tokio runtime with I/O and time enabled (as
 //! `#[tokio::main]` and `#[tokio::test]` build it); either runtime flavor.
+//! tokio's own process driver waits only for the children tokio spawned
+//! (by pid), so it never reaps a worker behind the handle: the group kill
+//! is still sent while the worker is unreaped (SPEC §13.2-b, §17.3).
 //!
 //! While a request is in flight, a task on `spawn_blocking` sleeps in one
 //! `ppoll` over the worker's pidfd and the cancellation token (the private
