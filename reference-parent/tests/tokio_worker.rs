@@ -447,3 +447,41 @@ async fn the_typed_shortcuts_load_a_plugin_and_call_its_callbacks() {
     assert_eq!(rendered.as_deref(), Some("v7"));
     assert!(!worker.is_poisoned());
 }
+
+/// The handle and its futures are `Send`: a worker can live in a spawned
+/// task (of a multi-threaded runtime too).
+#[tokio::test]
+async fn a_worker_runs_inside_a_spawned_task() {
+    let task = tokio::spawn(async {
+        let mut worker = Worker::spawn(config(true, 5_000)).await?;
+        let value = worker
+            .eval_with_host(
+                "return quirl.process.run('echo sent').value",
+                async |call: &HostCall| {
+                    Ok(CommandOutcome {
+                        status: 0,
+                        stdout: Some(call.command.clone()),
+                        stderr: None,
+                    })
+                },
+            )
+            .await?;
+        let pid = worker.pid();
+        worker.shutdown().await?;
+        Ok::<_, quirl_lua_reference_parent::Error>((value, pid))
+    });
+    let (value, pid) = task.await.unwrap().unwrap();
+    assert_eq!(value, json!("echo sent"));
+    assert_gone(pid);
+    let pool = std::sync::Arc::new(
+        quirl_lua_reference_parent::tokio_worker::WorkerPool::start(config(false, 5_000), 1)
+            .await
+            .unwrap(),
+    );
+    let shared = std::sync::Arc::clone(&pool);
+    let answer = tokio::spawn(async move { shared.eval("return 5").await })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer, json!(5));
+}
