@@ -167,17 +167,21 @@ async fn a_host_function_that_outlives_the_deadline_is_dropped_and_the_worker_ki
 }
 
 #[tokio::test]
-async fn a_dropped_call_future_gets_the_worker_killed_by_the_next_call() {
+async fn a_dropped_call_future_kills_the_worker_at_once() {
     let mut worker = Worker::spawn(config(false, 60_000)).await.unwrap();
     let pid = worker.pid();
     // The caller gives up on the request (its future is dropped).
     let gave_up =
         tokio::time::timeout(Duration::from_millis(100), worker.eval("while true do end")).await;
     assert!(gave_up.is_err());
+    assert_gone(pid);
     assert!(worker.is_poisoned());
     let error = worker.eval("return 1").await.unwrap_err();
     assert_eq!(error.class(), ErrorClass::Cancelled, "{error}");
-    assert_gone(pid);
+    let later = worker.eval("return 1").await.unwrap_err();
+    assert_eq!(later.class(), ErrorClass::Unavailable, "{later}");
+    worker.restart().await.unwrap();
+    assert_eq!(worker.eval("return 2").await.unwrap(), json!(2));
 }
 
 #[tokio::test]

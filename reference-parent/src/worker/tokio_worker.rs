@@ -12,9 +12,8 @@
 //!   is bounded by an absolute deadline, the policy's `wall_time_ms` from
 //!   its sending unless the caller gives one (`startup_timeout` for
 //!   `initialize`), kept by the connection on tokio's clock.
-//! - **Failure** (SPEC §13.2, §17.4): on a deadline, a crash, a violation,
-//!   or a call whose future was dropped mid-request (noticed by the next
-//!   call), the handle closes the worker's stdin, kills the worker's
+//! - **Failure** (SPEC §13.2, §17.4): on a deadline, a crash, a
+//!   violation or a cancellation, the handle closes the worker's stdin, kills the worker's
 //!   whole tree and reaps it (the blocking worker's kill, on
 //!   `spawn_blocking`: one group `SIGKILL` while the worker is unreaped,
 //!   `cgroup.kill` first in cgroup mode), drains its output until end of
@@ -51,10 +50,11 @@
 //! `Watcher`), as the blocking worker's wait does (SPEC §17.3): a worker
 //! that exits mid-request (even while a descendant keeps its output open)
 //! or a fired [`Cancel`] token of the configuration ends the request at
-//! once. Dropping a call's future also cancels the request: the worker is
-//! then killed by the next call, [`Worker::restart`] or the drop of the
-//! handle. The cost is one blocking-pool thread per request in flight
-//! (tokio reuses them); the watch ends with its request.
+//! once. Dropping a call's future (a `select!` branch or a
+//! `tokio::time::timeout` that won) cancels the request too: the worker is
+//! killed and reaped right there, synchronously, and the handle is
+//! poisoned. The cost of the watch is one blocking-pool thread per request
+//! in flight (tokio reuses them); it ends with its request.
 
 use std::future::Future;
 use std::process::ExitStatus;
@@ -102,7 +102,7 @@ pub struct Worker {
     callbacks: CallbackDeadlines,
     /// A request is in flight: set before it is sent, cleared when its
     /// call returns. Still set at the next call, it means the caller
-    /// dropped the previous call's future: that worker must be killed.
+    /// dropped the previous call's future (which killed the worker).
     in_flight: Option<Flight>,
 }
 
@@ -545,7 +545,10 @@ impl Worker {
             Operation::Initialize { .. } => self.config.startup_timeout,
             _ => self.wall_time(),
         };
-        let Some(live) = self.live.as_mut() else {
+        // Out of the handle while the request runs: if the caller drops
+        // this future, `live` is dropped with it, which closes the pipes
+        // and kills and reaps the worker there and then (SPEC §13.2).
+        let Some(mut live) = self.live.take() else {
             return Err(self.unavailable());
         };
         let started = Instant::now();
@@ -611,30 +614,30 @@ impl Worker {
             )),
             outcome => outcome,
         };
+        // A failure keeps the flag of the last answer: a worker gone after
+        // a guest error may have retired (SPEC §17.4).
+        if let Ok(answer) = &outcome {
+            live.after_guest_error = answer.is_err();
+        }
+        let stream_ended = live.client.connection().is_ended();
+        let untouched = {
+            let connection = live.client.connection();
+            !connection.must_kill() && !stream_ended && connection.in_flight().is_none()
+        };
+        self.live = Some(live);
         match outcome {
-            Ok(Ok(result)) => {
-                live.after_guest_error = false;
-                Ok(result)
-            }
-            Ok(Err(record)) => {
-                live.after_guest_error = true;
-                Err(Error::guest(record))
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(record)) => Err(Error::guest(record)),
+            Err(error) if error.kind() == ProtocolErrorKind::InvalidUse && untouched => {
+                Err(Error::new(
+                    ErrorClass::InvalidInput,
+                    ErrorCode::Validation,
+                    "the request was rejected before it was sent",
+                )
+                .with_context(error.to_string()))
             }
             Err(error) => {
-                let connection = live.client.connection();
-                let untouched = error.kind() == ProtocolErrorKind::InvalidUse
-                    && !connection.must_kill()
-                    && !connection.is_ended()
-                    && connection.in_flight().is_none();
-                if untouched {
-                    return Err(Error::new(
-                        ErrorClass::InvalidInput,
-                        ErrorCode::Validation,
-                        "the request was rejected before it was sent",
-                    )
-                    .with_context(error.to_string()));
-                }
-                let failure = classify(&error, live.client.connection().is_ended(), flight);
+                let failure = classify(&error, stream_ended, flight);
                 Err(self.fail(failure).await)
             }
         }
