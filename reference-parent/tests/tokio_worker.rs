@@ -232,7 +232,7 @@ async fn without_a_host_function_the_configured_process_host_runs_granted_comman
 #[tokio::test]
 async fn a_pool_runs_calls_concurrently_and_restarts_a_member_after_a_deadline() {
     use quirl_lua_reference_parent::tokio_worker::WorkerPool;
-    let pool = WorkerPool::start(config(false, 300), 2).await.unwrap();
+    let pool = WorkerPool::start(config(false, 1_000), 2).await.unwrap();
     let before: Vec<u32> = pool.pids().into_iter().map(Option::unwrap).collect();
     assert_eq!(before.len(), 2);
     assert_ne!(before[0], before[1]);
@@ -424,6 +424,9 @@ async fn the_callers_deadline_replaces_the_policys() {
     let soon = std::time::Instant::now() + Duration::from_millis(200);
     let error = worker.call(stuck(), Some(soon)).await.unwrap_err();
     assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
+    // The worker's own clock is a minute away: the parent's kill ended it.
+    let killed = format!("worker {pid} was killed by signal 9 (SIGKILL)");
+    assert!(error.record().context.contains(&killed), "{error:?}");
     assert_gone(pid);
     // Later than the policy's 200 ms: the worker's own wall-time limit
     // answers first, a guest error, and the parent did not kill it.
