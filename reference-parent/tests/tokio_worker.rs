@@ -232,14 +232,18 @@ async fn without_a_host_function_the_configured_process_host_runs_granted_comman
 #[tokio::test]
 async fn a_pool_runs_calls_concurrently_and_restarts_a_member_after_a_deadline() {
     use quirl_lua_reference_parent::tokio_worker::WorkerPool;
-    let pool = WorkerPool::start(config(false, 1_000), 2).await.unwrap();
+    let pool = WorkerPool::start(config(false, 5_000), 2).await.unwrap();
     let before: Vec<u32> = pool.pids().into_iter().map(Option::unwrap).collect();
     assert_eq!(before.len(), 2);
     assert_ne!(before[0], before[1]);
     // Two calls at once (on idle members: neither waits for the other).
     let (a, b) = tokio::join!(pool.eval("return 1"), pool.eval("return 2"));
     assert_eq!((a.unwrap(), b.unwrap()), (json!(1), json!(2)));
-    let stuck = pool.eval("while true do end").await.unwrap_err();
+    let stuck = quirl_lua_protocol::records::Operation::Eval {
+        source: "while true do end".to_owned(),
+    };
+    let soon = std::time::Instant::now() + Duration::from_millis(300);
+    let stuck = pool.call(stuck, Some(soon)).await.unwrap_err();
     assert_eq!(stuck.class(), ErrorClass::Deadline, "{stuck}");
     // Exactly one member's worker was killed and reaped.
     let gone: Vec<u32> = before
