@@ -8,6 +8,7 @@
 
 use quirl_lua_protocol::blocking::ParentClient;
 use quirl_lua_protocol::records::{Operation, OperationResult, Policy};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 
 fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
@@ -15,9 +16,12 @@ fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let program = args
         .next()
         .ok_or("usage: parent WORKER-COMMAND [ARGS...]")?;
-    // SPEC §3.1: requests on stdin, frames on stderr, stdout to /dev/null.
+    // SPEC §3.1: requests on stdin, frames on stderr, stdout to /dev/null,
+    // a process group of its own and a cleared environment.
     let mut child = Command::new(program)
         .args(args)
+        .env_clear()
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

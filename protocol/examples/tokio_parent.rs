@@ -18,8 +18,11 @@ async fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
     let program = args
         .next()
         .ok_or("usage: tokio_parent WORKER-COMMAND [ARGS...]")?;
+    // SPEC §3.1: a process group of its own and a cleared environment.
     let mut child = Command::new(program)
         .args(args)
+        .env_clear()
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

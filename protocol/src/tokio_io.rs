@@ -15,7 +15,10 @@
 //! time ([`ParentConnection::request_at`]): [`call`](ParentClient::call),
 //! [`call_with_host`](ParentClient::call_with_host) (its async host
 //! callback included) and [`next_event_before`](ParentClient::next_event_before)
-//! never wait past the request's deadline (SPEC §10). When it passes the
+//! never wait past the request's deadline (SPEC §10);
+//! [`request_with_deadline`](ParentClient::request_with_deadline) and
+//! [`call_with_host_before`](ParentClient::call_with_host_before) set a
+//! host's own deadline instead of the policy's. When it passes the
 //! error is `deadline_passed` ([`is_timed_out`](ProtocolError::is_timed_out)),
 //! the connection is [`Abandoned`](crate::SessionState::Abandoned) and the
 //! worker must be killed (SPEC §13.2). Cancelling is dropping the future
@@ -278,6 +281,23 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ParentClient<R, W> {
         Ok(id)
     }
 
+    /// [`request`](Self::request), due at `deadline` instead of the
+    /// policy's budget: a host's own deadline, earlier or later, or a
+    /// callback's deadline with its slack (SPEC §17.6; see
+    /// [`ParentConnection::request_with_deadline`]).
+    pub async fn request_with_deadline(
+        &mut self,
+        operation: Operation,
+        deadline: Instant,
+    ) -> Result<u64, ProtocolError> {
+        self.check_writer()?;
+        let id = self
+            .connection
+            .request_with_deadline(operation, Instant::now(), deadline)?;
+        self.send_pending().await?;
+        Ok(id)
+    }
+
     /// Answer the pending host call and write the answer (resumed like
     /// [`request`](Self::request)'s).
     pub async fn host_response(
@@ -332,9 +352,32 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ParentClient<R, W> {
     pub async fn call_with_host(
         &mut self,
         operation: Operation,
-        mut host: impl AsyncFnMut(&HostCall) -> Result<CommandOutcome, ShellError>,
+        host: impl AsyncFnMut(&HostCall) -> Result<CommandOutcome, ShellError>,
     ) -> Result<Result<OperationResult, ShellError>, ProtocolError> {
         self.request(operation).await?;
+        self.answer_until_response(host).await
+    }
+
+    /// [`call_with_host`](Self::call_with_host) due at `deadline` instead
+    /// of the policy's budget (see
+    /// [`request_with_deadline`](Self::request_with_deadline)); the same
+    /// outcomes when it passes.
+    pub async fn call_with_host_before(
+        &mut self,
+        operation: Operation,
+        deadline: Instant,
+        host: impl AsyncFnMut(&HostCall) -> Result<CommandOutcome, ShellError>,
+    ) -> Result<Result<OperationResult, ShellError>, ProtocolError> {
+        self.request_with_deadline(operation, deadline).await?;
+        self.answer_until_response(host).await
+    }
+
+    /// Wait for the response to the request just sent, answering its host
+    /// calls with `host`, under the request's deadline.
+    async fn answer_until_response(
+        &mut self,
+        mut host: impl AsyncFnMut(&HostCall) -> Result<CommandOutcome, ShellError>,
+    ) -> Result<Result<OperationResult, ShellError>, ProtocolError> {
         loop {
             match self.next_event_within(None).await? {
                 Some(ParentEvent::Response { result, .. }) => return Ok(result),

@@ -541,6 +541,36 @@ mod async_adapter {
         worker.await.unwrap();
     }
 
+    /// `call_with_host_before`: the request is due at the host's own
+    /// deadline, here earlier than the policy's minute; a silent worker's
+    /// call ends there, the connection abandoned.
+    #[::tokio::test(flavor = "current_thread")]
+    async fn an_async_call_with_its_own_deadline_ends_there() {
+        let (mut parent, mut worker_end) = pair();
+        ::tokio::io::AsyncWriteExt::write_all(&mut worker_end, &frame(INIT_OK))
+            .await
+            .unwrap();
+        parent.call(init(60_000)).await.unwrap().unwrap();
+        let own = Instant::now() + Duration::from_millis(20);
+        let error = parent
+            .call_with_host_before(eval(), own, async |_: &HostCall| Ok(outcome("")))
+            .await
+            .unwrap_err();
+        assert_refused_as_timed_out(&error);
+        assert!(parent.connection().must_kill());
+
+        // The deadline the connection keeps is the one given, later than
+        // the policy's budget too.
+        let (mut parent, mut worker_end) = pair();
+        ::tokio::io::AsyncWriteExt::write_all(&mut worker_end, &frame(INIT_OK))
+            .await
+            .unwrap();
+        parent.call(init(20)).await.unwrap().unwrap();
+        let later = Instant::now() + Duration::from_secs(3600);
+        parent.request_with_deadline(eval(), later).await.unwrap();
+        assert_eq!(parent.connection().next_deadline(), Some(later));
+    }
+
     /// A silent worker: `call` ends at the request deadline.
     #[::tokio::test(flavor = "current_thread")]
     async fn an_async_call_ends_at_the_request_deadline() {

@@ -51,6 +51,11 @@
 //! - [`worker_command`]: which program is the worker; [`error`]: typed errors;
 //! - [`rlimits`]: the resource limits a worker gets before `exec` (SPEC §18.1).
 //!
+//! - `tokio_worker` (feature `tokio`): the async supervisor, a tokio
+//!   `Worker` with the same spawning, deadlines and kill → reap → drain →
+//!   poison as [`Worker`], and async host-call answering (SPEC §13.2,
+//!   §17);
+//!
 //! - [`lifecycle`]: plugin generations, restart budget and quarantine, pools
 //!   and statistics, built from the outside on [`Worker`] values — a
 //!   poisoned worker is never reused, a new one is spawned.
@@ -83,5 +88,8 @@ pub use error::{Error, ErrorClass};
 pub use process_host::Cancel;
 pub use quirl_lua_protocol::records::{Policy, PolicySettings};
 pub use rlimits::WorkerLimits;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use worker::tokio_worker;
 pub use worker::{Worker, WorkerConfig};
 pub use worker_command::{WORKER_ARGUMENT, WORKER_COMMAND_ENV, WorkerCommand};

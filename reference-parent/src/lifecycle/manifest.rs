@@ -199,7 +199,7 @@ pub struct PluginManifest {
 
 impl PluginManifest {
     /// A plugin named `name` loaded from the file `source`, with
-    /// [`Policy::script`], no grants, no declared environment, the default
+    /// [`Policy::quirl_script_profile`], no grants, no declared environment, the default
     /// worker command (this executable in worker mode) and default
     /// [`PoolOptions`].
     pub fn new(name: impl Into<String>, source: impl Into<PathBuf>) -> Self {

@@ -19,7 +19,7 @@ pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
 /// response pipe to be gone before reporting an escaped holder.
 pub const PIPE_RELEASE_WAIT: Duration = Duration::from_millis(500);
 
-/// How long [`Worker::shutdown`] lets a worker exit on its own after its
+/// How long [`Worker::shutdown`](super::Worker::shutdown) lets a worker exit on its own after its
 /// input is closed, before it is killed.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 

@@ -32,11 +32,15 @@
 
 //!
 //! Submodules, one job each: `config` ([`WorkerConfig`] and the supervision
-//! constants) and `request` (one request's exchange and the mapping of its
-//! failures to errors).
+//! constants), `request` (one request's exchange and the mapping of its
+//! failures to errors) and, with the `tokio` feature, `tokio_worker` (the
+//! same supervision for async hosts).
 
 mod config;
 mod request;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub mod tokio_worker;
 
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};

@@ -1,0 +1,1150 @@
+//! The async supervisor (feature `tokio`): a [`Worker`] with the guarantees
+//! of the blocking [`crate::Worker`], for hosts that run on tokio.
+//!
+//! - **Spawning** is the blocking worker's own (the private `worker_spawn`
+//!   module, run on `spawn_blocking`): its own session and process group
+//!   (or a cgroup of its own), a cleared environment plus the declared
+//!   entries, no descriptors beyond 0–2, the resource limits of SPEC §18.1
+//!   (SPEC §3.1, §17.2). The parent's ends of the pipes become tokio's
+//!   `ChildStdin` and `ChildStderr`, driven by the protocol crate's
+//!   [`ParentClient`], which decodes every frame under SPEC §4–§9.
+//! - **Deadlines** (SPEC §10, §17.6): every request, host calls included,
+//!   is bounded by an absolute deadline, the policy's `wall_time_ms` from
+//!   its sending unless the caller gives one (`startup_timeout` for
+//!   `initialize`), kept by the connection on tokio's clock.
+//! - **Failure** (SPEC §13.2, §17.4): on a deadline, a crash, a
+//!   violation or a cancellation, the handle closes the worker's stdin, kills the worker's
+//!   whole tree and reaps it (the blocking worker's kill, on
+//!   `spawn_blocking`: one group `SIGKILL` while the worker is unreaped,
+//!   `cgroup.kill` first in cgroup mode), drains its output until end of
+//!   file (at most [`PIPE_RELEASE_WAIT`]), poisons itself and returns a
+//!   typed [`Error`]. Later calls fail at once with
+//!   [`ErrorClass::Unavailable`]; [`Worker::restart`] starts a fresh worker
+//!   from the same configuration.
+//! - **Operations**: [`Worker::call`] runs any operation; `eval`,
+//!   `check`, `load_config`, `load_plugin`, `render_prompt`, `complete`,
+//!   `contribution`, `run`, `plugin_command`, `event` and `test` are the
+//!   blocking worker's typed shortcuts, callbacks held to the deadlines
+//!   their plugin declared plus the slack (SPEC §17.6).
+//! - **Host calls** (SPEC §16) are answered by an async function
+//!   ([`Worker::call_with_host`]), raced against the request's deadline,
+//!   or by the configured process host on `spawn_blocking`
+//!   ([`Worker::call`], [`Worker::eval`]). A host function answers only
+//!   calls the session accepted (`initialize` enabled process access); it
+//!   enforces its own grants.
+//! - **Pool**: [`WorkerPool`] runs calls on a few such workers and
+//!   restarts a failed member on its next call.
+//! - **End**: [`Worker::shutdown`] closes stdin and lets the worker exit
+//!   (SPEC §3.3); dropping the handle kills the tree and reaps the worker
+//!   synchronously (a `SIGKILL` and a `waitpid`: milliseconds, at most
+//!   the kill's own reap bound) so that nothing outlives it (SPEC §17.1).
+//!
+//! The handle needs a tokio runtime with I/O and time enabled (as
+//! `#[tokio::main]` and `#[tokio::test]` build it); either runtime flavor.
+//! tokio's own process driver waits only for the children tokio spawned
+//! (by pid), so it never reaps a worker behind the handle: the group kill
+//! is still sent while the worker is unreaped (SPEC §13.2-b, §17.3).
+//!
+//! While a request is in flight, a task on `spawn_blocking` sleeps in one
+//! `ppoll` over the worker's pidfd and the cancellation token (the private
+//! `Watcher`), as the blocking worker's wait does (SPEC §17.3): a worker
+//! that exits mid-request (even while a descendant keeps its output open)
+//! or a fired [`Cancel`] token of the configuration ends the request at
+//! once. Dropping a call's future (a `select!` branch or a
+//! `tokio::time::timeout` that won) cancels the request too: the worker is
+//! killed and reaped right there, synchronously, and the handle is
+//! poisoned. The cost of the watch is one blocking-pool thread per request
+//! in flight (tokio reuses them); it ends with its request.
+
+use std::future::Future;
+use std::process::ExitStatus;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use ::tokio::io::AsyncReadExt;
+use ::tokio::process::{ChildStderr, ChildStdin};
+use ::tokio::task::spawn_blocking;
+use quirl_lua_protocol::records::{
+    CommandOutcome, ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext,
+    ExecutionOutcome, ExtensionEvent, HostCall, Operation, OperationResult, PluginRegistrations,
+    Policy, QuirlConfig, ShellError,
+};
+use quirl_lua_protocol::tokio_io::ParentClient;
+use quirl_lua_protocol::{ErrorKind as ProtocolErrorKind, ProtocolError};
+use serde_json::Value;
+
+use super::request::violation;
+use super::{Flight, PIPE_RELEASE_WAIT, SHUTDOWN_GRACE, WorkerConfig};
+use crate::callback_deadline::{COMPLETION_DEADLINE, CallbackDeadlines, callback_deadline};
+use crate::error::{Error, ErrorClass};
+use crate::process_host::{Cancel, ProcessHostConfig, run_host_call};
+use crate::worker_kill::{Termination, WorkerProcess, describe_status};
+use crate::worker_spawn;
+
+/// How long, after the worker process exited mid-request, its output may
+/// take to deliver what is left and end, before the exit is reported: only
+/// a process outside the worker that holds the output makes it wait.
+const EXIT_GRACE: Duration = Duration::from_millis(100);
+
+/// What a host function answers to a host call (SPEC §6.7).
+pub type HostAnswer = Result<CommandOutcome, ShellError>;
+
+/// A supervised worker process driven from tokio (see the module docs).
+pub struct Worker {
+    config: WorkerConfig,
+    live: Option<Live>,
+    poisoned_by: Option<(ErrorClass, String)>,
+    cancel: Cancel,
+    process_host: ProcessHostConfig,
+    pid: u32,
+    cgroup_contained: bool,
+    /// Deadlines declared by the plugin this worker loaded (SPEC §17.6).
+    callbacks: CallbackDeadlines,
+    /// A request is in flight: set before it is sent, cleared when its
+    /// call returns. Still set at the next call, it means the caller
+    /// dropped the previous call's future (which killed the worker).
+    in_flight: Option<Flight>,
+}
+
+/// The parts that exist only while the worker runs. Declared in drop
+/// order: the pipes close first (stdin: SPEC §13.2 step 1), then the
+/// process is killed and reaped.
+struct Live {
+    client: ParentClient<ChildStderr, ChildStdin>,
+    process: WorkerProcess,
+    /// The last response was a guest error: the worker may have retired
+    /// its VM after it and exited (SPEC §13.1-a, §17.4).
+    after_guest_error: bool,
+}
+
+impl Worker {
+    /// Spawn the worker contained and initialize it (SPEC §17.2); ready on
+    /// success. Any failure after the process exists kills and reaps it
+    /// before the error is returned.
+    pub async fn spawn(config: WorkerConfig) -> Result<Self, Error> {
+        let process_host = config.process_host_config()?;
+        let cancel = config.cancel.clone().unwrap_or_default();
+        let (process, client, cgroup_contained) = start(&config).await?;
+        let pid = process.pid();
+        let mut worker = Self {
+            live: Some(Live {
+                client,
+                process,
+                after_guest_error: false,
+            }),
+            poisoned_by: None,
+            cancel,
+            process_host,
+            pid,
+            cgroup_contained,
+            callbacks: CallbackDeadlines::default(),
+            in_flight: None,
+            config,
+        };
+        let initialize = Operation::initialize(
+            worker.config.policy,
+            worker.config.grants.clone(),
+            worker.config.process_enabled,
+        );
+        match worker.exchange(initialize, None, refuse_host_call).await {
+            Ok(_) => Ok(worker),
+            Err(error) if error.class() == ErrorClass::Guest => {
+                let error = error
+                    .with_class(ErrorClass::Spawn)
+                    .with_context("the worker refused initialize");
+                Err(worker.fail(error).await)
+            }
+            Err(error) => Err(error.with_context("while initializing the worker")),
+        }
+    }
+
+    /// Run one operation under `deadline` (default: now plus the policy's
+    /// wall time, SPEC §10) and return its result, re-validated for that
+    /// operation; host calls are answered by the configured process host
+    /// (SPEC §16) on `spawn_blocking`, inside the same deadline.
+    pub async fn call(
+        &mut self,
+        operation: Operation,
+        deadline: Option<Instant>,
+    ) -> Result<OperationResult, Error> {
+        // The request's deadline bounds each host command too (SPEC §17.6).
+        let due = deadline.unwrap_or_else(|| Instant::now() + self.wall_time());
+        let config = self.process_host.clone();
+        let cancel = self.cancel.clone();
+        let host = async move |call: &HostCall| {
+            run_process_host(config.clone(), call.clone(), due, cancel.clone()).await
+        };
+        self.exchange(operation, deadline, host).await
+    }
+
+    /// [`call`](Self::call), with host calls answered by the async
+    /// function `host` (raced against the request's deadline: its future
+    /// is dropped when the deadline passes, and the worker is killed).
+    pub async fn call_with_host(
+        &mut self,
+        operation: Operation,
+        deadline: Option<Instant>,
+        host: impl AsyncFnMut(&HostCall) -> HostAnswer,
+    ) -> Result<OperationResult, Error> {
+        self.exchange(operation, deadline, host).await
+    }
+
+    /// Evaluate a Lua chunk and return its value.
+    pub async fn eval(&mut self, source: &str) -> Result<Value, Error> {
+        let result = self.call(eval(source), None).await?;
+        self.value_of(result).await
+    }
+
+    /// [`eval`](Self::eval) with host calls answered by `host` (see
+    /// [`call_with_host`](Self::call_with_host)).
+    pub async fn eval_with_host(
+        &mut self,
+        source: &str,
+        host: impl AsyncFnMut(&HostCall) -> HostAnswer,
+    ) -> Result<Value, Error> {
+        let result = self.call_with_host(eval(source), None, host).await?;
+        self.value_of(result).await
+    }
+
+    /// Check that a source compiles, without running it.
+    pub async fn check(&mut self, source: &str, source_name: &str) -> Result<(), Error> {
+        let operation = Operation::Check {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+        };
+        match self.call(operation, None).await? {
+            OperationResult::Null => Ok(()),
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Evaluate a configuration file's source.
+    pub async fn load_config(
+        &mut self,
+        source: &str,
+        source_name: &str,
+    ) -> Result<QuirlConfig, Error> {
+        let operation = Operation::LoadConfig {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+        };
+        match self.call(operation, None).await? {
+            OperationResult::Config(config) => Ok(config),
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Load a plugin and return what it registered; its callbacks are then
+    /// held to their declared deadlines (SPEC §17.6).
+    pub async fn load_plugin(
+        &mut self,
+        source: &str,
+        source_name: &str,
+    ) -> Result<PluginRegistrations, Error> {
+        let operation = Operation::LoadPlugin {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+        };
+        match self.call(operation, None).await? {
+            OperationResult::Plugin(registrations) => {
+                self.callbacks = CallbackDeadlines::new(&registrations);
+                Ok(registrations)
+            }
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Render a registered prompt segment (`None`: it chose not to render).
+    pub async fn render_prompt(
+        &mut self,
+        name: &str,
+        context: Value,
+    ) -> Result<Option<String>, Error> {
+        let declared = self.callbacks.prompt(name);
+        let operation = Operation::RenderPrompt {
+            name: name.to_owned(),
+            context,
+        };
+        match self.call_callback(operation, declared).await? {
+            OperationResult::Prompt(text) => Ok(text),
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Ask a registered completion provider.
+    pub async fn complete(&mut self, command: &str, context: Value) -> Result<Value, Error> {
+        let operation = Operation::Complete {
+            command: command.to_owned(),
+            context,
+        };
+        let result = self
+            .call_callback(operation, Some(COMPLETION_DEADLINE))
+            .await?;
+        self.value_of(result).await
+    }
+
+    /// Invoke a registered contribution.
+    pub async fn contribution(
+        &mut self,
+        kind: ContributionKind,
+        name: &str,
+        context: Value,
+    ) -> Result<Value, Error> {
+        let declared = self.callbacks.contribution(kind, name);
+        let operation = Operation::Contribution {
+            kind,
+            name: name.to_owned(),
+            context,
+        };
+        let result = self.call_callback(operation, declared).await?;
+        self.value_of(result).await
+    }
+
+    /// Run a runner module with an execution context.
+    pub async fn run(
+        &mut self,
+        source: &str,
+        source_name: &str,
+        context: ExecutionContext,
+    ) -> Result<ExecutionOutcome, Error> {
+        let operation = Operation::Run {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+            context,
+        };
+        match self.call(operation, None).await? {
+            OperationResult::Outcome(outcome) => Ok(outcome),
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Run a registered plugin command. `timeout` is its own deadline
+    /// (`deadline_ms`, sent to the worker); the parent kills the worker at
+    /// that deadline plus the callback slack (SPEC §17.6).
+    pub async fn plugin_command(
+        &mut self,
+        name: &str,
+        context: ExecutionContext,
+        timeout: Duration,
+    ) -> Result<ExecutionOutcome, Error> {
+        let deadline_ms = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let operation = Operation::PluginCommand {
+            name: name.to_owned(),
+            context,
+            deadline_ms,
+        };
+        let declared = Some(Duration::from_millis(deadline_ms));
+        match self.call_callback(operation, declared).await? {
+            OperationResult::Outcome(outcome) => Ok(outcome),
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Dispatch an extension event to the plugin's subscribers.
+    pub async fn event(&mut self, event: ExtensionEvent) -> Result<Vec<EventHandlerReport>, Error> {
+        let declared = self.callbacks.event(&event);
+        match self
+            .call_callback(Operation::Event { event }, declared)
+            .await?
+        {
+            OperationResult::Reports(reports) => Ok(reports),
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Run a test file and return how many tests ran.
+    pub async fn test(&mut self, source: &str, source_name: &str) -> Result<u64, Error> {
+        let operation = Operation::Test {
+            source: source.to_owned(),
+            source_name: source_name.to_owned(),
+        };
+        match self.call(operation, None).await? {
+            OperationResult::TestCount(count) => Ok(count),
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Replace this worker with a fresh one spawned from the same
+    /// configuration (e.g. after a deadline poisoned it). The old worker,
+    /// if still running, is killed, reaped and drained first.
+    pub async fn restart(&mut self) -> Result<(), Error> {
+        if let Some(live) = self.live.take() {
+            let _ = retire(live).await;
+        }
+        self.in_flight = None;
+        self.poisoned_by = Some((
+            ErrorClass::Unavailable,
+            "the worker was replaced by a restart".to_owned(),
+        ));
+        *self = Self::spawn(self.config.clone()).await?;
+        Ok(())
+    }
+
+    /// End the worker cleanly (SPEC §3.3): close its input, give it
+    /// [`SHUTDOWN_GRACE`] to end its stream on its own, then kill whatever
+    /// is left of its tree and reap it. An error unless the worker exited
+    /// with status 0 by itself.
+    pub async fn shutdown(mut self) -> Result<(), Error> {
+        if self.in_flight.is_some() {
+            let error = abandoned(self.in_flight);
+            return Err(self.fail(error).await);
+        }
+        let Some(mut live) = self.live.take() else {
+            return Err(self.unavailable());
+        };
+        self.poisoned_by = Some((
+            ErrorClass::Unavailable,
+            "the worker was shut down".to_owned(),
+        ));
+        let grace = Instant::now() + SHUTDOWN_GRACE;
+        let closed = live.client.close_writer().await;
+        let ended = match closed {
+            Ok(()) => ::tokio::time::timeout_at(grace.into(), live.client.next_event()).await,
+            Err(error) => Ok(Err(error)),
+        };
+        // The end of its stream may come before the end of the process:
+        // let it exit by itself before the kill (as the blocking worker's
+        // shutdown does).
+        if matches!(ended, Ok(Ok(None))) {
+            exited_by(&live.process, grace).await;
+        }
+        let (status, mut problems) = retire(live).await;
+        match ended {
+            Ok(Ok(None)) => {}
+            Ok(Ok(Some(event))) => problems.push(format!(
+                "the worker sent a frame after its input was closed: {event:?}"
+            )),
+            Ok(Err(error)) => problems.push(format!("ending the session: {error}")),
+            Err(_) => problems.push(format!(
+                "the worker's stream was still open {} ms after its input was closed",
+                SHUTDOWN_GRACE.as_millis()
+            )),
+        }
+        if problems.is_empty() && status.is_some_and(|status| status.success()) {
+            return Ok(());
+        }
+        let mut error = Error::new(
+            ErrorClass::WorkerCrashed,
+            ErrorCode::Lua,
+            "the Lua worker did not exit cleanly",
+        );
+        if let Some(status) = status {
+            error = error.with_context(format!("worker {} {}", self.pid, describe_status(status)));
+        }
+        for problem in problems {
+            error = error.with_context(format!("cleanup: {problem}"));
+        }
+        Err(error)
+    }
+
+    /// The worker's process id (also its process-group and session id).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// `cgroup` when the worker runs in a cgroup of its own, otherwise
+    /// `process-group` (SPEC §17.2–17.3).
+    pub fn containment_mode(&self) -> &'static str {
+        if self.cgroup_contained {
+            "cgroup"
+        } else {
+            "process-group"
+        }
+    }
+
+    /// Whether an earlier failure (or an abandoned call) ended this
+    /// worker: a call would fail without a [`restart`](Self::restart).
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned_by.is_some() || self.in_flight.is_some() || self.live.is_none()
+    }
+
+    /// The policy the worker was initialized with.
+    pub fn policy(&self) -> Policy {
+        self.config.policy
+    }
+
+    fn wall_time(&self) -> Duration {
+        Duration::from_millis(self.config.policy.wall_time_ms())
+    }
+
+    async fn value_of(&mut self, result: OperationResult) -> Result<Value, Error> {
+        match result {
+            OperationResult::Value(value) => Ok(value),
+            other => Err(self.mis_shaped(&other).await),
+        }
+    }
+
+    /// Unreachable in practice: the session decodes each result for the
+    /// operation in flight. A typed error (and the kill) rather than a
+    /// panic.
+    async fn mis_shaped(&mut self, result: &OperationResult) -> Error {
+        let error = Error::new(
+            ErrorClass::ProtocolViolation,
+            ErrorCode::Validation,
+            "the Lua worker's result does not fit the operation",
+        )
+        .with_context(format!("result: {result:?}"));
+        self.fail(error).await
+    }
+
+    /// Run a callback under its declared deadline plus the slack (capped
+    /// by the policy's wall time; SPEC §17.6). `None`: no declaration
+    /// known, the request's own deadline applies.
+    async fn call_callback(
+        &mut self,
+        operation: Operation,
+        declared: Option<Duration>,
+    ) -> Result<OperationResult, Error> {
+        let started = Instant::now();
+        let request = started + self.wall_time();
+        let deadline = declared.map_or(request, |d| callback_deadline(started, d, request));
+        self.call(operation, Some(deadline)).await
+    }
+
+    fn unavailable(&self) -> Error {
+        let mut error = Error::new(
+            ErrorClass::Unavailable,
+            ErrorCode::Lua,
+            "the Lua worker is unavailable",
+        )
+        .with_help("start a new worker (restart); a failed worker is never reused");
+        if let Some((kind, message)) = &self.poisoned_by {
+            error = error.with_context(format!(
+                "worker {} ended earlier ({kind}): {message}",
+                self.pid
+            ));
+        }
+        error
+    }
+
+    /// Send one request and wait for its response, answering host calls
+    /// with `host`, under the request's deadline.
+    async fn exchange(
+        &mut self,
+        operation: Operation,
+        deadline: Option<Instant>,
+        host: impl AsyncFnMut(&HostCall) -> HostAnswer,
+    ) -> Result<OperationResult, Error> {
+        if self.in_flight.is_some() {
+            let error = abandoned(self.in_flight);
+            return Err(self.fail(error).await);
+        }
+        if self.cancel.is_cancelled() && self.live.is_some() {
+            let error = Error::new(
+                ErrorClass::Cancelled,
+                ErrorCode::ResourceLimit,
+                "the Lua request was cancelled",
+            )
+            .with_context("the worker's cancellation token fired before the request was sent")
+            .with_help("the worker was killed; start a new one");
+            return Err(self.fail(error).await);
+        }
+        let budget = match &operation {
+            Operation::Initialize { .. } => self.config.startup_timeout,
+            _ => self.wall_time(),
+        };
+        // Out of the handle while the request runs: if the caller drops
+        // this future, `live` is dropped with it, which closes the pipes
+        // and kills and reaps the worker there and then (SPEC §13.2).
+        let Some(mut live) = self.live.take() else {
+            return Err(self.unavailable());
+        };
+        let started = Instant::now();
+        let own = started + budget;
+        let flight = Flight {
+            id: live.client.connection().next_request_id(),
+            operation: operation.kind().as_str(),
+            started,
+            deadline: deadline.unwrap_or(own),
+        };
+        self.in_flight = Some(flight);
+        // The pinned call borrows the client until this block ends.
+        let outcome = {
+            let mut watcher = Watcher::start(&live.process, &self.cancel, flight.deadline);
+            // The connection keeps the deadline (SPEC §10) and gives the
+            // request up when it passes, host calls included.
+            let call = live
+                .client
+                .call_with_host_before(operation, flight.deadline, host);
+            let mut call = std::pin::pin!(call);
+            let event = match watcher.as_mut() {
+                Some(watcher) => {
+                    let mut watched = std::pin::pin!(watcher.wait());
+                    std::future::poll_fn(|context| {
+                        if let Poll::Ready(outcome) = call.as_mut().poll(context) {
+                            return Poll::Ready(Ok(outcome));
+                        }
+                        watched.as_mut().poll(context).map(Err)
+                    })
+                    .await
+                }
+                None => Ok(call.as_mut().await),
+            };
+            match event {
+                Ok(outcome) => outcome,
+                Err(Watched::Cancelled) => Err(ProtocolError::new(
+                    ProtocolErrorKind::Cancelled,
+                    "the worker's cancellation token fired",
+                )),
+                // Output already in the pipe comes first (a last frame written
+                // just before exiting, SPEC §17.3): with no other holder, the
+                // stream ends at once; a holder outside the worker gets
+                // EXIT_GRACE.
+                Err(Watched::Exited) => {
+                    match ::tokio::time::timeout(EXIT_GRACE, call.as_mut()).await {
+                        Ok(outcome) => outcome,
+                        Err(_) => Err(ProtocolError::new(
+                            ProtocolErrorKind::UnexpectedEnd,
+                            "the worker process exited while another process kept its output open",
+                        )),
+                    }
+                }
+            }
+        };
+        self.in_flight = None;
+        // An answer first seen at or after the deadline is late: the
+        // parent's clock wins over the worker's own wall-time answer
+        // (SPEC §17.3), as in the blocking worker.
+        let outcome = match outcome {
+            Ok(_) if Instant::now() >= flight.deadline => Err(ProtocolError::new(
+                ProtocolErrorKind::DeadlinePassed,
+                "the answer arrived after the request's deadline",
+            )),
+            outcome => outcome,
+        };
+        // A failure keeps the flag of the last answer: a worker gone after
+        // a guest error may have retired (SPEC §17.4).
+        if let Ok(answer) = &outcome {
+            live.after_guest_error = answer.is_err();
+        }
+        let stream_ended = live.client.connection().is_ended();
+        let untouched = {
+            let connection = live.client.connection();
+            !connection.must_kill() && !stream_ended && connection.in_flight().is_none()
+        };
+        self.live = Some(live);
+        match outcome {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(record)) => Err(Error::guest(record)),
+            Err(error) if error.kind() == ProtocolErrorKind::InvalidUse && untouched => {
+                Err(Error::new(
+                    ErrorClass::InvalidInput,
+                    ErrorCode::Validation,
+                    "the request was rejected before it was sent",
+                )
+                .with_context(error.to_string()))
+            }
+            Err(error) => {
+                let failure = classify(&error, stream_ended, flight);
+                Err(self.fail(failure).await)
+            }
+        }
+    }
+
+    /// Close stdin, kill the tree, reap, drain, poison (SPEC §13.2 steps
+    /// 1–5); return `error` with what happened and any cleanup problem as
+    /// context (step 6).
+    async fn fail(&mut self, error: Error) -> Error {
+        let mut error = error;
+        self.in_flight = None;
+        if let Some(live) = self.live.take() {
+            let after_guest_error = live.after_guest_error;
+            let (status, problems) = retire(live).await;
+            // A worker that answered with an error and then exited 0
+            // retired its VM on purpose (SPEC §17.4): not a crash.
+            if error.class() == ErrorClass::WorkerCrashed
+                && after_guest_error
+                && status.is_some_and(|status| status.success())
+            {
+                error = Error::new(
+                    ErrorClass::Unavailable,
+                    ErrorCode::Lua,
+                    "the Lua worker retired after the previous request's error",
+                )
+                .with_context(format!(
+                    "the worker ended its session after answering with an error ({})",
+                    error.record().context.first().map_or("", String::as_str)
+                ))
+                .with_help("start a new worker; a VM whose limit tripped is not reused");
+            }
+            error = match status {
+                Some(status) => {
+                    error.with_context(format!("worker {} {}", self.pid, describe_status(status)))
+                }
+                None => error.with_context(format!("worker {} was not reaped here", self.pid)),
+            };
+            for problem in problems {
+                error = error.with_context(format!("cleanup: {problem}"));
+            }
+        }
+        if self.poisoned_by.is_none() {
+            self.poisoned_by = Some((error.class(), error.message().to_owned()));
+        }
+        error
+    }
+}
+
+impl Drop for Worker {
+    /// Kill the tree and reap the worker, here and now (SPEC §17.1): the
+    /// pipes close, one group `SIGKILL`, one `waitpid`.
+    fn drop(&mut self) {
+        if let Some(live) = self.live.take() {
+            let Live {
+                client,
+                mut process,
+                ..
+            } = live;
+            drop(client);
+            let _ = process.kill_tree_and_reap();
+        }
+    }
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("pid", &self.pid)
+            .field("policy", &self.config.policy)
+            .field("poisoned_by", &self.poisoned_by)
+            .finish_non_exhaustive()
+    }
+}
+
+fn eval(source: &str) -> Operation {
+    Operation::Eval {
+        source: source.to_owned(),
+    }
+}
+
+/// Run one host call with the configured process host (SPEC §16.6) on
+/// `spawn_blocking`, bounded by the request's deadline `due`; if the
+/// request's future is dropped, the task still ends by `due`.
+// The error record is the wire's own type (SPEC §6.9), as in the protocol
+// crate's host callbacks; boxing it here would only differ from them.
+#[allow(clippy::result_large_err)]
+async fn run_process_host(
+    config: ProcessHostConfig,
+    call: HostCall,
+    due: Instant,
+    cancel: Cancel,
+) -> HostAnswer {
+    let task = spawn_blocking(move || run_host_call(&config, &call, due, &cancel).result);
+    match task.await {
+        Ok(answer) => answer,
+        Err(error) => Err(ShellError::new(
+            ErrorCode::ProcessSpawn,
+            format!("the host command's task failed: {error}"),
+        )),
+    }
+}
+
+/// What ended a [`Watcher`]'s wait.
+#[derive(Debug, Clone, Copy)]
+enum Watched {
+    /// The worker's cancellation token fired.
+    Cancelled,
+    /// The worker process exited (its pidfd became readable).
+    Exited,
+}
+
+/// The wait of the blocking worker for a request's other ends (SPEC §17.1,
+/// §17.3): one `ppoll` over the worker's pidfd and the cancellation
+/// token's eventfd, on `spawn_blocking`, until the request's deadline. The
+/// task also polls the read end of a pipe whose write end this value
+/// holds: dropping it (the request ended, or its future was dropped)
+/// closes that end and the task ends at once.
+struct Watcher {
+    task: ::tokio::task::JoinHandle<Option<Watched>>,
+    _stop: std::os::fd::OwnedFd,
+}
+
+impl Watcher {
+    /// `None` when there is nothing to watch (no pidfd, no eventfd) or no
+    /// descriptor for the stop pipe: the request then ends at its deadline.
+    fn start(process: &WorkerProcess, cancel: &Cancel, deadline: Instant) -> Option<Self> {
+        let exit = process
+            .exit_fd()
+            .and_then(|fd| fd.try_clone_to_owned().ok());
+        let wake = cancel.register().ok();
+        if exit.is_none() && wake.is_none() {
+            return None;
+        }
+        let (stop_read, stop) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
+        let cancel = cancel.clone();
+        let task = spawn_blocking(move || {
+            use crate::poll::{PollFlags, fired, interest, wait_until};
+            use std::os::fd::AsFd;
+            let mut fds = vec![interest(stop_read.as_fd(), PollFlags::IN)];
+            fds.extend(exit.iter().map(|fd| interest(fd.as_fd(), PollFlags::IN)));
+            fds.extend(wake.iter().map(|fd| interest(fd.as_fd(), PollFlags::IN)));
+            let exit_slot = exit.as_ref().map(|_| 1);
+            loop {
+                if cancel.is_cancelled() {
+                    return Some(Watched::Cancelled);
+                }
+                match wait_until(&mut fds, deadline) {
+                    Ok(true) => {}
+                    // The deadline passed (the request's own timer reports
+                    // it) or the wait failed: nothing more to watch.
+                    _ => return None,
+                }
+                if fds.first().is_some_and(|slot| fired(slot, PollFlags::IN)) {
+                    return None;
+                }
+                if cancel.is_cancelled() {
+                    return Some(Watched::Cancelled);
+                }
+                if exit_slot
+                    .and_then(|slot| fds.get(slot))
+                    .is_some_and(|slot| fired(slot, PollFlags::IN))
+                {
+                    return Some(Watched::Exited);
+                }
+            }
+        });
+        Some(Self { task, _stop: stop })
+    }
+
+    /// What ended the wait; pending forever if it ended with nothing to
+    /// report (the deadline is the request's own timer).
+    async fn wait(&mut self) -> Watched {
+        match (&mut self.task).await {
+            Ok(Some(watched)) => watched,
+            _ => std::future::pending().await,
+        }
+    }
+}
+
+/// The host function of `initialize`, which runs no guest code.
+async fn refuse_host_call(_: &HostCall) -> HostAnswer {
+    Err(ShellError::new(
+        ErrorCode::InvalidCommand,
+        "no host call is answered during initialize",
+    ))
+}
+
+/// The error of a call whose future was dropped while its request was in
+/// flight: the worker's state is unknown, so it is killed.
+fn abandoned(flight: Option<Flight>) -> Error {
+    let what = flight.map_or_else(
+        || "a request".to_owned(),
+        |flight| format!("request {} ({})", flight.id, flight.operation),
+    );
+    Error::new(
+        ErrorClass::Cancelled,
+        ErrorCode::ResourceLimit,
+        "the Lua request was cancelled",
+    )
+    .with_context(format!(
+        "the future of {what} was dropped before its answer arrived"
+    ))
+    .with_help("the worker was killed; start a new one (restart)")
+}
+
+/// Spawn the worker on `spawn_blocking` and wrap its pipes for tokio.
+async fn start(
+    config: &WorkerConfig,
+) -> Result<(WorkerProcess, ParentClient<ChildStderr, ChildStdin>, bool), Error> {
+    let spawn_failed = |command: &str, why: String| {
+        Error::new(
+            ErrorClass::Spawn,
+            ErrorCode::ProcessSpawn,
+            "could not start the Lua worker",
+        )
+        .with_context(format!("worker command `{command}`: {why}"))
+        .with_help("check the worker command (--worker or QUIRL_LUA_WORKER)")
+    };
+    let command = config.command.to_string();
+    let owned = config.clone();
+    // If this future is dropped, the task still ends: a worker it started
+    // is dropped there, which kills and reaps it.
+    let spawned = spawn_blocking(move || {
+        let cgroup = owned.worker_cgroup()?;
+        let contained = cgroup.is_some();
+        worker_spawn::spawn(&owned.command, &owned.limits, cgroup)
+            .map(|spawned| (spawned, contained))
+            .map_err(|error| spawn_failed(&owned.command.to_string(), error.to_string()))
+    })
+    .await
+    .map_err(|error| spawn_failed(&command, format!("the spawning task failed: {error}")))??;
+    let (spawned, contained) = spawned;
+    let pipes =
+        ChildStdin::from_std(std::process::ChildStdin::from(spawned.input)).and_then(|stdin| {
+            ChildStderr::from_std(std::process::ChildStderr::from(spawned.output))
+                .map(|stderr| (stdin, stderr))
+        });
+    match pipes {
+        Ok((stdin, stderr)) => Ok((spawned.process, ParentClient::new(stderr, stdin), contained)),
+        Err(error) => {
+            let termination = kill_and_reap(spawned.process).await;
+            let mut failure = spawn_failed(
+                &command,
+                format!("registering its pipes with tokio failed: {error}"),
+            );
+            for problem in termination.problems {
+                failure = failure.with_context(format!("cleanup: {problem}"));
+            }
+            Err(failure)
+        }
+    }
+}
+
+/// Wait, on `spawn_blocking`, until the worker process exits (its pidfd
+/// is readable) or `until` passes; whether it exited (`false` without a
+/// pidfd). Reaps nothing.
+async fn exited_by(process: &WorkerProcess, until: Instant) -> bool {
+    let Some(pidfd) = process
+        .exit_fd()
+        .and_then(|fd| fd.try_clone_to_owned().ok())
+    else {
+        return false;
+    };
+    spawn_blocking(move || {
+        use std::os::fd::AsFd;
+        let mut fds = [crate::poll::interest(
+            pidfd.as_fd(),
+            crate::poll::PollFlags::IN,
+        )];
+        matches!(crate::poll::wait_until(&mut fds, until), Ok(true))
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// The blocking worker's kill and reap (SPEC §17.4 steps 2–5), on
+/// `spawn_blocking`: it waits on the worker's pidfd for the kill to land.
+/// The task owns the process, so it finishes even if this future is
+/// dropped.
+async fn kill_and_reap(mut process: WorkerProcess) -> Termination {
+    spawn_blocking(move || process.kill_tree_and_reap())
+        .await
+        .unwrap_or_else(|error| Termination {
+            status: None,
+            problems: vec![format!("the kill-and-reap task failed: {error}")],
+        })
+}
+
+/// Close stdin, kill the tree, reap, then drain the output until end of
+/// file, which proves no process of the tree still holds it (SPEC §13.2).
+async fn retire(live: Live) -> (Option<ExitStatus>, Vec<String>) {
+    let Live {
+        client, process, ..
+    } = live;
+    let (_, mut output, input) = client.into_parts();
+    drop(input);
+    let termination = kill_and_reap(process).await;
+    let mut problems = termination.problems;
+    let mut sink = vec![0; 16 * 1024];
+    let drain = async {
+        loop {
+            if output.read(&mut sink).await? == 0 {
+                return Ok::<(), std::io::Error>(());
+            }
+        }
+    };
+    match ::tokio::time::timeout(PIPE_RELEASE_WAIT, drain).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => problems.push(format!("draining the response pipe failed: {error}")),
+        Err(_) => problems.push(format!(
+            "the response pipe was still open {} ms after the kill: a process outside the worker's process group holds it",
+            PIPE_RELEASE_WAIT.as_millis()
+        )),
+    }
+    (termination.status, problems)
+}
+
+/// The error class of a failed exchange (SPEC §17.5).
+fn classify(error: &ProtocolError, stream_ended: bool, flight: Flight) -> Error {
+    let budget = flight
+        .deadline
+        .saturating_duration_since(flight.started)
+        .as_millis();
+    let during = format!("request {} ({})", flight.id, flight.operation);
+    match error.kind() {
+        _ if error.is_timed_out() => Error::new(
+            ErrorClass::Deadline,
+            ErrorCode::ResourceLimit,
+            "the Lua request exceeded its deadline",
+        )
+        .with_context(format!("deadline {budget} ms after {during} started"))
+        .with_help("reduce the work or raise the wall time; the worker was killed"),
+        ProtocolErrorKind::Cancelled => Error::new(
+            ErrorClass::Cancelled,
+            ErrorCode::ResourceLimit,
+            "the Lua request was cancelled",
+        )
+        .with_context(format!(
+            "cancelled {} ms into {during}",
+            flight.started.elapsed().as_millis()
+        ))
+        .with_help("the worker was killed; start a new one"),
+        // The adapter's "stream ended before the response" is `invalid_use`
+        // on an ended stream; a retired worker and a stream that ended at a
+        // frame boundary mid-request are the same crash to the caller.
+        ProtocolErrorKind::UnexpectedEnd | ProtocolErrorKind::WorkerRetired => {
+            crashed(&format!("{} during {during}", error.message()))
+        }
+        ProtocolErrorKind::InvalidUse if stream_ended => crashed(&format!(
+            "the worker closed its response stream during {during}"
+        )),
+        ProtocolErrorKind::IoError => Error::new(
+            ErrorClass::WorkerCrashed,
+            ErrorCode::Lua,
+            "the Lua worker's pipes failed",
+        )
+        .with_context(format!("{error} during {during}"))
+        .with_help("the worker was killed; start a new one"),
+        _ => violation(error, flight),
+    }
+}
+
+fn crashed(how: &str) -> Error {
+    Error::new(
+        ErrorClass::WorkerCrashed,
+        ErrorCode::Lua,
+        "the Lua worker ended without answering",
+    )
+    .with_context(how.to_owned())
+    .with_help("the worker crashed or exited; start a new one")
+}
+
+/// A small pool of async workers started from one configuration.
+///
+/// Each call goes to an idle member (round-robin among the idle ones) or
+/// waits for the next member in turn; the pool owns no task. A member
+/// whose worker failed (deadline, crash, violation: the worker was killed
+/// and reaped then, SPEC §13.2) is restarted from the configuration on its
+/// next call. This is not the blocking lifecycle layer (SPEC §17.7): it
+/// keeps no restart budget, quarantine or statistics.
+pub struct WorkerPool {
+    config: WorkerConfig,
+    members: Vec<::tokio::sync::Mutex<Worker>>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl WorkerPool {
+    /// Start `size` workers (at least one). If one fails to start, those
+    /// already started are killed and reaped (dropped) and its error is
+    /// returned.
+    pub async fn start(config: WorkerConfig, size: usize) -> Result<Self, Error> {
+        if size == 0 {
+            return Err(Error::new(
+                ErrorClass::InvalidInput,
+                ErrorCode::InvalidArgument,
+                "a worker pool needs at least one member",
+            ));
+        }
+        let mut members = Vec::with_capacity(size);
+        for _ in 0..size {
+            members.push(::tokio::sync::Mutex::new(
+                Worker::spawn(config.clone()).await?,
+            ));
+        }
+        Ok(Self {
+            config,
+            members,
+            next: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
+    /// [`Worker::call`] on a member.
+    pub async fn call(
+        &self,
+        operation: Operation,
+        deadline: Option<Instant>,
+    ) -> Result<OperationResult, Error> {
+        let mut worker = self.ready_member().await?;
+        worker.call(operation, deadline).await
+    }
+
+    /// [`Worker::call_with_host`] on a member.
+    pub async fn call_with_host(
+        &self,
+        operation: Operation,
+        deadline: Option<Instant>,
+        host: impl AsyncFnMut(&HostCall) -> HostAnswer,
+    ) -> Result<OperationResult, Error> {
+        let mut worker = self.ready_member().await?;
+        worker.call_with_host(operation, deadline, host).await
+    }
+
+    /// [`Worker::eval`] on a member.
+    pub async fn eval(&self, source: &str) -> Result<Value, Error> {
+        let mut worker = self.ready_member().await?;
+        worker.eval(source).await
+    }
+
+    /// The number of members.
+    pub fn size(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The current worker pids, one per member (the pid of a member's
+    /// last worker while it waits for its restart); `None` for a member
+    /// busy with a call.
+    pub fn pids(&self) -> Vec<Option<u32>> {
+        self.members
+            .iter()
+            .map(|member| member.try_lock().ok().map(|worker| worker.pid()))
+            .collect()
+    }
+
+    /// Shut every member down ([`Worker::shutdown`]); the first error, if
+    /// any, after all of them were ended.
+    pub async fn shutdown(self) -> Result<(), Error> {
+        let mut first = None;
+        for member in self.members {
+            let worker = member.into_inner();
+            let ended = if worker.is_poisoned() {
+                // Already killed and reaped, or abandoned mid-call: dropping
+                // it kills and reaps what is left.
+                drop(worker);
+                Ok(())
+            } else {
+                worker.shutdown().await
+            };
+            if let Err(error) = ended {
+                first.get_or_insert(error);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// An idle member (or the next in turn, once it is free), restarted
+    /// first if its worker failed.
+    async fn ready_member(&self) -> Result<::tokio::sync::MutexGuard<'_, Worker>, Error> {
+        let count = self.members.len();
+        let start = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % count.max(1);
+        let turn = self.members.iter().cycle().skip(start).take(count);
+        let idle = turn.clone().find_map(|member| member.try_lock().ok());
+        let mut worker = match idle {
+            Some(worker) => worker,
+            None => match turn.clone().next() {
+                Some(member) => member.lock().await,
+                None => {
+                    return Err(Error::new(
+                        ErrorClass::Unavailable,
+                        ErrorCode::Lua,
+                        "the worker pool has no member",
+                    ));
+                }
+            },
+        };
+        if worker.is_poisoned() {
+            // A failed restart leaves it poisoned: the next call tries again.
+            worker.restart().await?;
+        }
+        Ok(worker)
+    }
+}
+
+impl std::fmt::Debug for WorkerPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerPool")
+            .field("size", &self.members.len())
+            .field("policy", &self.config.policy)
+            .finish_non_exhaustive()
+    }
+}
