@@ -138,6 +138,33 @@ LUAI_FUNC int luaQ_allowgrowth (struct global_State *g, size_t growth,
                                 int first);
 LUAI_FUNC void luaQ_refused (struct global_State *g, size_t growth);
 
+/*
+** The common case of a first try ('luaQ_allowgrowth(g, n, 1)'), inline in
+** lmem.c: a window runs, the growth stays under the memory limit
+** ('total' is 'gettotalbytes(g)'), and neither the slice nor the clock
+** interval of allocation ends with it. Grants and charges exactly as
+** 'luaQ_allowgrowth' would; 0 (nothing changed) leaves every other case
+** to it.
+*/
+l_sinline int luaQ_quickgrowth (luaQ_Meter *m, size_t n, lu_mem total) {
+  lu_mem units = (m->allocated + n) / LUAQ_BYTES_PER_UNIT
+                 - m->allocated / LUAQ_BYTES_PER_UNIT;
+  if (m->stop != LUAQ_RUNNING || !m->active ||
+      m->left < cast(l_mem, units) || m->sinceclock + n >= LUAQ_CLOCK_BYTES)
+    return 0;
+  if (m->memlimit != 0 && (n > m->memlimit || total > m->memlimit - n))
+    return 0;
+  m->allocated += n;
+  m->left -= cast(l_mem, units);
+  m->sinceclock += n;
+  return 1;
+}
+
+/* The first try of a growth by 'n' bytes (lmem.c): 1 granted, 0 refused */
+#define luaQ_grow(g,n) \
+  (luaQ_quickgrowth(&(g)->meter, (n), gettotalbytes(g)) || \
+   luaQ_allowgrowth(g, n, 1))
+
 /* Traversals ('luaH_next') */
 LUAI_FUNC void luaQ_chargenext (lua_State *L, const void *t,
                                 unsigned int asize, unsigned int nsize,
