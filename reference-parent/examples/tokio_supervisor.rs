@@ -11,7 +11,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let command = args.fold(WorkerCommand::new(program), WorkerCommand::arg);
     let mut settings = Policy::quirl_script_profile().settings(); // allows quirl.process.run
     settings.wall_time_ms = 200;
-    settings.instruction_limit = 100_000_000; // the parent's deadline comes first
     // Its own process group (or cgroup), a cleared environment; initialized on return.
     let mut worker = Worker::spawn(WorkerConfig::new(command, Policy::new(settings)?)).await?;
     // `quirl.process.run` is a host call, answered by an async fn inside the deadline.
@@ -26,8 +25,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let run = "return tonumber(quirl.process.run('echo 7').value)";
     let seven = worker.eval_with_host(run, host).await?;
-    // Past the deadline the worker's whole tree is killed and reaped, the handle poisoned.
-    match worker.eval("while true do end").await {
+    // A host call that never answers: the deadline (§10) kills the tree, poisons the handle.
+    let never = async |_: &HostCall| std::future::pending().await;
+    let stuck = worker.eval_with_host("quirl.process.run('x')", never);
+    match stuck.await {
         Err(error) if error.class() == ErrorClass::Deadline => {}
         other => return Err(format!("expected a deadline error, got {other:?}").into()),
     }
