@@ -14,6 +14,7 @@
 mod common;
 
 use common::*;
+use quirl_lua_reference_worker::Verdict;
 use serde_json::json;
 
 /// A million units, a minute of wall clock.
@@ -244,6 +245,68 @@ fn next_order_over_tables_and_functions_tells_nothing_of_their_addresses() {
         assert!(
             rho.abs() < 0.2,
             "{maker}: next order follows the addresses (rank correlation {rho:.3})"
+        );
+    }
+}
+
+/// `(bytes in use, bytes requested)` of a memory trip's context
+/// (`observed: U bytes in use, R more requested; …`).
+#[track_caller]
+fn memory_observed(verdict: Verdict) -> (u64, u64) {
+    let error = retired(verdict);
+    let observed = error
+        .context
+        .iter()
+        .find_map(|c| c.strip_prefix("observed: "))
+        .unwrap_or_else(|| panic!("no observation in {error:?}"));
+    let numbers: Vec<u64> = observed
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|part| part.parse().ok())
+        .collect();
+    (numbers[0], numbers[1])
+}
+
+// SPEC §15.6: a `luaL_Buffer` box (the buffer of `table.concat`, `gsub`,
+// `string.format`, `tostring`…) is allocated by lauxlib.c outside Lua's
+// own count. It is held to the memory limit like every other allocation:
+// building a 64 MiB result under an 8 MiB limit ends while the box grows,
+// with the box counted as in use (before, the box grew to 64 MiB and only
+// the final string was refused).
+#[test]
+fn buffer_boxes_count_against_the_memory_limit() {
+    const LIMIT: u64 = 8 * 1024 * 1024;
+    let budgets = Budgets {
+        allow_process: false,
+        memory_limit_bytes: LIMIT,
+        instruction_limit: 100_000_000,
+        wall_time_ms: 60_000,
+    };
+    for source in [
+        "local s = string.rep('x', 1 << 20) local t = {} \
+         for i = 1, 64 do t[i] = s end return #table.concat(t)",
+        "local s = string.rep('x', 1 << 20) \
+         return #s:gsub('x', string.rep('y', 64))",
+        "local s = string.rep('x', 1 << 20) local t = {} \
+         for i = 1, 64 do t[i] = s end return #string.format(string.rep('%s', 64), table.unpack(t))",
+    ] {
+        let mut vm = vm_with(budgets);
+        let verdict = eval(&mut vm, source);
+        let limit = match &verdict {
+            Verdict::Retired(error) => error
+                .context
+                .iter()
+                .find_map(|c| c.strip_prefix("limit: ").map(str::to_owned)),
+            other => panic!("expected a memory trip, got {other:?}\n{source}"),
+        };
+        assert_eq!(limit.as_deref(), Some("memory"), "{source}");
+        let (used, requested) = memory_observed(verdict);
+        assert!(
+            used <= LIMIT,
+            "{used} bytes in use over the limit: {source}"
+        );
+        assert!(
+            requested <= 2 * LIMIT,
+            "{requested} bytes requested at once: the box grew unchecked: {source}"
         );
     }
 }

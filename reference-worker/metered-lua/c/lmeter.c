@@ -309,7 +309,7 @@ int luaQ_allowgrowth (global_State *g, size_t growth, int first) {
   if (m->stop != LUAQ_RUNNING)
     return growth <= LUAQ_STOPPED_GROWTH;
   if (m->memlimit != 0 && (growth > m->memlimit ||
-                           gettotalbytes(g) > m->memlimit - growth))
+                           luaQ_inuse(g) > m->memlimit - growth))
     return 0;
   if (first && m->active) {
     lu_mem before = m->allocated;
@@ -340,7 +340,7 @@ void luaQ_refused (global_State *g, size_t growth) {
   luaQ_Meter *m = &g->meter;
   if (m->stop == LUAQ_RUNNING) {
     m->requested = growth;
-    m->inuse = gettotalbytes(g);
+    m->inuse = luaQ_inuse(g);
     m->used += cast(lu_mem, m->slice - m->left);
     m->slice = m->left = 0;
     record_stop(m, LUAQ_MEMORY);
@@ -530,7 +530,7 @@ LUA_API void lua_meter_status (lua_State *L, lua_MeterStatus *out) {
   out->limit = cast(lua_Integer, m->limit);
   out->elapsed_ns = cast(lua_Integer, (until > m->started_ns)
                                       ? until - m->started_ns : 0);
-  out->memory_in_use = cast(lua_Integer, gettotalbytes(g));
+  out->memory_in_use = cast(lua_Integer, luaQ_inuse(g));
   out->memory_limit = cast(lua_Integer, m->memlimit);
   out->requested = cast(lua_Integer, m->requested);
   out->memory_at_refusal = cast(lua_Integer, m->inuse);
@@ -564,10 +564,37 @@ LUA_API void lua_meter_raise (lua_State *L) {
 LUA_API int lua_meter_reserve (lua_State *L, double bytes) {
   global_State *g = G(L);
   luaQ_Meter *m = &g->meter;
-  if (m->memlimit == 0 || bytes <= (double)m->memlimit - (double)gettotalbytes(g))
+  if (m->memlimit == 0 || bytes <= (double)m->memlimit - (double)luaQ_inuse(g))
     return 0;
   luaQ_refused(g, (bytes >= (double)MAX_SIZE) ? MAX_SIZE : (size_t)bytes);
   return 1;
+}
+
+
+/*
+** A 'luaL_Buffer' box (lauxlib.c) is resized from 'oldsize' to 'newsize'
+** bytes. Lua allocates boxes with the state's allocator directly, outside
+** lmem.c and its count, so the meter counts them: a growth is held to the
+** memory limit and charged like any other allocation ('luaQ_allowgrowth');
+** a refusal records the memory trip and returns 1 (the caller raises the
+** stop). A shrink returns 0.
+*/
+LUA_API int lua_meter_box (lua_State *L, size_t oldsize, size_t newsize) {
+  global_State *g = G(L);
+  luaQ_Meter *m = &g->meter;
+  if (newsize > oldsize) {
+    size_t growth = newsize - oldsize;
+    if (!luaQ_allowgrowth(g, growth, 1)) {
+      luaQ_refused(g, growth);
+      return 1;
+    }
+    m->boxbytes += growth;
+  }
+  else {
+    size_t shrink = oldsize - newsize;
+    m->boxbytes = (shrink < m->boxbytes) ? m->boxbytes - shrink : 0;
+  }
+  return 0;
 }
 
 

@@ -85,6 +85,8 @@ typedef struct luaQ_Meter {
   lu_mem stopped_used;  /* units charged when the stop was recorded */
   const volatile unsigned char *cancel;  /* the host's flag, or NULL */
   size_t memlimit;  /* bytes; 0: none */
+  size_t boxbytes;  /* bytes of 'luaL_Buffer' boxes, which lauxlib.c
+                       allocates outside Lua's own count */
   size_t requested;  /* size of the refused allocation (memory trips) */
   size_t inuse;  /* bytes in use when it was refused */
   lu_mem allocated;  /* bytes of growth in this window */
@@ -141,7 +143,7 @@ LUAI_FUNC void luaQ_refused (struct global_State *g, size_t growth);
 /*
 ** The common case of a first try ('luaQ_allowgrowth(g, n, 1)'), inline in
 ** lmem.c: a window runs, the growth stays under the memory limit
-** ('total' is 'gettotalbytes(g)'), and neither the slice nor the clock
+** ('total' is 'luaQ_inuse(g)'), and neither the slice nor the clock
 ** interval of allocation ends with it. Grants and charges exactly as
 ** 'luaQ_allowgrowth' would; 0 (nothing changed) leaves every other case
 ** to it.
@@ -160,9 +162,12 @@ l_sinline int luaQ_quickgrowth (luaQ_Meter *m, size_t n, lu_mem total) {
   return 1;
 }
 
+/* Bytes held: Lua's own count and the buffer boxes */
+#define luaQ_inuse(g)	(gettotalbytes(g) + (g)->meter.boxbytes)
+
 /* The first try of a growth by 'n' bytes (lmem.c): 1 granted, 0 refused */
 #define luaQ_grow(g,n) \
-  (luaQ_quickgrowth(&(g)->meter, (n), gettotalbytes(g)) || \
+  (luaQ_quickgrowth(&(g)->meter, (n), luaQ_inuse(g)) || \
    luaQ_allowgrowth(g, n, 1))
 
 /* Traversals ('luaH_next') */

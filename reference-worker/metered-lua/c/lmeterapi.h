@@ -50,6 +50,7 @@ LUA_API lua_Integer lua_meter_objectid (lua_State *L, int idx);
 LUA_API unsigned int lua_meter_pivot (lua_State *L);
 LUA_API int lua_meter_sandboxed (lua_State *L);
 LUA_API int lua_meter_reserve (lua_State *L, double bytes);
+LUA_API int lua_meter_box (lua_State *L, size_t oldsize, size_t newsize);
 LUA_API lua_Integer lua_meter_loadedslots (lua_State *L, int idx);
 LUA_API lua_Unsigned lua_meter_random (lua_State *L);
 
