@@ -173,6 +173,7 @@ mod exec_ruleset;
 mod grants;
 mod host_call;
 mod host_error;
+mod landlock_abi;
 pub(crate) mod orphans;
 mod tree;
 mod wrappers;
