@@ -36,6 +36,12 @@
 //! thread's CPU clock (a shared machine's other processes do not inflate
 //! it) and the table gives medians.
 //!
+//! Landlock row (Linux): what step 4 of the lockdown (SPEC §18.3, the
+//! worker's empty Landlock domain) costs by itself. A domain cannot be left
+//! and nests at most 16 deep, so each round runs this bench binary again
+//! as a child that times `lockdown::landlock::enter_empty_domain` once
+//! (wall and thread CPU time) and prints both; the table gives medians.
+//!
 //! Run by `cargo test --all-targets` with no `--bench` argument: then a
 //! few rounds only, as a smoke test.
 
@@ -397,7 +403,63 @@ fn pin(cpu: usize) {
     eprintln!("cold_start: --pin {cpu} ignored: pinning is implemented for Linux only");
 }
 
+/// The child of [`landlock_domain`]: enter the worker's domain once, print
+/// the wall and CPU nanoseconds it took.
+#[cfg(target_os = "linux")]
+const LANDLOCK_CHILD_ARGUMENT: &str = "--landlock-domain-child";
+
+#[cfg(target_os = "linux")]
+fn landlock_child() {
+    use quirl_lua_reference_worker::lockdown::landlock;
+    let (wall, cpu) = (Instant::now(), thread_cpu());
+    let status = landlock::enter_empty_domain().expect("the worker's Landlock domain");
+    let (cpu, wall) = (thread_cpu() - cpu, wall.elapsed());
+    assert!(status.is_some(), "no domain entered");
+    println!("{} {}", wall.as_nanos(), cpu.as_nanos());
+}
+
+#[cfg(target_os = "linux")]
+fn landlock_domain(options: &Options) {
+    use quirl_lua_reference_worker::lockdown::landlock;
+    println!("\n## The worker's Landlock domain (lockdown step 4), in a fresh process\n");
+    if let Err(why) = landlock::kernel_abi() {
+        println!("- skipped: {why}");
+        return;
+    }
+    let exe = std::env::current_exe().expect("the bench binary");
+    let (mut wall, mut cpu) = (Vec::new(), Vec::new());
+    for _ in 0..options.rounds {
+        let output = Command::new(&exe)
+            .arg(LANDLOCK_CHILD_ARGUMENT)
+            .stdin(Stdio::null())
+            .output()
+            .expect("the Landlock child");
+        assert!(output.status.success(), "{output:?}");
+        let text = String::from_utf8(output.stdout).expect("UTF-8");
+        let mut words = text.split_whitespace();
+        let mut next =
+            || Duration::from_nanos(words.next().expect("two numbers").parse().expect("ns"));
+        wall.push(next());
+        cpu.push(next());
+    }
+    println!(
+        "| step (median of {} processes, µs) | CPU | wall |\n| ---- | ---: | ---: |",
+        options.rounds
+    );
+    println!(
+        "| `enter_empty_domain`: create the ruleset (every right of ABI {}), restrict, close | {} | {} |",
+        landlock::kernel_abi().unwrap_or(0),
+        micros(median(&mut cpu)),
+        micros(median(&mut wall))
+    );
+}
+
 fn main() {
+    #[cfg(target_os = "linux")]
+    if std::env::args().any(|arg| arg == LANDLOCK_CHILD_ARGUMENT) {
+        landlock_child();
+        return;
+    }
     let options = options();
     if let Some(cpu) = options.pin {
         pin(cpu);
@@ -410,6 +472,8 @@ fn main() {
     );
     builds(&options);
     processes(&options);
+    #[cfg(target_os = "linux")]
+    landlock_domain(&options);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("\n- load average after: {}", load.trim());
 }

@@ -50,6 +50,11 @@ fn marker(tag: u32) -> String {
 
 /// `quirl-lua batch` in `mode` with `lines`; its stdout lines.
 fn batch(mode: &str, lines: &str) -> Vec<String> {
+    batch_with(mode, &[], lines)
+}
+
+/// [`batch`] with more `batch` arguments.
+fn batch_with(mode: &str, batch_args: &[&str], lines: &str) -> Vec<String> {
     let mut child = Command::new(CLI)
         .args([
             "--containment",
@@ -59,14 +64,20 @@ fn batch(mode: &str, lines: &str) -> Vec<String> {
             "process.spawn",
             "batch",
         ])
+        .args(batch_args)
         .env_remove("QUIRL_LUA_WORKER")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let written = child.stdin.take().unwrap().write_all(lines.as_bytes());
+    // Written from a thread of its own: a long input and a long output
+    // would otherwise fill both pipes and wait on each other.
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = lines.to_owned();
+    let writer = std::thread::spawn(move || stdin.write_all(lines.as_bytes()));
     let output = child.wait_with_output().unwrap();
+    let written = writer.join().unwrap();
     assert!(
         written.is_ok(),
         "quirl-lua stopped reading: {written:?}, {}",
@@ -100,6 +111,41 @@ fn process_group_mode_leaves_no_setsid_escapee() {
     let left = processes_with_arg(&mark);
     assert!(left.is_empty(), "left behind: {left:?}");
     eprintln!("process-group: {CYCLES} escapes in {:?}", started.elapsed());
+}
+
+// SPEC §16.6, §16.7: cgroup mode through the CLI, 1,000 `setsid -f`
+// escapes, one per line of one `quirl-lua batch`, then `quirl-lua` exits:
+// each line is the `escape contained` error (a `resource_limit` answer,
+// after which the worker retires and the pool starts another: hence the
+// restart budget of one per line), and nothing is left.
+#[test]
+fn cgroup_mode_leaves_no_setsid_escapee_after_quirl_lua_exits() {
+    let report = containment_report(Containment::Auto);
+    if report.cgroup.is_none() {
+        eprintln!("SKIPPED: no writable cgroup v2 here ({})", report.summary());
+        return;
+    }
+    let mark = marker(4);
+    let line = format!(
+        "{{\"op\":\"eval\",\"source\":\"quirl.process.run('setsid -f sleep {mark}') return 1\"}}\n"
+    );
+    let started = Instant::now();
+    let restarts = CYCLES.to_string();
+    let out = batch_with(
+        "cgroup",
+        &["--max-restarts", &restarts],
+        &line.repeat(CYCLES),
+    );
+    assert_eq!(out.len(), CYCLES, "{:?}", out.last());
+    for (cycle, line) in out.iter().enumerate() {
+        assert!(
+            line.contains("command left processes running outside its session"),
+            "cycle {cycle}: {line}"
+        );
+    }
+    let left = processes_with_arg(&mark);
+    assert!(left.is_empty(), "left behind: {left:?}");
+    eprintln!("cgroup (CLI): {CYCLES} escapes in {:?}", started.elapsed());
 }
 
 // SPEC §16.6: cgroup mode, 1,000 `setsid -f` calls in-process, each the

@@ -11,6 +11,7 @@ use std::io::{self, Read};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quirl_lua_protocol::records::ErrorCode;
@@ -114,7 +115,7 @@ pub fn run_command(
         &argv,
         config,
         cgroup.as_ref().map(ChildCgroup::procs_fd),
-        ruleset.as_ref().map(ExecRuleset::raw_fd),
+        ruleset.as_deref().map(ExecRuleset::raw_fd),
     )?;
     let mut command = Command::new(&path);
     command
@@ -133,10 +134,11 @@ pub fn run_command(
     let guard = super::orphans::spawn_guard();
     let child = command
         .spawn()
-        .map_err(|error| spawn_error(program, &error, ruleset.as_ref()))?;
+        .map_err(|error| spawn_error(program, &error, ruleset.as_deref()))?;
     let mut tree = OwnedTree::new(child, cgroup);
     drop(guard);
-    // The child has its own copy (and has exec'd); ours can go.
+    // The child has its own copy (and has exec'd); ours can go (a cached
+    // one stays with the configuration).
     drop(ruleset);
     let mut stdout = Capture::new(
         tree.child_mut()
@@ -331,7 +333,7 @@ fn exec_ruleset(
     config: &ProcessHostConfig,
     program: &str,
     path: &std::path::Path,
-) -> Result<Option<ExecRuleset>, HostError> {
+) -> Result<Option<Arc<ExecRuleset>>, HostError> {
     let support = landlock_support();
     let shown = super::grants::truncate_for_display(program);
     if !support.available() {
@@ -351,7 +353,9 @@ fn exec_ruleset(
     if config.grants().any_program() {
         return Ok(None);
     }
-    ExecRuleset::for_program(path, config.cwd())
+    config
+        .rulesets()
+        .for_program(path, config.cwd())
         .map(Some)
         .map_err(|why| {
             HostError::new(

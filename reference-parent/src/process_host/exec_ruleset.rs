@@ -20,7 +20,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use landlock::{
     AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
@@ -75,7 +75,7 @@ pub fn landlock_support() -> &'static LandlockSupport {
 }
 
 fn probe() -> LandlockSupport {
-    match kernel_abi() {
+    match super::landlock_abi::kernel_abi() {
         Ok(abi) => LandlockSupport {
             abi: Some(abi),
             unavailable: None,
@@ -87,41 +87,16 @@ fn probe() -> LandlockSupport {
     }
 }
 
-/// The kernel's Landlock ABI version, or why there is none (SPEC §16.6).
-///
-/// The same query as the reference worker's own (`quirl_lua_reference_worker::
-/// lockdown::landlock::kernel_abi`, SPEC §18.3), kept here so that the
-/// supervisor library does not link the worker (and Lua) for one system
-/// call; both word their answers alike.
-fn kernel_abi() -> Result<i32, &'static str> {
-    // SAFETY: `landlock_create_ruleset(NULL, 0,
-    // LANDLOCK_CREATE_RULESET_VERSION)` is the documented read-only query of
-    // the ABI version: no memory is read or written and no descriptor is
-    // created. The landlock crate keeps its own query private.
-    let version = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0_usize,
-            1_u32, // LANDLOCK_CREATE_RULESET_VERSION
-        )
-    };
-    if version > 0 {
-        return i32::try_from(version).map_err(|_| "the Landlock ABI version is out of range");
-    }
-    Err(match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::EOPNOTSUPP) => "Landlock is built into the kernel but not enabled",
-        Some(libc::ENOSYS) => "the kernel has no Landlock (Linux 5.13 or later)",
-        _ => "the Landlock query failed",
-    })
-}
-
-/// A prepared execute ruleset: the Landlock descriptor, and the files it
-/// allows to be executed (for error contexts and tests).
+/// A prepared execute ruleset: the Landlock descriptor, the files it
+/// allows to be executed (for error contexts and tests), and what each of
+/// those files was when the ruleset was built ([`RulesetCache`]).
 #[derive(Debug)]
 pub(crate) struct ExecRuleset {
     fd: OwnedFd,
     files: Vec<PathBuf>,
+    program: PathBuf,
+    cwd: PathBuf,
+    stamps: Vec<FileStamp>,
 }
 
 impl ExecRuleset {
@@ -129,13 +104,13 @@ impl ExecRuleset {
     /// given to `execve`); `cwd` resolves a relative `#!` interpreter as
     /// the kernel would, from the child's working directory.
     pub(crate) fn for_program(program: &Path, cwd: &Path) -> Result<Self, String> {
-        let files = exec_chain(program, cwd)?;
+        let chain = exec_chain_stamped(program, cwd)?;
         let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
             .handle_access(AccessFs::Execute)
             .and_then(|ruleset| ruleset.create())
             .map_err(|error| format!("creating the Landlock ruleset failed: {error}"))?;
-        for file in &files {
+        for (file, _) in &chain {
             let opened = PathFd::new(file)
                 .map_err(|error| format!("opening `{}` failed: {error}", file.display()))?;
             ruleset = ruleset
@@ -146,7 +121,14 @@ impl ExecRuleset {
         }
         let fd: Option<OwnedFd> = ruleset.into();
         let fd = fd.ok_or_else(|| "the kernel gave no Landlock ruleset".to_owned())?;
-        Ok(Self { fd, files })
+        let (files, stamps) = chain.into_iter().unzip();
+        Ok(Self {
+            fd,
+            files,
+            program: program.to_path_buf(),
+            cwd: cwd.to_path_buf(),
+            stamps,
+        })
     }
 
     /// The descriptor the child restricts itself with.
@@ -158,7 +140,128 @@ impl ExecRuleset {
     pub(crate) fn files(&self) -> &[PathBuf] {
         &self.files
     }
+
+    /// Whether this ruleset is still the one [`Self::for_program`] would
+    /// build for `program` in `cwd`: every name of the chain still names
+    /// the same file, unchanged (same device, inode, size, modification and
+    /// status-change times: a replacement of any of them, a symbolic link
+    /// pointed elsewhere, a rewrite, a `chmod`, means a new build). A
+    /// rewrite in place within one tick of the file system's clock could go
+    /// unseen; that fails closed — the ruleset still allows only files the
+    /// granted program's chain had, so at worst a changed interpreter line
+    /// gets `EACCES` until the next change.
+    fn is_current_for(&self, program: &Path, cwd: &Path) -> bool {
+        self.program == program
+            && self.cwd == cwd
+            && self
+                .stamps
+                .iter()
+                .all(|stamp| FileStamp::of(&stamp.named).is_ok_and(|now| now == *stamp))
+    }
 }
+
+/// A file of an exec chain as the kernel finds it: the name it is reached
+/// by (followed like `execve` follows it), and its identity and
+/// status-change time then.
+#[derive(Debug, PartialEq, Eq)]
+struct FileStamp {
+    named: PathBuf,
+    device: u64,
+    inode: u64,
+    changed: (i64, i64),
+    modified: (i64, i64),
+    len: u64,
+}
+
+impl FileStamp {
+    fn of(named: &Path) -> io::Result<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let metadata = std::fs::metadata(named)?;
+        Ok(Self {
+            named: named.to_path_buf(),
+            device: metadata.dev(),
+            inode: metadata.ino(),
+            changed: (metadata.ctime(), metadata.ctime_nsec()),
+            modified: (metadata.mtime(), metadata.mtime_nsec()),
+            len: metadata.len(),
+        })
+    }
+}
+
+/// How many programs' rulesets a [`RulesetCache`] keeps (a configuration
+/// grants a handful of programs; past this, the oldest goes).
+const CACHED_RULESETS_MAX: usize = 32;
+
+/// The execute rulesets one process-host configuration has built, kept for
+/// its next commands (SPEC §16.6): a command of a program already run
+/// checks its chain's files with one `stat` each instead of rebuilding the
+/// ruleset (resolving and reading them, creating the ruleset, opening and
+/// adding each file). Shared by a configuration's clones; each descriptor
+/// is closed when the last configuration and command holding it are done.
+#[derive(Clone, Default)]
+pub(crate) struct RulesetCache {
+    entries: Arc<Mutex<Vec<Arc<ExecRuleset>>>>,
+}
+
+impl RulesetCache {
+    /// The ruleset for `program` in `cwd`: the cached one while it is
+    /// current, else a new build, which replaces it.
+    pub(crate) fn for_program(
+        &self,
+        program: &Path,
+        cwd: &Path,
+    ) -> Result<Arc<ExecRuleset>, String> {
+        let cached = self
+            .lock()
+            .iter()
+            .find(|entry| entry.program == program && entry.cwd == cwd)
+            .cloned();
+        if let Some(cached) = cached
+            && cached.is_current_for(program, cwd)
+        {
+            return Ok(cached);
+        }
+        let built = Arc::new(ExecRuleset::for_program(program, cwd)?);
+        let mut entries = self.lock();
+        entries.retain(|entry| !(entry.program == program && entry.cwd == cwd));
+        if entries.len() >= CACHED_RULESETS_MAX {
+            entries.remove(0);
+        }
+        entries.push(Arc::clone(&built));
+        Ok(built)
+    }
+
+    /// How many rulesets are kept (tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<ExecRuleset>>> {
+        // A panic while the lock was held left at worst a shorter list.
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl std::fmt::Debug for RulesetCache {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("RulesetCache")
+            .field("rulesets", &self.lock().len())
+            .finish()
+    }
+}
+
+/// A cache does not make two configurations different.
+impl PartialEq for RulesetCache {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for RulesetCache {}
 
 /// `landlock_restrict_self(ruleset, 0)`: runs in the forked child after
 /// `no_new_privs` is set (SPEC §16.6). One system call, no allocation.
@@ -175,11 +278,21 @@ pub(crate) fn restrict_in_child(ruleset: RawFd) -> io::Result<()> {
     }
 }
 
-/// The files the kernel executes to start `program`: the program, then
-/// each interpreter it names (ELF `PT_INTERP`, `#!`), canonical and
-/// without duplicates.
+/// The files of [`exec_chain_stamped`] alone.
+#[cfg(test)]
 pub(crate) fn exec_chain(program: &Path, cwd: &Path) -> Result<Vec<PathBuf>, String> {
-    let mut files: Vec<PathBuf> = Vec::new();
+    Ok(exec_chain_stamped(program, cwd)?
+        .into_iter()
+        .map(|(file, _)| file)
+        .collect())
+}
+
+/// The files the kernel executes to start `program` (the program, then
+/// each interpreter it names: ELF `PT_INTERP`, `#!`), canonical and without
+/// duplicates, each with its [`FileStamp`] (taken before the file is read,
+/// so a change while it is read shows at the next check).
+fn exec_chain_stamped(program: &Path, cwd: &Path) -> Result<Vec<(PathBuf, FileStamp)>, String> {
+    let mut files: Vec<(PathBuf, FileStamp)> = Vec::new();
     let mut next = Some(program.to_path_buf());
     while let Some(path) = next.take() {
         let path = if path.is_absolute() {
@@ -187,9 +300,11 @@ pub(crate) fn exec_chain(program: &Path, cwd: &Path) -> Result<Vec<PathBuf>, Str
         } else {
             cwd.join(path)
         };
+        let stamp = FileStamp::of(&path)
+            .map_err(|error| format!("resolving `{}` failed: {error}", path.display()))?;
         let canonical = std::fs::canonicalize(&path)
             .map_err(|error| format!("resolving `{}` failed: {error}", path.display()))?;
-        if files.contains(&canonical) {
+        if files.iter().any(|(file, _)| *file == canonical) {
             break;
         }
         if files.len() == EXEC_CHAIN_MAX {
@@ -201,7 +316,7 @@ pub(crate) fn exec_chain(program: &Path, cwd: &Path) -> Result<Vec<PathBuf>, Str
         }
         next = interpreter_of(&canonical)
             .map_err(|error| format!("reading `{}` failed: {error}", canonical.display()))?;
-        files.push(canonical);
+        files.push((canonical, stamp));
     }
     Ok(files)
 }
@@ -352,6 +467,91 @@ mod tests {
             Some(PathBuf::from("/usr/bin/env"))
         );
         assert_eq!(shebang_interpreter(b"   \n/bin/sh"), None);
+    }
+
+    /// A scratch directory of its own for a test.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("quirl-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_cached_ruleset_is_reused_until_its_chain_changes() {
+        let support = landlock_support();
+        if !support.available() {
+            eprintln!("SKIPPED: {}", support.summary());
+            return;
+        }
+        let dir = scratch("ruleset-cache");
+        let script = dir.join("prog");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        let cache = RulesetCache::default();
+        let first = cache.for_program(&script, &dir).unwrap();
+        assert_eq!(first.files()[1], std::fs::canonicalize("/bin/sh").unwrap());
+        assert!(Arc::ptr_eq(
+            &first,
+            &cache.for_program(&script, &dir).unwrap()
+        ));
+        // Another working directory is another chain (a relative `#!`).
+        let other = cache.for_program(&script, Path::new("/")).unwrap();
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(cache.len(), 2);
+        // Replaced, as an upgrade replaces a program (a new inode): rebuilt,
+        // with the new interpreter, in place of the old entry.
+        std::fs::write(dir.join("prog.new"), "#!/bin/true\n").unwrap();
+        std::fs::rename(dir.join("prog.new"), &script).unwrap();
+        let replaced = cache.for_program(&script, &dir).unwrap();
+        assert!(!Arc::ptr_eq(&first, &replaced));
+        assert_eq!(
+            replaced.files()[1],
+            std::fs::canonicalize("/bin/true").unwrap()
+        );
+        assert_eq!(cache.len(), 2);
+        // Rewritten in place with another length: rebuilt.
+        std::fs::write(&script, "#!/bin/sh -e\n").unwrap();
+        let rewritten = cache.for_program(&script, &dir).unwrap();
+        assert!(!Arc::ptr_eq(&replaced, &rewritten));
+        assert_eq!(
+            rewritten.files()[1],
+            std::fs::canonicalize("/bin/sh").unwrap()
+        );
+        // A program reached through a symbolic link pointed elsewhere.
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&script, &link).unwrap();
+        let linked = cache.for_program(&link, &dir).unwrap();
+        assert_eq!(linked.files()[0], std::fs::canonicalize(&script).unwrap());
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink("/bin/true", &link).unwrap();
+        let relinked = cache.for_program(&link, &dir).unwrap();
+        assert!(!Arc::ptr_eq(&linked, &relinked));
+        assert_eq!(
+            relinked.files()[0],
+            std::fs::canonicalize("/bin/true").unwrap()
+        );
+        // A vanished program is an error, not a stale ruleset.
+        std::fs::remove_file(&link).unwrap();
+        assert!(cache.for_program(&link, &dir).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_cache_keeps_a_bounded_number_of_rulesets() {
+        let support = landlock_support();
+        if !support.available() {
+            eprintln!("SKIPPED: {}", support.summary());
+            return;
+        }
+        let dir = scratch("ruleset-cache-bound");
+        let cache = RulesetCache::default();
+        for index in 0..=CACHED_RULESETS_MAX {
+            let script = dir.join(format!("prog{index}"));
+            std::fs::write(&script, "#!/bin/true\n").unwrap();
+            cache.for_program(&script, &dir).unwrap();
+        }
+        assert_eq!(cache.len(), CACHED_RULESETS_MAX);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

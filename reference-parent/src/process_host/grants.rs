@@ -9,7 +9,7 @@ use std::path::{Component, Path, PathBuf};
 
 use quirl_lua_protocol::records::ErrorCode;
 
-use super::exec_ruleset::landlock_support;
+use super::exec_ruleset::{RulesetCache, landlock_support};
 use super::host_error::HostError;
 use super::wrappers::{is_programming_environment, runs_arguments_as_command};
 use crate::cgroup::Containment;
@@ -349,6 +349,8 @@ pub struct ProcessHostConfig {
     containment: Containment,
     command_pids_max: Option<u64>,
     require_landlock: bool,
+    /// The execute rulesets of the programs run so far (SPEC §16.6).
+    rulesets: RulesetCache,
 }
 
 impl ProcessHostConfig {
@@ -362,6 +364,7 @@ impl ProcessHostConfig {
             containment: Containment::Auto,
             command_pids_max: Some(DEFAULT_COMMAND_PIDS_MAX),
             require_landlock: false,
+            rulesets: RulesetCache::default(),
         }
     }
 
@@ -412,6 +415,7 @@ impl ProcessHostConfig {
             containment: Containment::Auto,
             command_pids_max: Some(DEFAULT_COMMAND_PIDS_MAX),
             require_landlock: false,
+            rulesets: RulesetCache::default(),
         })
     }
 
@@ -444,6 +448,11 @@ impl ProcessHostConfig {
     /// Whether [`Self::require_landlock`] is set.
     pub fn landlock_required(&self) -> bool {
         self.require_landlock
+    }
+
+    /// The execute rulesets built for this configuration's commands.
+    pub(crate) fn rulesets(&self) -> &RulesetCache {
+        &self.rulesets
     }
 
     /// The containment asked for.

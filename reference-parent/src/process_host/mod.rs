@@ -173,6 +173,7 @@ mod exec_ruleset;
 mod grants;
 mod host_call;
 mod host_error;
+mod landlock_abi;
 pub(crate) mod orphans;
 mod tree;
 mod wrappers;
@@ -193,6 +194,6 @@ pub use orphans::{adopt_orphans, end_adopted_orphans};
 /// The v1 error codes a [`HostError`] carries (the protocol's own type).
 pub use quirl_lua_protocol::records::ErrorCode;
 pub use wrappers::{
-    COMMAND_RUNNING_PROGRAMS, PROGRAMMING_ENVIRONMENTS, is_programming_environment,
-    runs_arguments_as_command,
+    COMMAND_OPTION_PROGRAMS, COMMAND_RUNNING_PROGRAMS, PROGRAMMING_ENVIRONMENTS,
+    is_programming_environment, runs_arguments_as_command,
 };
