@@ -1,14 +1,14 @@
 //! The kernel's Landlock ABI version (SPEC §16.6, §18.3): one read-only
-//! query, made once per process.
+//! query, made once per process, for the execute ruleset of host commands.
 //!
-//! One file in two crates. The supervisor library owns it (the execute
-//! ruleset of host commands); the reference worker compiles the same file
-//! into its lockdown, for its own domain (a `#[path]` module in
-//! `reference-worker/src/lockdown/landlock.rs`). Neither crate may depend
-//! on the other — the supervisor must not link the worker and Lua, and the worker
-//! has no use for the supervisor — and the landlock crate keeps its own
-//! query private (`LandlockStatus::current`). So this file uses `std` and
-//! `libc` only, and both crates word the kernel's answers alike.
+//! The reference worker asks the same query for its own domain
+//! (`reference-worker/src/lockdown/landlock.rs`) with a copy of this
+//! function: neither crate may depend on the other (the supervisor must not
+//! link the worker and Lua, and the worker has no use for the supervisor),
+//! no source file may reach into another crate, and the landlock crate
+//! keeps its own query private (`LandlockStatus::current`). The CLI, which
+//! links both, tests that the two answer alike
+//! (`reference-parent/cli/tests/landlock_probe.rs`).
 
 use std::sync::OnceLock;
 

@@ -190,6 +190,7 @@ pub use grants::{
 };
 pub use host_call::{call_deadline, run_host_call};
 pub use host_error::HostError;
+pub use landlock_abi::kernel_abi as landlock_kernel_abi;
 pub use orphans::{adopt_orphans, end_adopted_orphans};
 /// The v1 error codes a [`HostError`] carries (the protocol's own type).
 pub use quirl_lua_protocol::records::ErrorCode;

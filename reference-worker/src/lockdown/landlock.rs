@@ -10,6 +10,8 @@
 //! does nothing and [`summary`] says so; a ruleset the kernel refuses while
 //! it offers Landlock is a lockdown failure (fatal, SPEC §18.3).
 
+use std::sync::OnceLock;
+
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, RestrictionStatus, Ruleset,
     RulesetAttr, RulesetStatus, Scope,
@@ -20,16 +22,35 @@ use super::LockdownError;
 /// The newest ABI this code asks for; older kernels get what they have.
 const WANTED_ABI: ABI = ABI::V6;
 
-// The one probe of the kernel's Landlock ABI, shared with the supervisor
-// library (which owns the file; see its module docs for why it is a file
-// and not a crate).
-#[path = "../../../reference-parent/src/process_host/landlock_abi.rs"]
-mod abi;
-
 /// The kernel's Landlock ABI version, or why there is none. Probed once per
-/// process, by the same code the reference parent uses for host commands
-/// (SPEC §16.6).
-pub use abi::kernel_abi;
+/// process; also what the reference parent uses for host commands (SPEC
+/// §16.6).
+pub fn kernel_abi() -> Result<i32, &'static str> {
+    static ABI_VERSION: OnceLock<Result<i32, &'static str>> = OnceLock::new();
+    *ABI_VERSION.get_or_init(|| {
+        // SAFETY: `landlock_create_ruleset(NULL, 0,
+        // LANDLOCK_CREATE_RULESET_VERSION)` is the documented read-only
+        // query of the ABI version: no memory is read or written and no
+        // descriptor is created. The landlock crate keeps its own query
+        // private.
+        let version = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<libc::c_void>(),
+                0_usize,
+                1_u32, // LANDLOCK_CREATE_RULESET_VERSION
+            )
+        };
+        if version > 0 {
+            return i32::try_from(version).map_err(|_| "the Landlock ABI version is out of range");
+        }
+        Err(match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::EOPNOTSUPP) => "Landlock is built into the kernel but not enabled",
+            Some(libc::ENOSYS) => "the kernel has no Landlock (Linux 5.13 or later)",
+            _ => "the Landlock query failed",
+        })
+    })
+}
 
 /// Enter the empty domain (see the module docs). Irreversible.
 pub fn enter_empty_domain() -> Result<Option<RestrictionStatus>, LockdownError> {
