@@ -41,6 +41,7 @@ mod request;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub mod tokio_worker;
+mod typed;
 
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
@@ -52,7 +53,7 @@ use quirl_lua_protocol::records::{
 };
 use serde_json::Value;
 
-use crate::callback_deadline::{COMPLETION_DEADLINE, CallbackDeadlines, callback_deadline};
+use crate::callback_deadline::{CallbackDeadlines, callback_deadline};
 use crate::error::{Error, ErrorClass};
 use crate::process_host::{Cancel, ProcessHostConfig};
 use crate::transport::Transport;
@@ -185,39 +186,28 @@ impl Worker {
         self.exchange(operation, started, deadline)
     }
 
+    /// Run one typed request (see [`typed`]) and take its result out.
+    fn typed<T>(&mut self, request: typed::Typed<T>) -> Result<T, Error> {
+        let result = match request.under {
+            typed::Under::Request => self.call(request.operation, None)?,
+            typed::Under::Callback(declared) => self.call_callback(request.operation, declared)?,
+        };
+        (request.take)(result).map_err(|other| self.mis_shaped(&other))
+    }
+
     /// Evaluate a Lua chunk and return its value.
     pub fn eval(&mut self, source: &str) -> Result<Value, Error> {
-        let operation = Operation::Eval {
-            source: source.to_owned(),
-        };
-        match self.call(operation, None)? {
-            OperationResult::Value(value) => Ok(value),
-            other => Err(self.mis_shaped(&other)),
-        }
+        self.typed(typed::eval(source))
     }
 
     /// Check that a source compiles, without running it.
     pub fn check(&mut self, source: &str, source_name: &str) -> Result<(), Error> {
-        let operation = Operation::Check {
-            source: source.to_owned(),
-            source_name: source_name.to_owned(),
-        };
-        match self.call(operation, None)? {
-            OperationResult::Null => Ok(()),
-            other => Err(self.mis_shaped(&other)),
-        }
+        self.typed(typed::check(source, source_name))
     }
 
     /// Evaluate a configuration file's source.
     pub fn load_config(&mut self, source: &str, source_name: &str) -> Result<QuirlConfig, Error> {
-        let operation = Operation::LoadConfig {
-            source: source.to_owned(),
-            source_name: source_name.to_owned(),
-        };
-        match self.call(operation, None)? {
-            OperationResult::Config(config) => Ok(config),
-            other => Err(self.mis_shaped(&other)),
-        }
+        self.typed(typed::load_config(source, source_name))
     }
 
     /// Load a plugin and return what it registered.
@@ -226,42 +216,19 @@ impl Worker {
         source: &str,
         source_name: &str,
     ) -> Result<PluginRegistrations, Error> {
-        let operation = Operation::LoadPlugin {
-            source: source.to_owned(),
-            source_name: source_name.to_owned(),
-        };
-        match self.call(operation, None)? {
-            OperationResult::Plugin(registrations) => {
-                self.callbacks = CallbackDeadlines::new(&registrations);
-                Ok(registrations)
-            }
-            other => Err(self.mis_shaped(&other)),
-        }
+        let registrations = self.typed(typed::load_plugin(source, source_name))?;
+        self.callbacks = CallbackDeadlines::new(&registrations);
+        Ok(registrations)
     }
 
     /// Render a registered prompt segment (`None`: the segment chose not to render).
     pub fn render_prompt(&mut self, name: &str, context: Value) -> Result<Option<String>, Error> {
-        let operation = Operation::RenderPrompt {
-            name: name.to_owned(),
-            context,
-        };
-        let declared = self.callbacks.prompt(name);
-        match self.call_callback(operation, declared)? {
-            OperationResult::Prompt(text) => Ok(text),
-            other => Err(self.mis_shaped(&other)),
-        }
+        self.typed(typed::render_prompt(&self.callbacks, name, context))
     }
 
     /// Ask a registered completion provider.
     pub fn complete(&mut self, command: &str, context: Value) -> Result<Value, Error> {
-        let operation = Operation::Complete {
-            command: command.to_owned(),
-            context,
-        };
-        match self.call_callback(operation, Some(COMPLETION_DEADLINE))? {
-            OperationResult::Value(value) => Ok(value),
-            other => Err(self.mis_shaped(&other)),
-        }
+        self.typed(typed::complete(command, context))
     }
 
     /// Invoke a registered contribution.
@@ -271,16 +238,7 @@ impl Worker {
         name: &str,
         context: Value,
     ) -> Result<Value, Error> {
-        let declared = self.callbacks.contribution(kind, name);
-        let operation = Operation::Contribution {
-            kind,
-            name: name.to_owned(),
-            context,
-        };
-        match self.call_callback(operation, declared)? {
-            OperationResult::Value(value) => Ok(value),
-            other => Err(self.mis_shaped(&other)),
-        }
+        self.typed(typed::contribution(&self.callbacks, kind, name, context))
     }
 
     /// Run a runner module with an execution context.
@@ -290,15 +248,7 @@ impl Worker {
         source_name: &str,
         context: ExecutionContext,
     ) -> Result<ExecutionOutcome, Error> {
-        let operation = Operation::Run {
-            source: source.to_owned(),
-            source_name: source_name.to_owned(),
-            context,
-        };
-        match self.call(operation, None)? {
-            OperationResult::Outcome(outcome) => Ok(outcome),
-            other => Err(self.mis_shaped(&other)),
-        }
+        self.typed(typed::run(source, source_name, context))
     }
 
     /// Run a registered plugin command. `timeout` is the command's own
@@ -310,39 +260,17 @@ impl Worker {
         context: ExecutionContext,
         timeout: Duration,
     ) -> Result<ExecutionOutcome, Error> {
-        let deadline_ms = u64::try_from(timeout.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1);
-        let operation = Operation::PluginCommand {
-            name: name.to_owned(),
-            context,
-            deadline_ms,
-        };
-        match self.call_callback(operation, Some(Duration::from_millis(deadline_ms)))? {
-            OperationResult::Outcome(outcome) => Ok(outcome),
-            other => Err(self.mis_shaped(&other)),
-        }
+        self.typed(typed::plugin_command(name, context, timeout))
     }
 
     /// Dispatch an extension event to the plugin's subscribers.
     pub fn event(&mut self, event: ExtensionEvent) -> Result<Vec<EventHandlerReport>, Error> {
-        let declared = self.callbacks.event(&event);
-        match self.call_callback(Operation::Event { event }, declared)? {
-            OperationResult::Reports(reports) => Ok(reports),
-            other => Err(self.mis_shaped(&other)),
-        }
+        self.typed(typed::event(&self.callbacks, event))
     }
 
     /// Run a test file and return how many tests ran.
     pub fn test(&mut self, source: &str, source_name: &str) -> Result<u64, Error> {
-        let operation = Operation::Test {
-            source: source.to_owned(),
-            source_name: source_name.to_owned(),
-        };
-        match self.call(operation, None)? {
-            OperationResult::TestCount(count) => Ok(count),
-            other => Err(self.mis_shaped(&other)),
-        }
+        self.typed(typed::test(source, source_name))
     }
 
     fn wall_time(&self) -> Duration {
@@ -352,12 +280,7 @@ impl Worker {
     /// Unreachable in practice: the session decodes each result for the
     /// operation in flight. Kept as a typed error rather than a panic.
     fn mis_shaped(&mut self, result: &OperationResult) -> Error {
-        let error = Error::new(
-            ErrorClass::ProtocolViolation,
-            ErrorCode::Validation,
-            "the Lua worker's result does not fit the operation",
-        )
-        .with_context(format!("result: {result:?}"));
+        let error = typed::mis_shaped(result);
         self.fail(error)
     }
 

@@ -74,8 +74,9 @@ use quirl_lua_protocol::{ErrorKind as ProtocolErrorKind, ProtocolError};
 use serde_json::Value;
 
 use super::request::violation;
+use super::typed;
 use super::{Flight, PIPE_RELEASE_WAIT, SHUTDOWN_GRACE, WorkerConfig};
-use crate::callback_deadline::{COMPLETION_DEADLINE, CallbackDeadlines, callback_deadline};
+use crate::callback_deadline::{CallbackDeadlines, callback_deadline};
 use crate::error::{Error, ErrorClass};
 use crate::process_host::{Cancel, ProcessHostConfig, run_host_call};
 use crate::worker_kill::{Termination, WorkerProcess, describe_status};
@@ -189,10 +190,32 @@ impl Worker {
         self.exchange(operation, deadline, host).await
     }
 
+    /// Run one typed request (see `worker/typed.rs`) and take its result
+    /// out.
+    async fn typed<T>(&mut self, request: typed::Typed<T>) -> Result<T, Error> {
+        let result = match request.under {
+            typed::Under::Request => self.call(request.operation, None).await?,
+            typed::Under::Callback(declared) => {
+                self.call_callback(request.operation, declared).await?
+            }
+        };
+        self.take(request.take, result).await
+    }
+
+    async fn take<T>(
+        &mut self,
+        take: fn(OperationResult) -> Result<T, Box<OperationResult>>,
+        result: OperationResult,
+    ) -> Result<T, Error> {
+        match take(result) {
+            Ok(value) => Ok(value),
+            Err(other) => Err(self.mis_shaped(&other).await),
+        }
+    }
+
     /// Evaluate a Lua chunk and return its value.
     pub async fn eval(&mut self, source: &str) -> Result<Value, Error> {
-        let result = self.call(eval(source), None).await?;
-        self.value_of(result).await
+        self.typed(typed::eval(source)).await
     }
 
     /// [`eval`](Self::eval) with host calls answered by `host` (see
@@ -202,20 +225,14 @@ impl Worker {
         source: &str,
         host: impl AsyncFnMut(&HostCall) -> HostAnswer,
     ) -> Result<Value, Error> {
-        let result = self.call_with_host(eval(source), None, host).await?;
-        self.value_of(result).await
+        let request = typed::eval(source);
+        let result = self.call_with_host(request.operation, None, host).await?;
+        self.take(request.take, result).await
     }
 
     /// Check that a source compiles, without running it.
     pub async fn check(&mut self, source: &str, source_name: &str) -> Result<(), Error> {
-        let operation = Operation::Check {
-            source: source.to_owned(),
-            source_name: source_name.to_owned(),
-        };
-        match self.call(operation, None).await? {
-            OperationResult::Null => Ok(()),
-            other => Err(self.mis_shaped(&other).await),
-        }
+        self.typed(typed::check(source, source_name)).await
     }
 
     /// Evaluate a configuration file's source.
@@ -224,14 +241,7 @@ impl Worker {
         source: &str,
         source_name: &str,
     ) -> Result<QuirlConfig, Error> {
-        let operation = Operation::LoadConfig {
-            source: source.to_owned(),
-            source_name: source_name.to_owned(),
-        };
-        match self.call(operation, None).await? {
-            OperationResult::Config(config) => Ok(config),
-            other => Err(self.mis_shaped(&other).await),
-        }
+        self.typed(typed::load_config(source, source_name)).await
     }
 
     /// Load a plugin and return what it registered; its callbacks are then
@@ -241,17 +251,9 @@ impl Worker {
         source: &str,
         source_name: &str,
     ) -> Result<PluginRegistrations, Error> {
-        let operation = Operation::LoadPlugin {
-            source: source.to_owned(),
-            source_name: source_name.to_owned(),
-        };
-        match self.call(operation, None).await? {
-            OperationResult::Plugin(registrations) => {
-                self.callbacks = CallbackDeadlines::new(&registrations);
-                Ok(registrations)
-            }
-            other => Err(self.mis_shaped(&other).await),
-        }
+        let registrations = self.typed(typed::load_plugin(source, source_name)).await?;
+        self.callbacks = CallbackDeadlines::new(&registrations);
+        Ok(registrations)
     }
 
     /// Render a registered prompt segment (`None`: it chose not to render).
@@ -260,27 +262,13 @@ impl Worker {
         name: &str,
         context: Value,
     ) -> Result<Option<String>, Error> {
-        let declared = self.callbacks.prompt(name);
-        let operation = Operation::RenderPrompt {
-            name: name.to_owned(),
-            context,
-        };
-        match self.call_callback(operation, declared).await? {
-            OperationResult::Prompt(text) => Ok(text),
-            other => Err(self.mis_shaped(&other).await),
-        }
+        let request = typed::render_prompt(&self.callbacks, name, context);
+        self.typed(request).await
     }
 
     /// Ask a registered completion provider.
     pub async fn complete(&mut self, command: &str, context: Value) -> Result<Value, Error> {
-        let operation = Operation::Complete {
-            command: command.to_owned(),
-            context,
-        };
-        let result = self
-            .call_callback(operation, Some(COMPLETION_DEADLINE))
-            .await?;
-        self.value_of(result).await
+        self.typed(typed::complete(command, context)).await
     }
 
     /// Invoke a registered contribution.
@@ -290,14 +278,8 @@ impl Worker {
         name: &str,
         context: Value,
     ) -> Result<Value, Error> {
-        let declared = self.callbacks.contribution(kind, name);
-        let operation = Operation::Contribution {
-            kind,
-            name: name.to_owned(),
-            context,
-        };
-        let result = self.call_callback(operation, declared).await?;
-        self.value_of(result).await
+        let request = typed::contribution(&self.callbacks, kind, name, context);
+        self.typed(request).await
     }
 
     /// Run a runner module with an execution context.
@@ -307,15 +289,7 @@ impl Worker {
         source_name: &str,
         context: ExecutionContext,
     ) -> Result<ExecutionOutcome, Error> {
-        let operation = Operation::Run {
-            source: source.to_owned(),
-            source_name: source_name.to_owned(),
-            context,
-        };
-        match self.call(operation, None).await? {
-            OperationResult::Outcome(outcome) => Ok(outcome),
-            other => Err(self.mis_shaped(&other).await),
-        }
+        self.typed(typed::run(source, source_name, context)).await
     }
 
     /// Run a registered plugin command. `timeout` is its own deadline
@@ -327,43 +301,19 @@ impl Worker {
         context: ExecutionContext,
         timeout: Duration,
     ) -> Result<ExecutionOutcome, Error> {
-        let deadline_ms = u64::try_from(timeout.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1);
-        let operation = Operation::PluginCommand {
-            name: name.to_owned(),
-            context,
-            deadline_ms,
-        };
-        let declared = Some(Duration::from_millis(deadline_ms));
-        match self.call_callback(operation, declared).await? {
-            OperationResult::Outcome(outcome) => Ok(outcome),
-            other => Err(self.mis_shaped(&other).await),
-        }
+        self.typed(typed::plugin_command(name, context, timeout))
+            .await
     }
 
     /// Dispatch an extension event to the plugin's subscribers.
     pub async fn event(&mut self, event: ExtensionEvent) -> Result<Vec<EventHandlerReport>, Error> {
-        let declared = self.callbacks.event(&event);
-        match self
-            .call_callback(Operation::Event { event }, declared)
-            .await?
-        {
-            OperationResult::Reports(reports) => Ok(reports),
-            other => Err(self.mis_shaped(&other).await),
-        }
+        let request = typed::event(&self.callbacks, event);
+        self.typed(request).await
     }
 
     /// Run a test file and return how many tests ran.
     pub async fn test(&mut self, source: &str, source_name: &str) -> Result<u64, Error> {
-        let operation = Operation::Test {
-            source: source.to_owned(),
-            source_name: source_name.to_owned(),
-        };
-        match self.call(operation, None).await? {
-            OperationResult::TestCount(count) => Ok(count),
-            other => Err(self.mis_shaped(&other).await),
-        }
+        self.typed(typed::test(source, source_name)).await
     }
 
     /// Replace this worker with a fresh one spawned from the same
@@ -469,24 +419,10 @@ impl Worker {
         Duration::from_millis(self.config.policy.wall_time_ms())
     }
 
-    async fn value_of(&mut self, result: OperationResult) -> Result<Value, Error> {
-        match result {
-            OperationResult::Value(value) => Ok(value),
-            other => Err(self.mis_shaped(&other).await),
-        }
-    }
-
-    /// Unreachable in practice: the session decodes each result for the
-    /// operation in flight. A typed error (and the kill) rather than a
-    /// panic.
+    /// Unreachable in practice (see `typed::mis_shaped`): a typed error and
+    /// the worker's kill rather than a panic.
     async fn mis_shaped(&mut self, result: &OperationResult) -> Error {
-        let error = Error::new(
-            ErrorClass::ProtocolViolation,
-            ErrorCode::Validation,
-            "the Lua worker's result does not fit the operation",
-        )
-        .with_context(format!("result: {result:?}"));
-        self.fail(error).await
+        self.fail(super::typed::mis_shaped(result)).await
     }
 
     /// Run a callback under its declared deadline plus the slack (capped
@@ -709,12 +645,6 @@ impl std::fmt::Debug for Worker {
             .field("policy", &self.config.policy)
             .field("poisoned_by", &self.poisoned_by)
             .finish_non_exhaustive()
-    }
-}
-
-fn eval(source: &str) -> Operation {
-    Operation::Eval {
-        source: source.to_owned(),
     }
 }
 
