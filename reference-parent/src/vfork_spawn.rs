@@ -38,7 +38,7 @@ use rustix::io::Errno;
 use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
 use rustix::process::{Pid, WaitOptions};
 
-use crate::cgroup;
+use crate::cgroup::{self, ChildCgroup};
 use crate::child_setup;
 use crate::rlimits::WorkerLimits;
 use crate::worker_command::WorkerCommand;
@@ -169,6 +169,20 @@ pub(crate) struct Started {
     pub(crate) pid: Pid,
     /// From `CLONE_PIDFD`; `None` on kernels before 5.2.
     pub(crate) pidfd: Option<OwnedFd>,
+    /// How it entered its cgroup.
+    #[cfg_attr(not(test), allow(dead_code, reason = "read by the tests"))]
+    pub(crate) entered: Entered,
+}
+
+/// How a started child entered its cgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Entered {
+    /// No cgroup was asked for.
+    None,
+    /// `clone3` made it a member (CLONE_INTO_CGROUP).
+    AtClone,
+    /// The child wrote `cgroup.procs` before `exec`.
+    BeforeExec,
 }
 
 /// Which step of the child failed (reported with its errno).
@@ -235,19 +249,19 @@ struct ChildContext<'a> {
 pub(crate) fn spawn(
     plan: &ExecPlan,
     stdio: &ChildStdio,
-    cgroup_procs: Option<RawFd>,
+    cgroup: Option<&ChildCgroup>,
     limits: &WorkerLimits,
 ) -> io::Result<Option<Started>> {
     let stack = ChildStack::map()?;
     let blocked = SignalsBlocked::all()?;
-    let context = ChildContext {
+    let mut context = ChildContext {
         plan,
         stdio: [
             stdio.stdin.as_fd(),
             stdio.stdout.as_fd(),
             stdio.stderr.as_fd(),
         ],
-        cgroup_procs,
+        cgroup_procs: cgroup.map(ChildCgroup::procs_fd),
         limits: *limits,
         signal_max: libc::SIGRTMAX(),
         parent_mask: blocked.previous,
@@ -257,27 +271,30 @@ pub(crate) fn spawn(
         },
     };
     let mut pidfd: c_int = -1;
-    // SAFETY: `child_main` runs on `stack` (a fresh mapping that outlives the
-    // child's use of it: CLONE_VFORK suspends this thread until the child
-    // has exec'd or exited, and `stack` is unmapped only after that) and
-    // reads `context`, which lives in this frame for the same reason. The
-    // child follows the module's rules (system calls only, no allocation,
-    // no locks, no unwinding). Signals are blocked in this thread, so no
-    // handler runs in the child before it resets the dispositions. With
-    // CLONE_PIDFD the kernel writes the new pidfd into `pidfd` (the
-    // `parent_tid` argument) before `clone` returns. Unlike `vfork()`, glibc's
-    // `clone` does not return twice: the child runs `child_main` on its own
-    // stack and never comes back into this frame, so nothing of this
-    // function's stack is used by two processes.
-    let pid = unsafe {
-        libc::clone(
-            child_main,
-            stack.top(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
-            ptr::from_ref(&context).cast_mut().cast::<c_void>(),
-            ptr::from_mut(&mut pidfd),
-        )
-    };
+    let mut entered = Entered::None;
+    let mut pid = -1;
+    if let Some(cgroup) = cgroup {
+        // First choice: `clone3` starts the child inside the cgroup, so it
+        // skips the `cgroup.procs` write, whose migration waits for an RCU
+        // grace period in the kernel (BENCHMARKS.md, X3).
+        context.cgroup_procs = None;
+        pid = clone3_into_cgroup(&context, &stack, cgroup.dir_fd(), &mut pidfd);
+        if pid >= 0 {
+            entered = Entered::AtClone;
+        } else {
+            // Refused (no `clone3` or no CLONE_INTO_CGROUP here, a seccomp
+            // filter, an architecture without the trampoline): the child
+            // enters by writing `cgroup.procs` instead.
+            context.cgroup_procs = Some(cgroup.procs_fd());
+            pidfd = -1;
+        }
+    }
+    if pid < 0 {
+        pid = clone_vfork(&context, &stack, &mut pidfd);
+        if pid >= 0 && cgroup.is_some() {
+            entered = Entered::BeforeExec;
+        }
+    }
     let clone_error = io::Error::last_os_error();
     drop(blocked);
     drop(stack);
@@ -295,7 +312,11 @@ pub(crate) fn spawn(
     let pid = Pid::from_raw(pid).ok_or_else(|| io::Error::other("clone returned pid 0"))?;
     let step = Step::from_raw(context.report.step.load(Ordering::Acquire));
     if step == Step::None {
-        return Ok(Some(Started { pid, pidfd }));
+        return Ok(Some(Started {
+            pid,
+            pidfd,
+            entered,
+        }));
     }
     let errno = context.report.errno.load(Ordering::Acquire);
     // The child has exited (`_exit(127)`); reap it so no zombie is left.
@@ -304,6 +325,143 @@ pub(crate) fn spawn(
     // The plain OS error, as a `Command` spawn reports it (the step is
     // implied by the errno and kept out of the error's kind).
     Err(io::Error::from_raw_os_error(errno))
+}
+
+/// glibc's `clone` with CLONE_VM | CLONE_VFORK | CLONE_PIDFD: the child runs
+/// `child_main(context)` on `stack`. Returns the pid, or -1 with `errno`.
+fn clone_vfork(context: &ChildContext<'_>, stack: &ChildStack, pidfd: &mut c_int) -> c_int {
+    // SAFETY: `child_main` runs on `stack` (a fresh mapping that outlives the
+    // child's use of it: CLONE_VFORK suspends this thread until the child
+    // has exec'd or exited, and `stack` is unmapped only after that) and
+    // reads `context`, which lives in this frame for the same reason. The
+    // child follows the module's rules (system calls only, no allocation,
+    // no locks, no unwinding). Signals are blocked in this thread, so no
+    // handler runs in the child before it resets the dispositions. With
+    // CLONE_PIDFD the kernel writes the new pidfd into `pidfd` (the
+    // `parent_tid` argument) before `clone` returns. Unlike `vfork()`, glibc's
+    // `clone` does not return twice: the child runs `child_main` on its own
+    // stack and never comes back into this frame, so nothing of this
+    // function's stack is used by two processes.
+    unsafe {
+        libc::clone(
+            child_main,
+            stack.top(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+            ptr::from_ref(context).cast_mut().cast::<c_void>(),
+            ptr::from_mut(pidfd),
+        )
+    }
+}
+
+/// `CLONE_INTO_CGROUP` (linux/sched.h, Linux 5.7): a `clone3` flag only.
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// `struct clone_args` of linux/sched.h up to its `cgroup` field
+/// (`CLONE_ARGS_SIZE_VER2`, 88 bytes); the kernel reads `size_of` bytes.
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// `clone3` with CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP:
+/// the child starts as a member of the cgroup open as `cgroup_dir` and runs
+/// `child_main(context)` on `stack`. Returns the pid, or -1 with `errno`.
+///
+/// Why a few lines of assembly: `clone3` has no libc wrapper, and a child
+/// that shares our memory must not return into a Rust frame (it would run
+/// on the parent's stack, which the compiler assumes is its own). The
+/// trampoline makes the system call and, in the child only, calls
+/// `child_main` on the new stack and exits; the parent sees an ordinary
+/// system call.
+#[cfg(target_arch = "x86_64")]
+fn clone3_into_cgroup(
+    context: &ChildContext<'_>,
+    stack: &ChildStack,
+    cgroup_dir: BorrowedFd<'_>,
+    pidfd: &mut c_int,
+) -> c_int {
+    let args = CloneArgs {
+        flags: (libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD) as u64 | CLONE_INTO_CGROUP,
+        pidfd: ptr::from_mut(pidfd) as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: stack.base as u64,
+        stack_size: stack.len as u64,
+        cgroup: cgroup_dir.as_raw_fd() as u64,
+        ..CloneArgs::default()
+    };
+    let entry: extern "C" fn(*mut c_void) -> c_int = child_main;
+    let argument = ptr::from_ref(context).cast_mut().cast::<c_void>();
+    let result: i64;
+    // SAFETY: the system call's arguments are `args` (alive in this frame,
+    // of the size passed) and the descriptors it names. The child (rax 0)
+    // starts with the kernel's stack pointer `stack.base + stack.len`, the
+    // top of our own mapping (page-aligned, so 16-byte aligned at the
+    // `call` as the C ABI wants), clears the frame pointer and calls
+    // `child_main(context)`, which never returns (it execs or `_exit`s;
+    // the `exit` after it is a backstop); it never executes an
+    // instruction of this function after the system call, so nothing of
+    // this frame or this stack is used by two processes. Everything else of
+    // `clone_vfork`'s SAFETY holds the same way: CLONE_VFORK suspends this
+    // thread until the child has exec'd or exited, so `context` and `stack`
+    // outlive the child's use, and all signals are blocked. In the parent
+    // the system call clobbers only rax, rcx and r11, as declared; r12 and
+    // r13 are inputs it leaves unchanged. Like glibc's `clone`, the new
+    // process keeps this thread's TLS, which the child's steps (system
+    // calls and async-signal-safe libc wrappers) do not write.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "xor ebp, ebp",
+            "mov rdi, r12",
+            "call r13",
+            "mov edi, eax",
+            "mov eax, 60",
+            "syscall",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 => result,
+            in("rdi") ptr::from_ref(&args),
+            in("rsi") size_of::<CloneArgs>(),
+            in("r12") argument,
+            in("r13") entry,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    if result < 0 {
+        let errno = i32::try_from(-result).unwrap_or(libc::EINVAL);
+        // SAFETY: glibc's errno location of this thread.
+        unsafe { *libc::__errno_location() = errno };
+        return -1;
+    }
+    c_int::try_from(result).unwrap_or(-1)
+}
+
+/// Elsewhere: no trampoline; the caller uses `clone_vfork`.
+#[cfg(not(target_arch = "x86_64"))]
+fn clone3_into_cgroup(
+    _context: &ChildContext<'_>,
+    _stack: &ChildStack,
+    _cgroup_dir: BorrowedFd<'_>,
+    _pidfd: &mut c_int,
+) -> c_int {
+    // SAFETY: glibc's errno location of this thread.
+    unsafe { *libc::__errno_location() = libc::ENOSYS };
+    -1
 }
 
 fn reap(pid: Pid) {
@@ -501,6 +659,7 @@ impl Drop for SignalsBlocked {
 mod tests {
     use super::*;
     use std::ffi::CStr;
+    use std::fs::File;
 
     #[test]
     fn a_bare_program_is_searched_like_execvp() {
@@ -546,6 +705,65 @@ mod tests {
         let command = WorkerCommand::new("/bin/true").arg("a\0b");
         let error = ExecPlan::new(&command).err().unwrap();
         assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    /// Start `/bin/sh -c script` through [`spawn`] in `cgroup`; its stderr
+    /// and how it entered.
+    fn run_in(cgroup: &ChildCgroup, script: &str) -> (String, Entered) {
+        use std::io::Read;
+        let command = WorkerCommand::new("/bin/sh").arg("-c").arg(script);
+        let plan = ExecPlan::new(&command).unwrap();
+        let (stdin, _input) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+        let (output, stderr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+        let stdout = File::open("/dev/null").unwrap();
+        let stdio = ChildStdio {
+            stdin: ChildStdio::above_stdio(stdin).unwrap(),
+            stdout: ChildStdio::above_stdio(stdout.into()).unwrap(),
+            stderr: ChildStdio::above_stdio(stderr).unwrap(),
+        };
+        let limits = WorkerLimits::unlimited();
+        let started = spawn(&plan, &stdio, Some(cgroup), &limits)
+            .unwrap()
+            .unwrap();
+        drop(stdio);
+        let mut text = String::new();
+        File::from(output).read_to_string(&mut text).unwrap();
+        reap(started.pid);
+        (text, started.entered)
+    }
+
+    /// SPEC §17.2: a worker runs inside its cgroup from its first
+    /// instruction after the clone, whichever way it got there.
+    #[test]
+    fn a_worker_starts_inside_its_cgroup_by_clone3_or_by_the_procs_write() {
+        use crate::cgroup::{CgroupLimits, ChildKind, Containment, resolve};
+        let Ok(Some(hierarchy)) = resolve(Containment::Auto) else {
+            eprintln!(
+                "SKIPPED a_worker_starts_inside_its_cgroup_by_clone3_or_by_the_procs_write: \
+                 no writable cgroup v2 hierarchy here"
+            );
+            return;
+        };
+        let cgroup =
+            ChildCgroup::create(hierarchy, ChildKind::Worker, CgroupLimits::default()).unwrap();
+        let name = cgroup
+            .path()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let (text, entered) = run_in(&cgroup, "cat /proc/self/cgroup >&2");
+        assert!(text.trim_end().ends_with(&format!("/{name}")), "{text}");
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(entered, Entered::AtClone);
+        }
+        // A directory that is no cgroup: `clone3` refuses it, and the
+        // child still enters through `cgroup.procs`.
+        let cgroup = cgroup.with_clone_dir(File::open("/").unwrap());
+        let (text, entered) = run_in(&cgroup, "cat /proc/self/cgroup >&2");
+        assert!(text.trim_end().ends_with(&format!("/{name}")), "{text}");
+        assert_eq!(entered, Entered::BeforeExec);
     }
 
     #[test]

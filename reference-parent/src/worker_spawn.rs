@@ -122,8 +122,7 @@ fn spawn_by_vfork(
         stdout: ChildStdio::above_stdio(stdout)?,
         stderr: ChildStdio::above_stdio(stderr)?,
     };
-    let cgroup_procs = cgroup.as_ref().map(ChildCgroup::procs_fd);
-    let Some(started) = vfork_spawn::spawn(&plan, &stdio, cgroup_procs, limits)? else {
+    let Some(started) = vfork_spawn::spawn(&plan, &stdio, cgroup.as_ref(), limits)? else {
         return Ok(Err(cgroup));
     };
     // The child's ends stay only in the child.

@@ -42,6 +42,9 @@ pub(crate) struct ChildCgroup {
     path: PathBuf,
     /// `cgroup.procs`, opened close-on-exec for the child's pre-exec write.
     procs: File,
+    /// The directory itself, opened close-on-exec: what `clone3`'s
+    /// `CLONE_INTO_CGROUP` takes to start a child inside it.
+    dir: File,
     removed: bool,
 }
 
@@ -60,13 +63,16 @@ impl ChildCgroup {
         };
         let path = hierarchy.own.join(name);
         fs::create_dir(&path)?;
+        let opened = File::options()
+            .write(true)
+            .open(path.join("cgroup.procs"))
+            .and_then(|procs| Ok((procs, File::open(&path)?)));
+        let (procs, dir) = opened.inspect_err(|_| {
+            let _ = fs::remove_dir(&path);
+        })?;
         let cgroup = Self {
-            procs: File::options()
-                .write(true)
-                .open(path.join("cgroup.procs"))
-                .inspect_err(|_| {
-                    let _ = fs::remove_dir(&path);
-                })?,
+            procs,
+            dir,
             path,
             removed: false,
         };
@@ -89,6 +95,19 @@ impl ChildCgroup {
     /// The descriptor the child writes `0` to (see [`enter_in_child`]).
     pub(crate) fn procs_fd(&self) -> RawFd {
         self.procs.as_raw_fd()
+    }
+
+    /// The cgroup directory, open (for `CLONE_INTO_CGROUP`).
+    pub(crate) fn dir_fd(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+
+    /// Tests: the same cgroup, but `dir` handed to `clone3` in its place
+    /// (a directory that is no cgroup makes `CLONE_INTO_CGROUP` fail).
+    #[cfg(test)]
+    pub(crate) fn with_clone_dir(mut self, dir: File) -> Self {
+        self.dir = dir;
+        self
     }
 
     /// The cgroup directory.
