@@ -76,6 +76,8 @@ mod proc_stat;
 pub mod process_host;
 pub mod rlimits;
 mod signals;
+#[cfg(test)]
+mod test_environment;
 mod transport;
 mod vfork_spawn;
 pub mod worker;

@@ -738,9 +738,10 @@ mod tests {
     fn a_worker_starts_inside_its_cgroup_by_clone3_or_by_the_procs_write() {
         use crate::cgroup::{CgroupLimits, ChildKind, Containment, resolve};
         let Ok(Some(hierarchy)) = resolve(Containment::Auto) else {
-            eprintln!(
-                "SKIPPED a_worker_starts_inside_its_cgroup_by_clone3_or_by_the_procs_write: \
-                 no writable cgroup v2 hierarchy here"
+            crate::test_environment::skip(
+                "cgroup",
+                "a_worker_starts_inside_its_cgroup_by_clone3_or_by_the_procs_write",
+                "no writable cgroup v2 hierarchy here",
             );
             return;
         };

@@ -36,9 +36,13 @@ fn host_calls_leak_no_descriptor_thread_child_or_cgroup() {
     host_calls_leak_nothing(Containment::ProcessGroup);
     let report = containment_report(Containment::Auto);
     let Some(own) = report.cgroup.clone() else {
-        eprintln!(
-            "SKIPPED the cgroup half: no writable cgroup v2 hierarchy here ({})",
-            report.summary()
+        quirl_lua_testkit::environment::skip(
+            "cgroup",
+            "the cgroup half",
+            &format!(
+                "no writable cgroup v2 hierarchy here ({})",
+                report.summary()
+            ),
         );
         return;
     };

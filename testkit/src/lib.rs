@@ -8,6 +8,8 @@
 //!   scripted hostile worker, `src/bin/fake_worker.rs`) and
 //!   `quirl-lua-scripted-worker` (the lifecycle tests' worker,
 //!   `src/bin/scripted_worker.rs`), and the products' binaries.
+//! - [`environment`]: skips of tests whose machine lacks cgroup v2 or
+//!   Landlock, which fail where the run requires them (`.ci/run`).
 //! - [`mirror`]: the serde baseline records of the codec benchmark (X1).
 //! - [`procfs`] (feature `proc`): `/proc` observations of the supervision
 //!   tests, on the conformance runner's `/proc` parser.
@@ -34,6 +36,7 @@
 //!   the differential tests and the baseline of the benchmarks.
 
 pub mod bins;
+pub mod environment;
 pub mod generate;
 pub mod mirror;
 pub mod scratch;

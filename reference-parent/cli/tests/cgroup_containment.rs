@@ -28,9 +28,13 @@ fn own_cgroup(test: &str) -> Option<PathBuf> {
     match report.cgroup {
         Some(path) => Some(PathBuf::from(path)),
         None => {
-            eprintln!(
-                "SKIPPED {test}: no writable cgroup v2 hierarchy here ({})",
-                report.summary()
+            quirl_lua_testkit::environment::skip(
+                "cgroup",
+                test,
+                &format!(
+                    "no writable cgroup v2 hierarchy here ({})",
+                    report.summary()
+                ),
             );
             None
         }
@@ -549,9 +553,13 @@ fn child_cgroups_carry_the_configured_limits_where_the_controllers_are_enabled()
     };
     let report = containment_report(Containment::Auto);
     if !report.controllers.contains(&"pids") {
-        eprintln!(
-            "SKIPPED the pids.max check: the pids controller is not enabled ({})",
-            report.notes.join("; ")
+        quirl_lua_testkit::environment::skip(
+            "cgroup-controllers",
+            "the pids.max check",
+            &format!(
+                "the pids controller is not enabled ({})",
+                report.notes.join("; ")
+            ),
         );
     } else {
         let config = host(Containment::Cgroup).command_pids_max(Some(17));
@@ -563,9 +571,13 @@ fn child_cgroups_carry_the_configured_limits_where_the_controllers_are_enabled()
         assert_eq!(result.unwrap().trim(), "17");
     }
     if !report.controllers.contains(&"memory") {
-        eprintln!(
-            "SKIPPED the memory.max check: the memory controller is not enabled ({})",
-            report.notes.join("; ")
+        quirl_lua_testkit::environment::skip(
+            "cgroup-controllers",
+            "the memory.max check",
+            &format!(
+                "the memory controller is not enabled ({})",
+                report.notes.join("; ")
+            ),
         );
         return;
     }

@@ -122,7 +122,11 @@ fn process_group_mode_leaves_no_setsid_escapee() {
 fn cgroup_mode_leaves_no_setsid_escapee_after_quirl_lua_exits() {
     let report = containment_report(Containment::Auto);
     if report.cgroup.is_none() {
-        eprintln!("SKIPPED: no writable cgroup v2 here ({})", report.summary());
+        quirl_lua_testkit::environment::skip(
+            "cgroup",
+            "cgroup_mode_leaves_no_setsid_escapee_after_quirl_lua_exits",
+            &format!("no writable cgroup v2 here ({})", report.summary()),
+        );
         return;
     }
     let mark = marker(4);
@@ -156,7 +160,11 @@ fn cgroup_mode_leaves_no_setsid_escapee_after_quirl_lua_exits() {
 fn cgroup_mode_reports_every_setsid_escape_and_leaves_nothing() {
     let report = containment_report(Containment::Auto);
     if report.cgroup.is_none() {
-        eprintln!("SKIPPED: no writable cgroup v2 here ({})", report.summary());
+        quirl_lua_testkit::environment::skip(
+            "cgroup",
+            "cgroup_mode_reports_every_setsid_escape_and_leaves_nothing",
+            &format!("no writable cgroup v2 here ({})", report.summary()),
+        );
         return;
     }
     let config = host_config(Containment::Cgroup);

@@ -72,7 +72,7 @@ impl Drop for Scratch {
 fn landlock_or_skip(test: &str) -> bool {
     let support = landlock_support();
     if !support.available() {
-        eprintln!("SKIPPED {test}: {}", support.summary());
+        quirl_lua_testkit::environment::skip("landlock", test, &support.summary());
     }
     support.available()
 }

@@ -277,7 +277,7 @@ mod tests {
     fn populated_cgroup(test: &str) -> Option<(ChildCgroup, std::process::Child)> {
         use std::os::unix::process::CommandExt;
         let Ok(Some(hierarchy)) = resolve(Containment::Auto) else {
-            eprintln!("SKIPPED {test}: no writable cgroup v2 hierarchy here");
+            crate::test_environment::skip("cgroup", test, "no writable cgroup v2 hierarchy here");
             return None;
         };
         let cgroup =

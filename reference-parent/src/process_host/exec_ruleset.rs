@@ -481,7 +481,11 @@ mod tests {
     fn a_cached_ruleset_is_reused_until_its_chain_changes() {
         let support = landlock_support();
         if !support.available() {
-            eprintln!("SKIPPED: {}", support.summary());
+            crate::test_environment::skip(
+                "landlock",
+                "a_cached_ruleset_is_reused_until_its_chain_changes",
+                &support.summary(),
+            );
             return;
         }
         let dir = scratch("ruleset-cache");
@@ -540,7 +544,11 @@ mod tests {
     fn the_cache_keeps_a_bounded_number_of_rulesets() {
         let support = landlock_support();
         if !support.available() {
-            eprintln!("SKIPPED: {}", support.summary());
+            crate::test_environment::skip(
+                "landlock",
+                "the_cache_keeps_a_bounded_number_of_rulesets",
+                &support.summary(),
+            );
             return;
         }
         let dir = scratch("ruleset-cache-bound");
