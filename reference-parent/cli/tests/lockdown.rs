@@ -275,7 +275,7 @@ fn the_worker_reaches_no_file_through_its_landlock_domain() {
     let expected = match quirl_lua_reference_worker::lockdown::landlock::kernel_abi() {
         Ok(_) => LANDLOCK_DENIED_EXIT,
         Err(why) => {
-            quirl_lua_testkit::environment::skip("landlock", "the Landlock half", &why.to_string());
+            quirl_lua_testkit::environment::skip("landlock", "the Landlock half", why);
             LANDLOCK_OPENED_EXIT
         }
     };
