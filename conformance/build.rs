@@ -5,13 +5,18 @@
 //!   new case file is picked up without touching this script);
 //! - `fixtures/manifest.json` and every file under `fixtures/frames/`;
 //! - the SPEC.md revision marker (the `Revision:` line of its header) and a
-//!   digest of SPEC.md's text, which `--version` names.
+//!   digest of its protocol text (every section but the reference design's
+//!   §15–18, `src/spec_text.rs`), which `--version` names.
 //!
 //! The generated table lives in `$OUT_DIR/embedded.rs` and is included by
 //! `src/embedded.rs`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+#[path = "src/spec_text.rs"]
+#[allow(dead_code, reason = "the library's tests use the rest")]
+mod spec_text;
 
 fn main() {
     if let Err(error) = generate() {
@@ -95,8 +100,8 @@ fn generate() -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     writeln!(
         out,
-        "/// FNV-1a 64 digest of that SPEC.md's text (hex).\npub const SPEC_DIGEST: &str = \"{:016x}\";",
-        fnv1a64(spec.as_bytes())
+        "/// FNV-1a 64 digest of that SPEC.md's protocol text, §15–18 left out (hex).\npub const SPEC_DIGEST: &str = \"{:016x}\";",
+        spec_text::fnv1a64(spec_text::protocol_text(&spec).as_bytes())
     )
     .map_err(|e| e.to_string())?;
 
@@ -115,15 +120,6 @@ fn spec_revision(spec: &str) -> Option<String> {
         .find_map(|line| line.strip_prefix("Revision:"))
         .map(|rest| rest.trim().to_owned())
         .filter(|rest| !rest.is_empty())
-}
-
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
 }
 
 /// Regular files of `dir` (optionally with extension `ext`), sorted by name.

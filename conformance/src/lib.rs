@@ -24,4 +24,5 @@ pub mod parent;
 pub mod proc;
 pub mod profile;
 pub mod report;
+pub mod spec_text;
 pub mod worker;

@@ -95,7 +95,7 @@ struct SuiteOptions {
 /// The `--version` text: the suites' case counts and the SPEC revision.
 fn version_text() -> String {
     let mut text = format!(
-        "quirl-conformance {}\nchecks: SPEC.md revision {} (text fnv1a64 {}), protocol {}\n",
+        "quirl-conformance {}\nchecks: SPEC.md revision {} (protocol text fnv1a64 {}), protocol {}\n",
         env!("CARGO_PKG_VERSION"),
         embedded::SPEC_REVISION,
         embedded::SPEC_DIGEST,
