@@ -233,7 +233,7 @@ fn frame_boundaries(bytes: &[u8]) -> Vec<usize> {
     boundaries
 }
 
-// SPEC §5-a, §12.1-a, §3.1-e: every reject fixture fails with exactly its sub-kind, every accept
+// SPEC §5-a, §12.1-a, §12.2-a, §3.1-e: every reject fixture fails with exactly its sub-kind, every accept
 // fixture re-encodes byte for byte, in several chunkings.
 #[test]
 fn manifest_replays_through_the_protocol_crate() {
