@@ -4,6 +4,7 @@
 use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use serde_json::json;
+use std::collections::BTreeMap;
 
 const REQUEST: &[u8] = br#"{"kind":"request","request":{"version":1,"id":7,"operation":{"operation":"eval","source":"return 42"}}}"#;
 const RESPONSE: &[u8] =
@@ -110,6 +111,67 @@ fn every_operation_round_trips() {
         assert_eq!(decoded, frame);
         assert_eq!(encode_parent_frame(&decoded).unwrap(), bytes);
     }
+}
+
+// SPEC §6.14-a: the text payloads of a StructuredValue are carried byte for
+// byte, whatever they say; SPEC §5.9: an empty `text` is a value, not absent.
+#[test]
+fn structured_text_payloads_and_an_empty_output_text_travel_unchanged() {
+    let odd = ["1.50", "-3e2", "not a number, kept", "", "0x1p-2"];
+    for text in odd {
+        let input = StructuredValue::List(vec![
+            StructuredValue::Decimal(text.to_owned()),
+            StructuredValue::DateTime(text.to_owned()),
+            StructuredValue::Pattern(text.to_owned()),
+        ]);
+        let frame = ParentFrame::Request {
+            request: Request {
+                id: 1,
+                operation: Operation::Run {
+                    source: "x".into(),
+                    source_name: "r.lua".into(),
+                    context: ExecutionContext {
+                        arguments: vec![],
+                        environment: BTreeMap::new(),
+                        working_directory: "/".into(),
+                        input: ExecutionInput::Value(input),
+                        output: OutputTarget::Value,
+                        declared_effects: ExecutionEffects::default(),
+                    },
+                },
+            },
+        };
+        let bytes = encode_parent_frame(&frame).unwrap();
+        let wire = format!(r#"{{"type":"decimal","value":{}}}"#, json!(text));
+        assert!(String::from_utf8_lossy(&bytes).contains(&wire), "{text:?}");
+        let decoded =
+            decode_parent_frame(&bytes).unwrap_or_else(|error| panic!("{text:?}: {error}"));
+        assert_eq!(decoded, frame, "{text:?}");
+        assert_eq!(encode_parent_frame(&decoded).unwrap(), bytes);
+    }
+    let output = ParentFrame::Request {
+        request: Request {
+            id: 1,
+            operation: Operation::Event {
+                event: ExtensionEvent {
+                    protocol_version: 2,
+                    sequence: 1,
+                    data: ExtensionEventData::Output {
+                        stream: OutputStream::Stdout,
+                        bytes: 0,
+                        text: Some(String::new()),
+                    },
+                },
+            },
+        },
+    };
+    let bytes = encode_parent_frame(&output).unwrap();
+    assert!(
+        String::from_utf8_lossy(&bytes).contains(r#""text":"""#),
+        "{}",
+        String::from_utf8_lossy(&bytes)
+    );
+    assert_eq!(decode_parent_frame(&bytes).unwrap(), output);
 }
 
 #[test]
