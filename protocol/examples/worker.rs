@@ -24,6 +24,8 @@ fn answer(operation: &Operation) -> Option<OperationResult> {
             .strip_prefix("return ")
             .filter(|digits| !digits.starts_with('+'))
             .and_then(|digits| digits.parse::<i64>().ok())
+            // Lua 5.4 reads `-9223372036854775808` as a float (SPEC §19.2).
+            .filter(|integer| *integer != i64::MIN)
             .map(|integer| OperationResult::Value(integer.into())),
         _ => None,
     }

@@ -71,14 +71,16 @@ pub struct EvalAnswer {
 }
 
 /// The integer of a source that is exactly `return <decimal integer>`
-/// (one space, an optional `-`, decimal digits, within i64).
+/// (one space, an optional `-`, decimal digits, the value within
+/// −(2^63 − 1)..=2^63 − 1; SPEC §19.2). `-9223372036854775808` is left out
+/// because Lua 5.4 reads it as the negation of a float.
 pub fn returned_integer(source: &str) -> Option<i64> {
     let digits = source.strip_prefix("return ")?;
     let unsigned = digits.strip_prefix('-').unwrap_or(digits);
     if unsigned.is_empty() || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    digits.parse().ok().filter(|integer| *integer != i64::MIN)
 }
 
 /// The response a Lua-free worker gives to the request `operation` with
@@ -242,6 +244,21 @@ mod tests {
         assert_eq!(returned_integer("return 0x10"), None);
         assert_eq!(returned_integer("return -"), None);
         assert_eq!(returned_integer("return 99999999999999999999"), None);
+        // SPEC §19.2: as Lua 5.4 reads them.
+        assert_eq!(returned_integer("return 007"), Some(7));
+        assert_eq!(returned_integer("return -0"), Some(0));
+        assert_eq!(
+            returned_integer("return 9223372036854775807"),
+            Some(i64::MAX)
+        );
+        assert_eq!(
+            returned_integer("return -9223372036854775807"),
+            Some(-i64::MAX)
+        );
+        assert_eq!(returned_integer("return -9223372036854775808"), None);
+        assert_eq!(returned_integer("return 9223372036854775808"), None);
+        assert_eq!(returned_integer("return 1\n"), None);
+        assert_eq!(returned_integer(" return 1"), None);
     }
 
     #[test]
