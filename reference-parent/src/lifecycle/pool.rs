@@ -11,7 +11,7 @@
 //! A pool configured with warm spares (SPEC §17.7) owns one thread, the
 //! *keeper*: it starts spares off the callers' path, checks whether a
 //! worker swapped out after a tripped limit retired, and exits when the
-//! pool shuts down ([`Core::shutdown`] joins it). [`Shared::shutdown`] also
+//! pool shuts down ([`Core::shutdown`] joins it). [`Shared::shutdown_members`] also
 //! starts scoped threads to retire idle workers in parallel, joined before
 //! it returns.
 //!
