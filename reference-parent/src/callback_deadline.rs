@@ -28,8 +28,9 @@ use quirl_lua_protocol::records::{ContributionKind, ExtensionEvent, PluginRegist
 /// delays only the kill of a worker that is stuck.
 pub const CALLBACK_SLACK: Duration = Duration::from_millis(250);
 
-/// Deadline of completion providers (Quirl's fixed 50 ms).
-pub const COMPLETION_DEADLINE: Duration = Duration::from_millis(50);
+/// Deadline of completion providers (Quirl's fixed 50 ms, SPEC §15.6; the
+/// protocol crate's one definition, re-exported).
+pub use quirl_lua_protocol::limits::COMPLETION_DEADLINE;
 
 /// The declared deadlines of the plugin a worker loaded.
 #[derive(Debug, Clone, Default)]

@@ -21,8 +21,9 @@ use std::path::{Path, PathBuf};
 
 use crate::process_host::command_language::{Dialect, split_words as split_posix_words};
 
-/// First argument that selects worker mode in the default worker command.
-pub const WORKER_ARGUMENT: &str = "--internal-lua-worker-v1";
+/// First argument that selects worker mode in the default worker command
+/// (the protocol crate's one definition, re-exported).
+pub use quirl_lua_protocol::limits::WORKER_ARGUMENT;
 
 /// Environment variable holding a worker command line (`"CMD ARGS"`), read
 /// by the `quirl-lua` CLI when `--worker` is not given.

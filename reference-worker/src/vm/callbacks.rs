@@ -15,11 +15,10 @@ use quirl_lua_protocol::limits::{
 };
 use quirl_lua_protocol::records::ContributionKind;
 use serde_json::Value as Json;
-use std::time::Duration;
 
-/// Worker-only (SPEC §15.10; no protocol counterpart): deadline of
-/// completion callbacks.
-pub const COMPLETION_DEADLINE: Duration = Duration::from_millis(50);
+/// Deadline of completion callbacks (SPEC §15.6; the protocol crate's one
+/// definition, shared with the parent).
+pub use quirl_lua_protocol::limits::COMPLETION_DEADLINE;
 
 impl Vm {
     pub(super) fn render_prompt(&mut self, name: &str, context: &Json) -> Result<Json, OpError> {
