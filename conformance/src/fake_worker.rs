@@ -10,7 +10,8 @@
 //!
 //! ```text
 //! pid <pid> <start-time> <role>          this process (role worker) or a holder grandchild
-//! spawn <pgid> <sid> <tty> <stdout> <env-leaked> <fds>   how the parent started it
+//! spawn <pgid> <sid> <tty> <stdout> <env-leaked> <fds> <ppid> <leader-ppid>
+//!                                                         how the parent started it
 //! init <wall_time_ms> <allow_process> <process_enabled>  the policy it was given
 //! request <monotonic-ns> <operation> <id>                when a request was read
 //! parent_error <text>                                    the parent broke the protocol
@@ -90,7 +91,8 @@ pub fn main(case: &str, pid_file: &Path) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-/// `spawn <pgid> <sid> <tty> <stdout> <env-leaked> <fds>`.
+/// `spawn <pgid> <sid> <tty> <stdout> <env-leaked> <fds> <ppid> <leader-ppid>`
+/// (the last: the parent of the group's leader, -1 when it cannot be read).
 fn spawn_facts() -> String {
     // Read from /proc rather than getpgid/getsid: inside a PID namespace
     // whose session or group leader lives outside it, both ids are 0, which
@@ -126,8 +128,10 @@ fn spawn_facts() -> String {
     } else {
         extra.join(",")
     };
+    let ppid = own.as_ref().map_or(-1, |s| s.ppid);
+    let leader_ppid = proc::stat(pgid).map_or(-1, |s| s.ppid);
     format!(
-        "spawn {pgid} {sid} {tty} {} {leaked} {fds}",
+        "spawn {pgid} {sid} {tty} {} {leaked} {fds} {ppid} {leader_ppid}",
         stdout.replace(' ', "_")
     )
 }
@@ -595,12 +599,13 @@ mod tests {
         let facts = spawn_facts();
         let parts: Vec<&str> = facts.split(' ').collect();
         assert_eq!(parts[0], "spawn");
-        assert_eq!(parts.len(), 7, "{facts}");
+        assert_eq!(parts.len(), 9, "{facts}");
         // Group and session are read even where they are 0 (a PID namespace
         // whose leaders live outside it); -1 would mean they were not.
         let own = proc::stat(proc::own_pid()).unwrap();
         assert_eq!(parts[1].parse::<i32>().unwrap(), own.pgrp, "{facts}");
         assert_eq!(parts[2].parse::<i32>().unwrap(), own.session, "{facts}");
         assert!(own.pgrp >= 0 && own.session >= 0, "{facts}");
+        assert_eq!(parts[7].parse::<i32>().unwrap(), own.ppid, "{facts}");
     }
 }

@@ -533,11 +533,19 @@ fn spawn_problems(checks: &cases::SpawnChecks, facts: &[String], record: &Record
         .iter()
         .find(|(_, _, role)| role == "worker")
         .map(|(pid, _, _)| pid.to_string());
-    if checks.own_group && worker_pid.as_deref() != Some(field(0)) {
+    // SPEC §3.1-d: a group of its own is one the worker leads, or one led by
+    // another child of the parent (an anchor that holds the group id); a
+    // group led by the parent or by anyone else is not.
+    let leads = worker_pid.as_deref() == Some(field(0));
+    let anchored = field(6) != "-1" && field(7) == field(6) && field(0) != field(6);
+    if checks.own_group && !leads && !anchored {
         problems.push(format!(
-            "the worker does not lead its own process group (pgid {}, pid {}) (§3.1)",
+            "the worker is not in a process group of its own (pgid {}, pid {}, its parent {}, \
+             the group leader's parent {}) (§3.1)",
             field(0),
-            worker_pid.as_deref().unwrap_or("?")
+            worker_pid.as_deref().unwrap_or("?"),
+            field(6),
+            field(7)
         ));
     }
     if checks.no_terminal && field(2) != "0" {
@@ -638,6 +646,35 @@ fn cleanup(record: &Record, pid_file: &Path) {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    // SPEC §3.1-d: a group of its own is the worker's, or an anchor's that
+    // the same parent started; the parent's own group is neither.
+    #[test]
+    fn a_group_of_its_own_is_led_by_the_worker_or_by_a_sibling_anchor() {
+        let checks = cases::SpawnChecks {
+            own_group: true,
+            ..cases::SpawnChecks::default()
+        };
+        let record = Record {
+            pids: vec![(500, 1, "worker".to_owned())],
+            ..Record::default()
+        };
+        let facts = |pgid: &str, ppid: &str, leader_ppid: &str| -> Vec<String> {
+            [pgid, "1", "0", "/dev/null", "0", "-", ppid, leader_ppid]
+                .map(str::to_owned)
+                .to_vec()
+        };
+        let problems = |f: &[String]| spawn_problems(&checks, f, &record);
+        assert!(problems(&facts("500", "400", "300")).is_empty(), "leads");
+        assert!(problems(&facts("450", "400", "400")).is_empty(), "anchor");
+        assert_eq!(
+            problems(&facts("400", "400", "300")).len(),
+            1,
+            "the parent's"
+        );
+        assert_eq!(problems(&facts("77", "400", "1")).len(), 1, "a stranger's");
+        assert_eq!(problems(&facts("77", "-1", "-1")).len(), 1, "unknown");
+    }
 
     #[test]
     fn every_case_parses_and_is_named_after_a_section() {
