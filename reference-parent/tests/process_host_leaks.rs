@@ -36,14 +36,19 @@ fn host_calls_leak_no_descriptor_thread_child_or_cgroup() {
     host_calls_leak_nothing(Containment::ProcessGroup);
     let report = containment_report(Containment::Auto);
     let Some(own) = report.cgroup.clone() else {
-        quirl_lua_testkit::environment::skip(
-            "cgroup",
-            "the cgroup half",
-            &format!(
-                "no writable cgroup v2 hierarchy here ({})",
-                report.summary()
-            ),
+        // This test ships in the package, which has no test kit: the
+        // kit's `environment::skip` rule, inline (`.ci/run` requires cgroup
+        // where the machine offers it).
+        let required = std::env::var("QUIRL_TEST_REQUIRE").unwrap_or_default();
+        let why = format!(
+            "no writable cgroup v2 hierarchy here ({})",
+            report.summary()
         );
+        assert!(
+            !required.split(',').any(|n| n.trim() == "cgroup"),
+            "the cgroup half: {why}"
+        );
+        eprintln!("SKIPPED the cgroup half: {why}");
         return;
     };
     host_calls_leak_nothing(Containment::Cgroup);
