@@ -94,20 +94,10 @@ impl Shared {
         state.members[index].counters.retirements += 1;
         let refusal = match refusal {
             Some(error) => Some(error),
-            None if state.budget.record_failure(now) == Verdict::Quarantine => {
-                let failures = state.budget.failures_in_window(now);
-                state.enter_quarantine(
-                    now,
-                    failures,
-                    "the worker retired its VM after a tripped budget".to_owned(),
-                    &mut retire,
-                );
+            None if state.retirement_failure(index, now, &mut retire) => {
                 Some(self.quarantine_error(&state))
             }
-            None => {
-                state.members[index].counters.restarts += 1;
-                None
-            }
+            None => None,
         };
         let result = match refusal {
             None => Ok(()),

@@ -152,17 +152,7 @@ impl Shared {
         if retired && !state.closing {
             state.members[index].counters.retirements += 1;
             if state.quarantine.is_none() {
-                if state.budget.record_failure(now) == Verdict::Quarantine {
-                    let failures = state.budget.failures_in_window(now);
-                    state.enter_quarantine(
-                        now,
-                        failures,
-                        "the worker retired its VM after a tripped budget".to_owned(),
-                        &mut retire,
-                    );
-                } else {
-                    state.members[index].counters.restarts += 1;
-                }
+                state.retirement_failure(index, now, &mut retire);
             }
         }
         drop(state);
@@ -225,6 +215,30 @@ impl State {
             && !self.spares_paused
             && !self.spare_starting
             && self.spares.len() < target
+    }
+
+    /// Member `index`'s worker retired its VM after a tripped budget: one
+    /// failure of the restart budget. Quarantines the pool when the budget
+    /// is spent (`true`); otherwise the member restarts, counted.
+    pub(super) fn retirement_failure(
+        &mut self,
+        index: usize,
+        now: Instant,
+        retire: &mut Vec<Worker>,
+    ) -> bool {
+        if self.budget.record_failure(now) == Verdict::Quarantine {
+            let failures = self.budget.failures_in_window(now);
+            self.enter_quarantine(
+                now,
+                failures,
+                "the worker retired its VM after a tripped budget".to_owned(),
+                retire,
+            );
+            true
+        } else {
+            self.members[index].counters.restarts += 1;
+            false
+        }
     }
 
     pub(super) fn enter_quarantine(
