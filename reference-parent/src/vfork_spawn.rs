@@ -7,7 +7,10 @@
 //! with the host's memory (BENCHMARKS.md, "Cold start breakdown"). A
 //! `CLONE_VM | CLONE_VFORK` child shares the parent's memory instead, and the
 //! parent thread sleeps until the child has called `execve` or exited — the
-//! technique of glibc's `posix_spawn` and Go's `forkExec`.
+//! technique of glibc's `posix_spawn` and Go's `forkExec`. In cgroup mode on
+//! x86-64 the child is made by `clone3` with `CLONE_INTO_CGROUP`, so it is
+//! born inside its cgroup; elsewhere (or where `clone3` is refused) glibc's
+//! `clone` makes it and it writes `cgroup.procs` first.
 //!
 //! Why this is our own `unsafe` code: std has no hook for a vfork-style
 //! child (any `pre_exec` turns `posix_spawn` off), rustix has no `clone`,
