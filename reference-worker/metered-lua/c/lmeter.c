@@ -159,12 +159,22 @@ static uint64_t now_ns (void) {
 }
 
 
+/*
+** A slice of 'n' units starts now; while a dispatch is forced
+** ('luaQ_force'), an empty one, so that the next unit, whoever charges
+** it, comes back to 'luaQ_settle' and the next dispatch to 'luaQ_poll'.
+*/
+static void open_slice (luaQ_Meter *m, l_mem n) {
+  m->slice = m->left = m->forced ? 0 : n;
+}
+
+
 /* Called from 'lua_newstate' (lstate.c), before the first allocation */
 void luaQ_init (global_State *g) {
   luaQ_Meter *m = &g->meter;
   draw_secret();
   memset(m, 0, sizeof(*m));
-  m->slice = m->left = LUAQ_IDLE_SLICE;
+  open_slice(m, LUAQ_IDLE_SLICE);
 }
 
 
@@ -215,15 +225,15 @@ int luaQ_settle (global_State *g) {
     }
   }
   if (m->stop != LUAQ_RUNNING)
-    m->slice = m->left = 0;  /* every later unit comes back here */
+    open_slice(m, 0);  /* every later unit comes back here */
   else if (!m->active) {
     m->used = 0;
-    m->slice = m->left = LUAQ_IDLE_SLICE;
+    open_slice(m, LUAQ_IDLE_SLICE);
   }
   else {
     lu_mem rest = m->limit - m->used;
-    m->slice = m->left = (rest < LUAQ_CLOCK_INTERVAL)
-                         ? cast(l_mem, rest) : LUAQ_CLOCK_INTERVAL;
+    open_slice(m, (rest < LUAQ_CLOCK_INTERVAL)
+                  ? cast(l_mem, rest) : LUAQ_CLOCK_INTERVAL);
   }
   return m->stop;
 }
@@ -271,12 +281,28 @@ void luaQ_chargerunning (l_mem units) {
 ** instruction at 'pc'. Raising here is like raising from a hook.
 */
 void luaQ_poll (lua_State *L, const Instruction *pc) {
+  G(L)->meter.forced = 0;  /* this is the dispatch 'luaQ_force' asked for */
   if (luaQ_settle(G(L)) != LUAQ_RUNNING) {
     CallInfo *ci = L->ci;
     ci->u.l.savedpc = pc + 1;  /* the instruction that was not run */
     L->top.p = ci->top.p;  /* the frame is discarded: any free slot will do */
     luaQ_raise(L);
   }
+}
+
+
+/*
+** 'luaV_execute' set its 'trap' (lmeter.h, 'luaQ_trap'): end the slice
+** here, keeping what it has used ('slice - left' is unchanged), so the
+** next dispatch takes the slow path of 'vmfetch', which calls 'luaQ_poll'
+** and then looks at 'trap'. Units charged meanwhile by anyone find an
+** empty slice and settle (the next slice is empty too while 'forced').
+*/
+void luaQ_force (lua_State *L) {
+  luaQ_Meter *m = &G(L)->meter;
+  m->forced = 1;
+  m->slice -= m->left;
+  m->left = 0;
 }
 
 
@@ -326,7 +352,7 @@ int luaQ_allowgrowth (global_State *g, size_t growth, int first) {
       reason = clock_stop(m);
       if (reason != LUAQ_RUNNING) {
         record_stop(m, reason);
-        m->slice = m->left = 0;
+        open_slice(m, 0);
         return 0;
       }
     }
@@ -342,7 +368,7 @@ void luaQ_refused (global_State *g, size_t growth) {
     m->requested = growth;
     m->inuse = luaQ_inuse(g);
     m->used += cast(lu_mem, m->slice - m->left);
-    m->slice = m->left = 0;
+    open_slice(m, 0);
     record_stop(m, LUAQ_MEMORY);
   }
 }
@@ -468,7 +494,7 @@ LUA_API void lua_meter_begin (lua_State *L, lua_Integer limit,
   if (m->stop == LUAQ_RUNNING) {
     lu_mem first = (m->limit < LUAQ_CLOCK_INTERVAL)
                    ? m->limit : LUAQ_CLOCK_INTERVAL;
-    m->slice = m->left = cast(l_mem, first);
+    open_slice(m, cast(l_mem, first));
   }
 }
 
@@ -477,7 +503,7 @@ LUA_API void lua_meter_end (lua_State *L) {
   luaQ_Meter *m = &G(L)->meter;
   if (m->stop == LUAQ_RUNNING) {
     m->used += cast(lu_mem, m->slice - m->left);
-    m->slice = m->left = LUAQ_IDLE_SLICE;
+    open_slice(m, LUAQ_IDLE_SLICE);
   }
   m->active = 0;
 }
@@ -488,7 +514,7 @@ LUA_API int lua_meter_stop (lua_State *L, int reason) {
   luaQ_Meter *m = &G(L)->meter;
   if (m->stop == LUAQ_RUNNING) {
     m->used += cast(lu_mem, m->slice - m->left);
-    m->slice = m->left = 0;
+    open_slice(m, 0);
     record_stop(m, reason);
   }
   return m->stop;
@@ -508,7 +534,7 @@ LUA_API int lua_meter_check (lua_State *L) {
     int reason = clock_stop(m);
     if (reason != LUAQ_RUNNING) {
       m->used += cast(lu_mem, m->slice - m->left);
-      m->slice = m->left = 0;
+      open_slice(m, 0);
       record_stop(m, reason);
     }
   }

@@ -77,6 +77,7 @@ typedef struct luaQ_Meter {
   lu_mem used;  /* units of this window charged before the current slice */
   lu_mem limit;  /* instruction limit of the window */
   int active;  /* a window is open */
+  int forced;  /* the next dispatch takes the slow path ('luaQ_force') */
   int stop;  /* LUAQ_* (sticky) */
   int sandbox;  /* sandbox behaviour (refusals, no addresses) */
   uint64_t started_ns;  /* CLOCK_MONOTONIC when the window opened */
@@ -110,9 +111,12 @@ typedef struct luaQ_Meter {
 ** instruction) */
 #define luaQ_left(L)	(&G(L)->meter.left)
 
-/* Every instruction: one unit (lvm.c, 'vmfetch'); 'left' is 'luaQ_left(L)' */
-#define luaQ_count(left,L,pc) \
-  { if (l_unlikely(--*(left) < 0)) luaQ_poll(L, pc); }
+/*
+** 'trap' of 'luaV_execute' is set (a stack reallocation or a hook): the
+** next dispatch must take the slow path ('luaQ_force'), which is the only
+** place 'vmfetch' looks at 'trap'.
+*/
+#define luaQ_trap(L,t)	(l_unlikely(t) ? luaQ_force(L) : cast_void(0))
 
 
 struct global_State;
@@ -127,6 +131,7 @@ LUAI_FUNC void luaQ_forget (struct global_State *g);
 LUAI_FUNC void luaQ_init (struct global_State *g);
 LUAI_FUNC void luaQ_open (lua_State *L);
 LUAI_FUNC void luaQ_poll (lua_State *L, const Instruction *pc);
+LUAI_FUNC void luaQ_force (lua_State *L);
 LUAI_FUNC int luaQ_settle (struct global_State *g);
 LUAI_FUNC int luaQ_chargequiet (struct global_State *g, l_mem units);
 LUAI_FUNC void luaQ_charge (lua_State *L, l_mem units);
