@@ -114,25 +114,35 @@ fn build_stock_baseline(manifest: &Path, sources: &Path, out: &Path) -> BuildRes
 
 /// The folder of the pinned Lua release inside the registry package, found
 /// with `cargo metadata` (the package is this crate's build dependency, so
-/// cargo has it).
+/// cargo has it). `cargo metadata` resolves the whole workspace, and on a
+/// fresh machine a build of one package has downloaded only that package's
+/// dependencies (`cargo run -p quirl-lua-cli`), so an offline query can
+/// fail for a package this build never uses; the query then runs once more
+/// without `--offline`, letting cargo fetch the manifests it lacks.
 fn lua_sources(manifest: &Path) -> BuildResult<PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = std::process::Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--offline",
-            "--manifest-path",
-        ])
-        .arg(manifest.join("Cargo.toml"))
-        .output()?;
+    let query = |offline: bool| {
+        let mut command = std::process::Command::new(&cargo);
+        command.args(["metadata", "--format-version", "1"]);
+        if offline {
+            command.arg("--offline");
+        }
+        command
+            .arg("--manifest-path")
+            .arg(manifest.join("Cargo.toml"))
+            .output()
+    };
+    let mut output = query(true)?;
     if !output.status.success() {
-        return Err(format!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-        .into());
+        let offline_error = String::from_utf8_lossy(&output.stderr).into_owned();
+        output = query(false)?;
+        if !output.status.success() {
+            return Err(format!(
+                "cargo metadata failed offline: {offline_error}\nand online: {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+            .into());
+        }
     }
     let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)?;
     let packages = metadata["packages"]
