@@ -7,5 +7,8 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // SAFETY: this binary declares no `#[global_allocator]`, so Rust's
+    // global allocator is `std::alloc::System`, the C library's.
+    unsafe { quirl_lua_reference_worker::declare_system_allocator() };
     quirl_lua_reference_worker::run_stdio_worker()
 }

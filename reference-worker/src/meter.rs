@@ -193,6 +193,23 @@ impl Meter {
         unsafe {
             vm::lua_meter_configure(state, limit, self.cancel.as_ptr().cast_const().cast(), 1);
         }
+        // The meter refuses allocations past the limit, so every
+        // allocation `mlua` makes for the host (strings, tables, a
+        // callback's results) can fail. `mlua` runs those unprotected
+        // while it has no memory limit of its own, and a refusal there
+        // would unwind with `longjmp` over Rust frames; with a limit set it
+        // protects them and returns `Error::MemoryError`. Its limit is one
+        // it never reaches: the meter's is the one enforced (SPEC §15.6).
+        // `Ok` also proves the state's `lua_Alloc` is `mlua`'s own, which
+        // takes its blocks from Rust's global allocator.
+        let mlua_allocator = lua.set_memory_limit(isize::MAX.unsigned_abs()).is_ok();
+        if mlua_allocator && vm::system_allocator_declared() {
+            // SAFETY: `state` is live (above); the process declared that
+            // Rust's global allocator is the C library's, and the state's
+            // `lua_Alloc` is `mlua`'s, which allocates through it, so every
+            // block the state holds is one `realloc`/`free` may take.
+            unsafe { vm::lua_meter_libcalloc(state) };
+        }
     }
 
     fn state(&self) -> Option<*mut vm::lua_State> {

@@ -23,5 +23,8 @@ fn main() -> ExitCode {
 
 /// Worker mode: speak `quirl.lua-worker@1` on stdin/stderr.
 fn worker_mode() -> ExitCode {
+    // SAFETY: this binary declares no `#[global_allocator]`, so Rust's
+    // global allocator is `std::alloc::System`, the C library's.
+    unsafe { quirl_lua_reference_worker::declare_system_allocator() };
     quirl_lua_reference_worker::run_stdio_worker()
 }

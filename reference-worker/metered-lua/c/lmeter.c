@@ -477,6 +477,19 @@ LUA_API void lua_meter_configure (lua_State *L, size_t memlimit,
 }
 
 
+/*
+** From now on lmem.c allocates, resizes and frees the state's blocks with
+** the C library's realloc/free instead of the state's 'lua_Alloc' (stock
+** Lua's own 'l_alloc' does the same), one indirect call and the host
+** allocator's bookkeeping less per block. The host calls it only where
+** every block its 'lua_Alloc' returned is a C library block, since blocks
+** allocated before the call are resized and freed here.
+*/
+LUA_API void lua_meter_libcalloc (lua_State *L) {
+  G(L)->meter.libcalloc = 1;
+}
+
+
 LUA_API void lua_meter_begin (lua_State *L, lua_Integer limit,
                               lua_Integer wall_ns) {
   global_State *g = G(L);

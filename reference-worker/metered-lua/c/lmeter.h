@@ -25,6 +25,7 @@
 #define lmeter_h
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "lua.h"
 #include "llimits.h"
@@ -80,6 +81,9 @@ typedef struct luaQ_Meter {
   int forced;  /* the next dispatch takes the slow path ('luaQ_force') */
   int stop;  /* LUAQ_* (sticky) */
   int sandbox;  /* sandbox behaviour (refusals, no addresses) */
+  int libcalloc;  /* lmem.c allocates with the C library's realloc/free
+                     ('lua_meter_libcalloc') instead of the state's
+                     'lua_Alloc' */
   uint64_t started_ns;  /* CLOCK_MONOTONIC when the window opened */
   uint64_t deadline_ns;
   uint64_t stopped_ns;  /* when the stop was recorded */
@@ -166,6 +170,26 @@ l_sinline int luaQ_quickgrowth (luaQ_Meter *m, size_t n, lu_mem total) {
   m->sinceclock += n;
   return 1;
 }
+
+/*
+** Every block lmem.c allocates, resizes or frees goes through this
+** (its 'callfrealloc'): the state's 'lua_Alloc', or, once the host has
+** declared that blocks of that allocator are the C library's
+** ('lua_meter_libcalloc'), realloc/free directly, as stock Lua's
+** 'l_alloc' does. The state's own block ('lua_newstate'/'lua_close') and
+** lauxlib's buffer boxes keep using the 'lua_Alloc'.
+*/
+l_sinline void *luaQ_librealloc (void *block, size_t ns) {
+  if (ns == 0) {
+    free(block);
+    return NULL;
+  }
+  return realloc(block, ns);
+}
+
+#define luaQ_frealloc(g,block,os,ns) \
+  (l_likely((g)->meter.libcalloc) ? luaQ_librealloc(block, ns) \
+                                  : (*(g)->frealloc)((g)->ud, block, os, ns))
 
 /* Bytes held: Lua's own count and the buffer boxes */
 #define luaQ_inuse(g)	(gettotalbytes(g) + (g)->meter.boxbytes)

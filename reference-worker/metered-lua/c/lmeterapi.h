@@ -38,6 +38,7 @@ typedef struct lua_MeterStatus {
 LUA_API void lua_meter_configure (lua_State *L, size_t memlimit,
                                   const volatile unsigned char *cancel,
                                   int sandbox);
+LUA_API void lua_meter_libcalloc (lua_State *L);
 LUA_API void lua_meter_begin (lua_State *L, lua_Integer limit,
                               lua_Integer wall_ns);
 LUA_API void lua_meter_end (lua_State *L);

@@ -12,6 +12,7 @@
 //! `lua_State` of a live state (any thread of it).
 
 use std::os::raw::{c_int, c_uchar, c_uint};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use mlua_sys::lua_State;
 
@@ -63,7 +64,41 @@ pub struct MeterStatus {
     pub memory_at_refusal: i64,
 }
 
+/// Set by [`declare_system_allocator`].
+static SYSTEM_ALLOCATOR: AtomicBool = AtomicBool::new(false);
+
+/// Declare that this process's Rust global allocator is the C library's
+/// (`std::alloc::System`, Rust's default), so that a host may let its
+/// states allocate with `realloc`/`free` directly ([`lua_meter_libcalloc`])
+/// instead of through `mlua`'s `lua_Alloc`, which adds its own bookkeeping
+/// and Rust's allocator shim to every block (BENCHMARKS.md, "The
+/// allocator"). A worker binary calls it first thing in `main`.
+///
+/// # Safety
+///
+/// The process must declare no `#[global_allocator]` other than
+/// `std::alloc::System`: `mlua`'s `lua_Alloc` allocates a state's first
+/// blocks through Rust's global allocator, and after
+/// [`lua_meter_libcalloc`] the state resizes and frees them with the C
+/// library's `realloc`/`free`, which is sound only if they are C library
+/// blocks.
+pub unsafe fn declare_system_allocator() {
+    SYSTEM_ALLOCATOR.store(true, Ordering::Release);
+}
+
+/// Whether [`declare_system_allocator`] was called in this process.
+pub fn system_allocator_declared() -> bool {
+    SYSTEM_ALLOCATOR.load(Ordering::Acquire)
+}
+
 unsafe extern "C" {
+    /// From now on the state allocates, resizes and frees its blocks with
+    /// the C library's `realloc`/`free` (as stock Lua's `l_alloc` does),
+    /// not with its `lua_Alloc`; the state's own block and lauxlib's buffer
+    /// boxes keep using the `lua_Alloc`. Call it only where
+    /// [`system_allocator_declared`] holds and the state's `lua_Alloc`
+    /// takes its blocks from Rust's global allocator (`mlua`'s does).
+    pub fn lua_meter_libcalloc(state: *mut lua_State);
     /// Set the memory limit (bytes, 0 for none), the host's cancellation
     /// flag (read whenever the clock is; may be null) and the sandbox
     /// behaviour (non-zero: `setmetatable` refuses `__gc`, `collectgarbage`
