@@ -34,13 +34,13 @@ mod run;
 
 pub use callbacks::COMPLETION_DEADLINE;
 
+use crate::budget::{Meter, Stop};
 use crate::convert::to_lua;
 use crate::diag::{Chunk, lua_failure};
 use crate::error::OpError;
-use crate::meter::{Meter, Stop};
 use crate::registry::Registry;
 use crate::sandbox;
-use crate::sdk::{self, Capabilities, HostPort, SdkState};
+use crate::sandbox::sdk::{self, Capabilities, HostPort, SdkState};
 use mlua::chunk::ChunkMode;
 use mlua::{Function, Lua, Value};
 use quirl_lua_protocol::limits::SOURCE_BYTES_MAX;

@@ -13,9 +13,9 @@
 //! and that the parent enabled process access, then asks the parent through
 //! a [`HostPort`] and blocks for its answer.
 
+use crate::budget::{LimitTrip, Meter, Stop};
 use crate::convert::{REGISTRATION_SHAPE, to_json};
 use crate::error::OpError;
-use crate::meter::{LimitTrip, Meter, Stop};
 use crate::records_from_lua::{self, ReadError};
 use crate::registry::{self, Callback, EventCallback, Registry};
 use mlua::{Function, Lua, Table, Value};

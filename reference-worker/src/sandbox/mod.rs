@@ -24,7 +24,9 @@
 //! refused by the metered VM itself in sandbox mode (its `ldo.c` hunk), at
 //! the one place every chunk passes, whatever the mode argument says.
 
-use crate::meter::Meter;
+pub mod sdk;
+
+use crate::budget::Meter;
 use mlua::{Lua, LuaOptions, LuaString, StdLib, Value};
 use std::sync::Arc;
 
