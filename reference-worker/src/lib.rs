@@ -21,7 +21,7 @@ pub mod vm;
 
 // The budget handle and the SDK under their paths before the `budget` and
 // `sandbox` modules held them (other crates import them there).
-pub use budget::meter;
+pub use budget as meter;
 pub use sandbox::sdk;
 
 pub use error::{ErrorCode, OpError};

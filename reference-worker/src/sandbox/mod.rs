@@ -24,7 +24,10 @@
 //! refused by the metered VM itself in sandbox mode (its `ldo.c` hunk), at
 //! the one place every chunk passes, whatever the mode argument says.
 
+pub mod grants;
 pub mod sdk;
+
+pub use grants::LUA_LOAD_GRANT;
 
 use crate::budget::Meter;
 use mlua::{Lua, LuaOptions, LuaString, StdLib, Value};
@@ -59,10 +62,6 @@ pub const GLOBALS: &[&str] = &[
     "utf8",
     "xpcall",
 ];
-
-/// The worker capability (a grant string of `initialize`, SPEC §7.1) that
-/// keeps `load`, `require` and `package` (SPEC §15.3).
-pub const LUA_LOAD_GRANT: &str = "lua.load";
 
 /// The globals [`LUA_LOAD_GRANT`] adds to [`GLOBALS`].
 pub const LUA_LOAD_GLOBALS: &[&str] = &["load", "package", "require"];
