@@ -102,7 +102,7 @@ impl LimitTrip {
 
 /// The error value raised into Lua when a VM has stopped. Guest code never
 /// sees anything it could use: every instruction after a stop raises it
-/// again, and the worker's verdict comes from the [`Meter`], not from this
+/// again, and the worker's verdict comes from the [`Meter`](super::Meter), not from this
 /// value.
 #[derive(Debug, Clone, Copy)]
 pub struct StopSignal;
