@@ -48,7 +48,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use quirl_lua_protocol::records::{Policy, PolicySettings};
-use quirl_lua_reference_worker::meter::Meter;
+use quirl_lua_reference_worker::budget::Meter;
 use quirl_lua_reference_worker::registry::Registry;
 use quirl_lua_reference_worker::sandbox::grants::{Capabilities, default_grants};
 use quirl_lua_reference_worker::sandbox::sdk::{self, SdkState};
