@@ -1,4 +1,4 @@
-//! Budgets and sticky termination: the Rust side of the metered VM.
+//! The handle on the metered VM's meter: the Rust side of the budgets.
 //!
 //! The budgets themselves live in the Lua state (`metered-lua/c/lmeter.c`,
 //! SPEC §15.6): the interpreter counts every instruction it dispatches,

@@ -9,8 +9,8 @@
 //! in the VM registry.
 //!
 //! `quirl.process.run` never starts a process: it checks `allow_process`,
-//! the `process.spawn` grant (or a scoped `process.spawn:<program>` grant)
-//! and that the parent enabled process access, then asks the parent through
+//! the `process.spawn` grant (or a scoped `process.spawn:<program>` grant;
+//! both in `super::grants`) and that the parent enabled process access, then asks the parent through
 //! a [`HostPort`] and blocks for its answer.
 
 use super::grants::{self, Capabilities, process_granted};
