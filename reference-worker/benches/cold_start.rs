@@ -48,10 +48,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use quirl_lua_protocol::records::{Policy, PolicySettings};
-use quirl_lua_reference_worker::meter::Meter;
+use quirl_lua_reference_worker::budget::Meter;
 use quirl_lua_reference_worker::registry::Registry;
+use quirl_lua_reference_worker::sandbox::grants::{Capabilities, default_grants};
+use quirl_lua_reference_worker::sandbox::sdk::{self, SdkState};
 use quirl_lua_reference_worker::sandbox::{self, BuildStep};
-use quirl_lua_reference_worker::sdk::{self, Capabilities, SdkState};
 use rustix::time::{ClockId, clock_gettime};
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -325,7 +326,7 @@ fn build_once(clock: fn() -> Duration) -> Vec<Duration> {
         capabilities: Capabilities {
             allow_process: false,
             process_enabled: false,
-            grants: sdk::default_grants(false),
+            grants: default_grants(false),
         },
         host: Mutex::new(None),
         host_calls: AtomicU32::new(0),

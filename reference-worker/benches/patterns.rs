@@ -20,7 +20,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mlua::{Function, Lua, Value};
-use quirl_lua_reference_worker::meter::Meter;
+use quirl_lua_reference_worker::budget::Meter;
 use rustix::time::{ClockId, clock_gettime};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

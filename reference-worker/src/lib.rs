@@ -4,21 +4,25 @@
 
 #![deny(missing_docs)]
 
+pub mod budget;
 pub mod config;
 pub mod convert;
 pub mod diag;
 pub mod error;
 pub mod events;
 pub mod lockdown;
-pub mod meter;
 pub mod records_from_lua;
 pub mod registry;
 pub mod runner;
 pub mod sandbox;
-pub mod sdk;
 pub mod serve;
 mod stdio;
 pub mod vm;
+
+// The budget handle and the SDK under their paths before the `budget` and
+// `sandbox` modules held them (other crates import them there).
+pub use budget as meter;
+pub use sandbox::sdk;
 
 pub use error::{ErrorCode, OpError};
 pub use quirl_lua_metered_vm::declare_system_allocator;

@@ -16,29 +16,6 @@ use quirl_lua_protocol::records::{
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// The grant string that authorizes a handler capability (Quirl's names).
-pub const fn capability_grant(capability: ExtensionCapability) -> &'static str {
-    match capability {
-        ExtensionCapability::EventsObserve => "events.observe",
-        ExtensionCapability::PlanRewrite => "plan.rewrite",
-        ExtensionCapability::EnvironmentMutate => "environment.mutate",
-        ExtensionCapability::OutputRead => "output.read",
-        ExtensionCapability::ExecutionBlock => "execution.block",
-        ExtensionCapability::CatalogContribute => "catalog.register",
-        ExtensionCapability::CompletionContribute => "completion.register",
-        ExtensionCapability::UiPanel => "ui.panel",
-    }
-}
-
-/// The grant string that authorizes contributions of `kind`.
-pub const fn contribution_grant(kind: ContributionKind) -> &'static str {
-    match kind {
-        ContributionKind::Catalog => "catalog.register",
-        ContributionKind::Completion => "completion.register",
-        ContributionKind::Panel => "ui.panel",
-    }
-}
-
 /// Quirl's display name of a contribution kind (`Debug` spelling of its enum).
 pub const fn contribution_title(kind: ContributionKind) -> &'static str {
     match kind {
@@ -219,11 +196,7 @@ mod tests {
     }
 
     #[test]
-    fn grants_cover_every_capability_and_kind() {
-        for capability in ExtensionCapability::ALL {
-            assert!(!capability_grant(*capability).is_empty());
-        }
-        assert_eq!(contribution_grant(ContributionKind::Panel), "ui.panel");
+    fn contribution_kinds_have_quirls_titles() {
         assert_eq!(contribution_title(ContributionKind::Catalog), "Catalog");
     }
 }

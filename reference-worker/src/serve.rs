@@ -16,7 +16,7 @@
 //!   I/O failure; nothing further is executed or written.
 
 use crate::error::OpError;
-use crate::sdk::{HostPort, HostReply, HostRequest};
+use crate::sandbox::sdk::{HostPort, HostReply, HostRequest};
 use crate::vm::{Verdict, Vm, VmConfig};
 use quirl_lua_protocol::blocking::WorkerClient;
 use quirl_lua_protocol::records as wire;

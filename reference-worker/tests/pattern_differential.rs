@@ -9,7 +9,7 @@
 
 use mlua::{Function, Lua, MultiValue, Value};
 use proptest::prelude::*;
-use quirl_lua_reference_worker::meter::{LimitTrip, Meter, Stop};
+use quirl_lua_reference_worker::budget::{LimitTrip, Meter, Stop};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;

@@ -34,13 +34,14 @@ mod run;
 
 pub use callbacks::COMPLETION_DEADLINE;
 
+use crate::budget::{Limits, Meter, Stop};
 use crate::convert::to_lua;
 use crate::diag::{Chunk, lua_failure};
 use crate::error::OpError;
-use crate::meter::{Meter, Stop};
 use crate::registry::Registry;
 use crate::sandbox;
-use crate::sdk::{self, Capabilities, HostPort, SdkState};
+use crate::sandbox::grants::{Capabilities, LUA_LOAD_GRANT, default_grants};
+use crate::sandbox::sdk::{self, HostPort, SdkState};
 use mlua::chunk::ChunkMode;
 use mlua::{Function, Lua, Value};
 use quirl_lua_protocol::limits::SOURCE_BYTES_MAX;
@@ -82,7 +83,7 @@ pub struct Vm {
     meter: Arc<Meter>,
     state: Arc<SdkState>,
     is_cancelled: Function,
-    policy: Policy,
+    limits: Limits,
     plugin: Option<Chunk>,
     /// The last compiled `eval` chunk, by exact source text (see
     /// [`Vm::eval_function`]).
@@ -126,18 +127,19 @@ impl Vm {
         host: Option<Box<dyn HostPort>>,
     ) -> Result<Self, OpError> {
         let policy = config.policy;
+        let limits = Limits::from_policy(&policy);
         let meter = Arc::new(Meter::new(
-            policy.memory_limit_bytes(),
-            policy.instruction_limit(),
+            limits.memory_limit_bytes(),
+            limits.instruction_limit(),
             Arc::clone(&cancel),
         ));
         let grants: std::collections::HashSet<String> = match &config.grants {
             Some(grants) => grants.iter().cloned().collect(),
-            None => sdk::default_grants(policy.allow_process()),
+            None => default_grants(policy.allow_process()),
         };
         // SPEC §7.1, §15.3: `lua.load` is never a default grant.
         let options = sandbox::SandboxOptions {
-            lua_load: grants.contains(sandbox::LUA_LOAD_GRANT),
+            lua_load: grants.contains(LUA_LOAD_GRANT),
         };
         let sandbox::Sandbox { lua } =
             sandbox::build_with(&meter, options).map_err(|e| build_error(&e))?;
@@ -161,25 +163,14 @@ impl Vm {
             .create_function(move |_, ()| Ok(cancel.load(Ordering::Relaxed)))
             .map_err(|e| build_error(&e))?;
         lua.gc_collect().map_err(|e| build_error(&e))?;
-        let baseline = lua.used_memory() as u64;
-        if baseline >= policy.memory_limit_bytes() {
-            return Err(OpError::resource_limit(
-                "memory_limit_bytes is smaller than the sandbox itself",
-            )
-            .with_context("limit: memory")
-            .with_context(format!(
-                "observed: {baseline} bytes before any guest code; limit: {} bytes",
-                policy.memory_limit_bytes()
-            ))
-            .with_help("Raise memory_limit_bytes"));
-        }
+        limits.check_baseline(lua.used_memory() as u64)?;
         meter.attach(&lua);
         Ok(Self {
             lua,
             meter,
             state,
             is_cancelled,
-            policy,
+            limits,
             plugin: None,
             eval_cache: None,
         })
@@ -264,16 +255,13 @@ impl Vm {
     }
 
     fn policy_wall(&self) -> Duration {
-        Duration::from_millis(self.policy.wall_time_ms())
+        self.limits.wall_time()
     }
 
     /// Reset the budgets for a window of at most `wall` (capped by the
     /// policy).
     fn begin(&self, wall: Duration) -> Result<(), OpError> {
-        self.meter.begin(
-            self.policy.instruction_limit(),
-            wall.min(self.policy_wall()),
-        );
+        self.limits.begin(&self.meter, wall);
         Ok(())
     }
 

@@ -9,13 +9,14 @@
 //! in the VM registry.
 //!
 //! `quirl.process.run` never starts a process: it checks `allow_process`,
-//! the `process.spawn` grant (or a scoped `process.spawn:<program>` grant)
-//! and that the parent enabled process access, then asks the parent through
+//! the `process.spawn` grant (or a scoped `process.spawn:<program>` grant;
+//! both in `super::grants`) and that the parent enabled process access, then asks the parent through
 //! a [`HostPort`] and blocks for its answer.
 
+use super::grants::{self, Capabilities, process_granted};
+use crate::budget::{LimitTrip, Meter, Stop};
 use crate::convert::{REGISTRATION_SHAPE, to_json};
 use crate::error::OpError;
-use crate::meter::{LimitTrip, Meter, Stop};
 use crate::records_from_lua::{self, ReadError};
 use crate::registry::{self, Callback, EventCallback, Registry};
 use mlua::{Function, Lua, Table, Value};
@@ -24,7 +25,6 @@ use quirl_lua_protocol::limits::{
 };
 use quirl_lua_protocol::records::{ContributionKind, PluginRegistrations, RegistrationError};
 use serde_json::Value as Json;
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -62,37 +62,6 @@ pub trait HostPort: Send {
     fn call(&mut self, request: HostRequest) -> HostReply;
 }
 
-/// Capabilities fixed at initialize.
-#[derive(Debug, Clone)]
-pub struct Capabilities {
-    /// Policy switch for process access.
-    pub allow_process: bool,
-    /// Whether the parent offers a process host at all.
-    pub process_enabled: bool,
-    /// Granted capability strings.
-    pub grants: HashSet<String>,
-}
-
-/// Quirl's default grants when initialize carries none.
-pub fn default_grants(allow_process: bool) -> HashSet<String> {
-    let mut grants: HashSet<String> = [
-        "prompt.register",
-        "completion.register",
-        "commands.register",
-        "events.observe",
-        "extension.contribute",
-        "catalog.register",
-        "ui.panel",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .collect();
-    if allow_process {
-        grants.insert("process.spawn".to_owned());
-    }
-    grants
-}
-
 /// State shared by the SDK functions and the VM owner.
 pub struct SdkState {
     /// Budgets and the stop record.
@@ -119,42 +88,6 @@ impl SdkState {
             .lock()
             .map_err(|_| mlua::Error::runtime("plugin state is unavailable"))
     }
-}
-
-fn grant_denied(capability: &str) -> mlua::Error {
-    mlua::Error::external(
-        OpError::validation(format!("capability denied: {capability}"))
-            .with_context("lua failure: registration")
-            .with_help("Grant only the capability approved by the plugin policy"),
-    )
-}
-
-fn require(state: &SdkState, capability: &str) -> mlua::Result<()> {
-    if state.capabilities.grants.contains(capability) {
-        Ok(())
-    } else {
-        Err(grant_denied(capability))
-    }
-}
-
-/// Quirl's scoped process grants: `process.spawn` allows any command;
-/// `process.spawn:<program>` allows a single-line command of a small
-/// character set whose first word is `<program>`.
-pub fn process_granted(grants: &HashSet<String>, command: &str) -> bool {
-    if grants.contains("process.spawn") {
-        return true;
-    }
-    if command.is_empty() || command.trim() != command || command.chars().any(char::is_control) {
-        return false;
-    }
-    if !command
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == ' ' || "-_./:=,@%+".contains(c))
-    {
-        return false;
-    }
-    let program = command.split_whitespace().next().unwrap_or_default();
-    grants.contains(&format!("process.spawn:{program}"))
 }
 
 /// Read a registration table: the callback field must hold a function; the
@@ -303,7 +236,7 @@ fn registration_table(
 
 /// `quirl.prompt.add_segment{…}`.
 fn add_prompt_segment(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result<()> {
-    require(state, "prompt.register")?;
+    state.capabilities.require("prompt.register")?;
     let (r, render) = read_spec(
         lua,
         &spec,
@@ -322,7 +255,7 @@ fn add_prompt_segment(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result<
 
 /// `quirl.completion.add_provider{…}`.
 fn add_completion_provider(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result<()> {
-    require(state, "completion.register")?;
+    state.capabilities.require("completion.register")?;
     let (r, complete) = read_spec(
         lua,
         &spec,
@@ -341,7 +274,7 @@ fn add_completion_provider(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Re
 
 /// `quirl.plugin.command{…}`.
 fn add_plugin_command(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result<()> {
-    require(state, "commands.register")?;
+    state.capabilities.require("commands.register")?;
     let (r, run) = read_spec(
         lua,
         &spec,
@@ -361,7 +294,7 @@ fn add_plugin_command(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result<
 /// `quirl.events.subscribe{…}`: also needs the grant of every capability
 /// the subscription asks for.
 fn subscribe_to_events(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result<()> {
-    require(state, "events.observe")?;
+    state.capabilities.require("events.observe")?;
     let (r, observe) = read_spec(
         lua,
         &spec,
@@ -371,7 +304,9 @@ fn subscribe_to_events(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result
         quirl_lua_protocol::records::EventSubscription::check,
     )?;
     for capability in &r.capabilities {
-        require(state, registry::capability_grant(*capability))?;
+        state
+            .capabilities
+            .require(grants::capability_grant(*capability))?;
     }
     let function = lua.create_registry_value(observe)?;
     let mut reg = state.registry()?;
@@ -392,7 +327,7 @@ fn subscribe_to_events(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result
 /// `quirl.extension.contribute{…}`: also needs the grant of the
 /// contribution's kind.
 fn add_extension_contribution(lua: &Lua, state: &SdkState, spec: Table) -> mlua::Result<()> {
-    require(state, "extension.contribute")?;
+    state.capabilities.require("extension.contribute")?;
     let (r, provide) = read_spec(
         lua,
         &spec,
@@ -401,7 +336,9 @@ fn add_extension_contribution(lua: &Lua, state: &SdkState, spec: Table) -> mlua:
         records_from_lua::contribution_registration,
         quirl_lua_protocol::records::ContributionRegistration::check,
     )?;
-    require(state, registry::contribution_grant(r.kind))?;
+    state
+        .capabilities
+        .require(grants::contribution_grant(r.kind))?;
     let function = lua.create_registry_value(provide)?;
     let mut reg = state.registry()?;
     let key: (ContributionKind, String) = (r.kind, r.name.clone());
@@ -503,21 +440,4 @@ fn process_run(lua: &Lua, state: &SdkState, command: String) -> mlua::Result<Tab
         result.set("error", crate::convert::to_lua(lua, &json)?)?;
     }
     Ok(result)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scoped_process_grants_allow_one_simple_program() {
-        let grants: HashSet<String> = ["process.spawn:git".to_owned()].into();
-        assert!(process_granted(&grants, "git status --short"));
-        assert!(!process_granted(&grants, "git status; rm -rf /"));
-        assert!(!process_granted(&grants, "gitx status"));
-        assert!(!process_granted(&grants, " git status"));
-        assert!(!process_granted(&grants, "git\tstatus"));
-        assert!(process_granted(&default_grants(true), "anything | at all"));
-        assert!(!process_granted(&default_grants(false), "ls"));
-    }
 }

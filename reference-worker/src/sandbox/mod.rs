@@ -1,4 +1,12 @@
-//! The restricted Lua 5.4 environment.
+//! The sandbox: what guest code can see and do (SPEC §15.3, §15.5, §15.9).
+//!
+//! This file builds the restricted Lua 5.4 environment: the globals, the
+//! library tables and the protected string metatable. [`grants`] decides
+//! which capabilities a VM holds (Quirl's default grants, scoped
+//! `process.spawn:<program>` grants, `lua.load`), and [`sdk`] installs the
+//! `quirl` table, the only way guest code reaches the worker or the parent.
+//! What the guest's work costs is `crate::budget`'s (its head comment maps
+//! every charge to its code and test).
 //!
 //! [`build`] creates a VM with only `base`, `string`, `table`, `math`,
 //! `utf8` and `coroutine`, removes `string.dump`, protects the shared
@@ -23,8 +31,35 @@
 //! never searches a path and never loads a C module. Binary chunks are
 //! refused by the metered VM itself in sandbox mode (its `ldo.c` hunk), at
 //! the one place every chunk passes, whatever the mode argument says.
+//!
+//! # Where each guest-visible surface is built, and which test checks it
+//!
+//! *Built in* names this module's items, a patch of
+//! `reference-worker/metered-lua/patches/` (the VM's sandbox mode, switched
+//! on by [`Meter::attach`]) or another module of the crate. *Tests* are
+//! functions of `reference-worker/tests/FILE.rs`, written `FILE::test`, or
+//! unit tests, written with their module path.
+//!
+//! | surface (SPEC) | built in | tests |
+//! |---|---|---|
+//! | the reachable globals, [`GLOBALS`]; everything else removed (§15.3) | [`build_observed_with`], `keep_only` | `sandbox::reachable_globals_are_exactly_the_documented_list`, `sandbox::every_removed_global_is_absent` |
+//! | the library tables: `string` without `dump`, `table`, `math`, `utf8`, `coroutine` (§15.3) | [`build_observed_with`] (the libraries opened, `string.dump` removed) | `sandbox::library_tables_hold_only_the_documented_functions`, `library_results::guests_see_luas_own_library_results`, `library_errors::guests_see_luas_own_library_errors`, `real_programs::real_program_shapes_compute_what_lua_computes` |
+//! | Lua patterns as Lua's (§15.4) | `lstrlib.c.patch` (charged, otherwise stock) | `pattern_differential::every_construct_matches_c_lua`, `pattern_fuzz_replay::committed_pattern_fuzz_inputs_agree_with_c_lua`, `sandbox::patterns_run_in_the_budgeted_engine_and_literal_find_works` |
+//! | text chunks only, never bytecode (§15.3) | `ldo.c.patch` (`f_parser` in sandbox mode); `crate::vm` compiles in text mode | `sandbox::bytecode_is_never_loaded`, `sandbox::guest_sources_are_loaded_as_text_only`, `lua_load::real_bytecode_is_refused_whatever_the_mode` |
+//! | the shared string metatable: `getmetatable("")` is `false` (§15.3) | [`build_observed_with`] | `sandbox::the_string_metatable_cannot_be_reached` |
+//! | no finalizers; `collectgarbage` counts and collects only (§15.5) | `lbaselib.c.patch` (`luaB_setmetatable`, `luaB_collectgarbage`) | `sandbox::guest_finalizers_are_refused`, `sandbox::collectgarbage_collects_and_counts_but_never_stops_or_retunes` |
+//! | no heap addresses: `tostring`, `%p`, `math.randomseed`, `next` order (§15.3) | `lauxlib.c.patch` (`luaL_tolstring`), `lstrlib.c.patch` (`%p`), `lmathlib.c.patch`, `ltable.c.patch` (keyed hashes) | `budgets::tostring_shows_no_addresses_and_stays_unique`, `budgets::format_shows_no_addresses`, `budgets::error_records_show_no_addresses`, `format_pointer::percent_p_prints_numbers_where_lua_prints_addresses`, `audit_paths::math_randomseed_returns_neither_an_address_nor_the_clock`, `audit_paths::next_order_over_tables_and_functions_tells_nothing_of_their_addresses` |
+//! | the `lua.load` grant: `load`, `require`, a pruned `package` (§15.3) | [`LUA_LOAD_GRANT`], [`SandboxOptions`], `prune_package` | `lua_load::the_grant_adds_exactly_load_require_and_a_pruned_package`, `lua_load::require_names_only_the_preload_table_when_a_module_is_missing`, `lua_load::load_and_require_behave_as_in_stock_lua`, `lua_load::without_the_grant_nothing_changes` |
+//! | the `quirl` table and its registrations (§15.9) | [`sdk::install`] | `serve::load_plugin_returns_the_registrations`, `serve::plugin_callbacks_answer_their_operations`, `serve::load_config_returns_the_validated_configuration` |
+//! | the grant each registration and extension capability needs (§15.9) | [`grants::Capabilities::require`], [`grants::capability_grant`], [`grants::contribution_grant`], [`grants::default_grants`] | `sandbox::grants::tests::grants_cover_every_capability_and_kind`, `sandbox::grants::tests::a_missing_grant_is_denied_by_name` |
+//! | `quirl.process.run`: its grants, then a host call to the parent (§15.9) | `sdk` (`process_run`, [`sdk::HostPort`]), [`grants::process_granted`] | `serve::process_run_checks_its_capability_before_any_host_call`, `serve::process_run_sends_a_host_call_and_returns_the_outcome`, `serve::process_run_reports_nonzero_status_and_host_errors_to_the_guest`, `sandbox::grants::tests::scoped_process_grants_allow_one_simple_program` |
 
-use crate::meter::Meter;
+pub mod grants;
+pub mod sdk;
+
+pub use grants::LUA_LOAD_GRANT;
+
+use crate::budget::Meter;
 use mlua::{Lua, LuaOptions, LuaString, StdLib, Value};
 use std::sync::Arc;
 
@@ -57,10 +92,6 @@ pub const GLOBALS: &[&str] = &[
     "utf8",
     "xpcall",
 ];
-
-/// The worker capability (a grant string of `initialize`, SPEC §7.1) that
-/// keeps `load`, `require` and `package` (SPEC §15.3).
-pub const LUA_LOAD_GRANT: &str = "lua.load";
 
 /// The globals [`LUA_LOAD_GRANT`] adds to [`GLOBALS`].
 pub const LUA_LOAD_GLOBALS: &[&str] = &["load", "package", "require"];
