@@ -24,8 +24,8 @@ use super::grants::{GrantRule, ProcessHostConfig};
 use super::host_error::HostError;
 use super::tree::OwnedTree;
 use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind};
-use crate::poll::{self, PollFlags, set_nonblocking};
-use crate::signals::{children_are_auto_reaped, signal_name};
+use crate::child_process::poll::{self, PollFlags, set_nonblocking};
+use crate::child_process::signals::{children_are_auto_reaped, signal_name};
 
 /// Host maximum for retained bytes per output stream (the v1 host-call
 /// bound on `max_output_bytes`).

@@ -10,9 +10,9 @@ use quirl_lua_protocol::{
 };
 
 use super::{Flight, Live};
+use crate::child_process::transport::{Interrupt, Transport, Watch};
 use crate::error::{Error, ErrorClass};
 use crate::process_host::{Cancel, ProcessHostConfig, run_host_call};
-use crate::transport::{Interrupt, Transport, Watch};
 
 /// Before a request is sent the worker must have said nothing since its last
 /// response: a frame (or part of one) that arrived while no request was in

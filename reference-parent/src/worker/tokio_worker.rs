@@ -77,10 +77,10 @@ use super::request::violation;
 use super::typed;
 use super::{Flight, PIPE_RELEASE_WAIT, SHUTDOWN_GRACE, WorkerConfig};
 use crate::callback_deadline::{CallbackDeadlines, callback_deadline};
+use crate::child_process::worker_kill::{Termination, WorkerProcess, describe_status};
+use crate::child_process::worker_spawn;
 use crate::error::{Error, ErrorClass};
 use crate::process_host::{Cancel, ProcessHostConfig, run_host_call};
-use crate::worker_kill::{Termination, WorkerProcess, describe_status};
-use crate::worker_spawn;
 
 /// How long, after the worker process exited mid-request, its output may
 /// take to deliver what is left and end, before the exit is reported: only
@@ -704,7 +704,7 @@ impl Watcher {
         let (stop_read, stop) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
         let cancel = cancel.clone();
         let task = spawn_blocking(move || {
-            use crate::poll::{PollFlags, fired, interest, wait_until};
+            use crate::child_process::poll::{PollFlags, fired, interest, wait_until};
             use std::os::fd::AsFd;
             let mut fds = vec![interest(stop_read.as_fd(), PollFlags::IN)];
             fds.extend(exit.iter().map(|fd| interest(fd.as_fd(), PollFlags::IN)));
@@ -832,12 +832,10 @@ async fn exited_by(process: &WorkerProcess, until: Instant) -> bool {
         return false;
     };
     spawn_blocking(move || {
+        use crate::child_process::poll::{PollFlags, interest, wait_until};
         use std::os::fd::AsFd;
-        let mut fds = [crate::poll::interest(
-            pidfd.as_fd(),
-            crate::poll::PollFlags::IN,
-        )];
-        matches!(crate::poll::wait_until(&mut fds, until), Ok(true))
+        let mut fds = [interest(pidfd.as_fd(), PollFlags::IN)];
+        matches!(wait_until(&mut fds, until), Ok(true))
     })
     .await
     .unwrap_or(false)
