@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::limits::SOURCE_BYTES_MAX;
 use quirl_lua_protocol::records::{ErrorCode, Policy};
 

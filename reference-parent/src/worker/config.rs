@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{ErrorCode, Policy};
 
 use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind, Containment};

@@ -46,6 +46,7 @@ mod typed;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::ParentConnection;
 use quirl_lua_protocol::records::{
     ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext, ExecutionOutcome,

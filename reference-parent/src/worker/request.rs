@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{ErrorCode, HostCall, OperationResult};
 use quirl_lua_protocol::{
     ErrorKind as ProtocolErrorKind, ParentConnection, ParentEvent, ProtocolError,

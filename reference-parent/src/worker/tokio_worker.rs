@@ -71,6 +71,7 @@ use std::time::{Duration, Instant};
 
 use ::tokio::process::{ChildStderr, ChildStdin};
 use ::tokio::task::spawn_blocking;
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{
     CommandOutcome, ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext,
     ExecutionOutcome, ExtensionEvent, HostCall, Operation, OperationResult, PluginRegistrations,

@@ -2,6 +2,7 @@
 //! (SPEC §17.5): a deadline, a cancellation, a crash, a violation, or a
 //! call whose future was dropped mid-request.
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::ErrorCode;
 use quirl_lua_protocol::{ErrorKind as ProtocolErrorKind, ProtocolError};
 

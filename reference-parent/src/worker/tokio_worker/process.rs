@@ -10,6 +10,7 @@ use std::time::Instant;
 use ::tokio::io::AsyncReadExt;
 use ::tokio::process::{ChildStderr, ChildStdin};
 use ::tokio::task::spawn_blocking;
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::ErrorCode;
 use quirl_lua_protocol::tokio_io::ParentClient;
 
