@@ -6,6 +6,10 @@
 //! code a peer would put into an error record. Messages and context are for
 //! people; branch on the kind.
 
+mod context;
+
+pub use context::ErrorContext;
+
 use crate::records::ErrorCode;
 use std::fmt;
 use std::sync::Arc;
@@ -147,7 +151,9 @@ impl fmt::Display for ErrorKind {
 /// A protocol failure: a stable [`ErrorKind`], a message and optional context.
 ///
 /// The context names where the failure was found, e.g. the JSON path
-/// `request.operation.policy.memory_limit_bytes`, or the observed value.
+/// `request.operation.policy.memory_limit_bytes`, or the observed value;
+/// `.with_context(…)` comes from [`ErrorContext`] (re-exported at the crate
+/// root).
 /// An `io_error` keeps the underlying [`std::io::Error`] as its
 /// [`source`](std::error::Error::source). Equality compares kind, message
 /// and context (not the source).
@@ -311,12 +317,6 @@ impl ProtocolError {
         &self.context
     }
 
-    /// Replace the context.
-    pub fn with_context(mut self, context: impl Into<String>) -> Self {
-        self.context = context.into();
-        self
-    }
-
     /// Prefix the JSON path in the context with one more outer field name.
     pub(crate) fn at(mut self, field: &str) -> Self {
         if self.context.is_empty() {
@@ -353,6 +353,20 @@ impl fmt::Display for ProtocolError {
             write!(f, " (at {})", self.context)?;
         }
         Ok(())
+    }
+}
+
+/// The context of a protocol error is one text, the location where the
+/// failure was found: the first line sets it, a later one is appended after
+/// `; ` (the builder is [`ErrorContext::with_context`]).
+impl ErrorContext for ProtocolError {
+    fn append_context(&mut self, line: String) {
+        if self.context.is_empty() {
+            self.context = line;
+        } else {
+            self.context.push_str("; ");
+            self.context.push_str(&line);
+        }
     }
 }
 

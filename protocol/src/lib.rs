@@ -94,7 +94,9 @@
 //! prefix, push decoder, one-shot blocking helpers), [`session`] (the state
 //! machines of both roles), [`connection`] (sessions with their buffers),
 //! [`blocking`] (std adapters). Errors carry a stable
-//! [`ErrorKind`] that maps to a v1 [`ErrorCode`](records::ErrorCode).
+//! [`ErrorKind`] that maps to a v1 [`ErrorCode`](records::ErrorCode);
+//! `.with_context(…)` on any error is the [`ErrorContext`] trait,
+//! re-exported at the crate root (`use quirl_lua_protocol::ErrorContext;`).
 
 #![forbid(unsafe_code)]
 // docs.rs (`[package.metadata.docs.rs]` passes `--cfg docsrs`) labels the
@@ -125,7 +127,7 @@ pub use codec::{
 pub use connection::{
     FrameInbox, HostCommand, ParentConnection, Responded, WorkerConnection, WorkerEvent,
 };
-pub use error::{ErrorKind, ProtocolError};
+pub use error::{ErrorContext, ErrorKind, ProtocolError};
 pub use frame::{Feed, FrameDecoder, read_frame, read_payload, write_frame};
 pub use limits::{
     FRAME_BYTES_MAX, HOST_CALLS_PER_REQUEST_MAX, LUA_WORKER_PROTOCOL_DESCRIPTOR, PROTOCOL_VERSION,

@@ -22,6 +22,7 @@
 
 use std::fmt;
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::ErrorKind as ProtocolErrorKind;
 use quirl_lua_protocol::records::{ErrorCode, ShellError};
 
@@ -108,6 +109,22 @@ pub struct Error {
     record: Box<ShellError>,
 }
 
+/// `.with_context(…)` (the protocol crate's one builder,
+/// [`ErrorContext::with_context`]) appends one entry, keeping the record
+/// within its v1 bounds (SPEC §6.9): an entry is cut to 4 KiB, and one
+/// that would pass the item or text bound is dropped; the entries already
+/// there are never touched.
+impl ErrorContext for Error {
+    fn append_context(&mut self, line: String) {
+        let mut entry = line;
+        truncate_at_char(&mut entry, CONTEXT_ENTRY_BYTES_MAX);
+        let used = self.record.text_bytes();
+        if self.record.context.len() < ITEMS_MAX && used + entry.len() <= TEXT_BYTES_MAX {
+            self.record.append_context(entry);
+        }
+    }
+}
+
 impl Error {
     pub(crate) fn new(class: ErrorClass, code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
@@ -142,18 +159,6 @@ impl Error {
     #[must_use]
     pub fn with_containment_context(self, line: impl Into<String>) -> Self {
         self.with_context(line)
-    }
-
-    /// Append one context entry, keeping the record within its v1 bounds.
-    #[must_use]
-    pub(crate) fn with_context(mut self, context: impl Into<String>) -> Self {
-        let mut entry: String = context.into();
-        truncate_at_char(&mut entry, CONTEXT_ENTRY_BYTES_MAX);
-        let used = self.record.text_bytes();
-        if self.record.context.len() < ITEMS_MAX && used + entry.len() <= TEXT_BYTES_MAX {
-            self.record.context.push(entry);
-        }
-        self
     }
 
     /// Append one help entry, keeping the record within its v1 bounds.
@@ -229,12 +234,18 @@ fn truncate_at_char(text: &mut String, max: usize) {
 mod tests {
     use super::*;
 
+    // SPEC §6.9: the bounds drop later entries, never the first one.
     #[test]
     fn context_stays_within_the_record_bounds() {
-        let mut error = Error::new(ErrorClass::WorkerCrashed, ErrorCode::Lua, "worker died");
+        let mut error = Error::new(ErrorClass::WorkerCrashed, ErrorCode::Lua, "worker died")
+            .with_context("worker 7 was killed by signal 9 (SIGKILL)");
         for _ in 0..200 {
             error = error.with_context("x".repeat(10_000));
         }
+        assert_eq!(
+            error.record().context[0],
+            "worker 7 was killed by signal 9 (SIGKILL)"
+        );
         assert!(error.record().context.len() <= ITEMS_MAX);
         assert!(error.record().text_bytes() <= TEXT_BYTES_MAX);
         assert!(

@@ -29,21 +29,15 @@
 //! Modules, one job each:
 //! - [`worker`]: the [`Worker`] handle — spawn + initialize, one request at a
 //!   time under an absolute deadline, failure → kill, reap, drain, poison;
+//! - `child_process` (private; [`rlimits`] and [`worker_command`] are
+//!   public): the child-process machinery — spawning in a new session with
+//!   a sanitized environment and descriptors, the kill that cannot hit a
+//!   reused PGID and the reap, the pipes and the one `ppoll` wait, signals,
+//!   child setup, resource limits, `/proc/PID/stat` (SPEC §17.2–§17.4,
+//!   §18.1); its head comment maps each job to its file;
 //! - `cgroup` (private; [`Containment`] is public): one cgroup v2 per
 //!   child when the kernel allows it, with `cgroup.kill` as the end of
 //!   every child (SPEC §17.2);
-//! - `worker_spawn` (private): spawning in a new session with a sanitized
-//!   environment and descriptors (SPEC §17.2);
-//! - `worker_kill` (private): the cgroup and process-group kill that cannot
-//!   hit a reused PGID, and the reap (SPEC §17.3, §17.4; module docs explain
-//!   why);
-//! - `transport` and `poll` (private): non-blocking pipes and one `ppoll`
-//!   per wait over output, pidfd, cancellation and deadline — no reader
-//!   thread, no polling tick; `poll` is the one waiting helper of the crate;
-//! - `child_setup` (private): what every spawned child (worker or host
-//!   command) does between fork and exec;
-//! - `signals` (private): signal names and the signal-disposition checks;
-//! - `proc_stat` (private): the one `/proc/PID/stat` reader;
 //! - the wire side is the protocol crate's [`ParentConnection`]
 //!   (decoder, session, SPEC §9.5 end of stream) — no private copy;
 //! - [`process_host`]: answering `quirl.process.run` (SPEC §16);
@@ -68,22 +62,17 @@
 
 pub mod callback_deadline;
 mod cgroup;
-mod child_setup;
+mod child_process;
 pub mod error;
 pub mod lifecycle;
-mod poll;
-mod proc_stat;
 pub mod process_host;
-pub mod rlimits;
-mod signals;
 #[cfg(test)]
 mod test_environment;
-mod transport;
-mod vfork_spawn;
 pub mod worker;
-pub mod worker_command;
-mod worker_kill;
-mod worker_spawn;
+
+// Re-exports at the paths these public modules had before they moved under
+// `child_process` (public API kept).
+pub use child_process::{rlimits, worker_command};
 
 pub use cgroup::{Containment, ContainmentReport, containment_report};
 pub use error::{Error, ErrorClass};

@@ -8,6 +8,7 @@
 //! reject: a bounded record always passes [`ShellError::validate`] (SPEC
 //! §6.9, §15.11).
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::limits::{ERROR_ITEMS_MAX, ERROR_TEXT_BYTES_MAX};
 use serde_json::Value;
 use std::fmt;
@@ -63,6 +64,14 @@ impl From<OpError> for ShellError {
     }
 }
 
+/// `.with_context(…)` appends a line to the record's `context` (the
+/// protocol crate's one builder, [`ErrorContext::with_context`]).
+impl ErrorContext for OpError {
+    fn append_context(&mut self, line: String) {
+        self.0.append_context(line);
+    }
+}
+
 impl OpError {
     /// A new error with empty details.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
@@ -97,13 +106,6 @@ impl OpError {
             .with_help(
                 "Check the documented Lua SDK shape and remove unknown fields or invalid values",
             )
-    }
-
-    /// Append a context line.
-    #[must_use]
-    pub fn with_context(mut self, context: impl Into<String>) -> Self {
-        self.context.push(context.into());
-        self
     }
 
     /// Append a help line.

@@ -1,6 +1,6 @@
 //! The error record (`ShellError`) and its nine v1 error codes.
 
-use crate::error::{ErrorKind, ProtocolError};
+use crate::error::{ErrorContext, ErrorKind, ProtocolError};
 use crate::json::{Validate, decode_record, string_enum};
 use crate::limits::{ERROR_ITEMS_MAX, ERROR_TEXT_BYTES_MAX};
 use serde::Serialize;
@@ -117,6 +117,14 @@ decode_record!(ShellError "error record" {
     exit_status: req,
 });
 
+/// `.with_context(…)` appends a line to `context` (the builder is
+/// [`ErrorContext::with_context`], re-exported at the crate root).
+impl ErrorContext for ShellError {
+    fn append_context(&mut self, line: String) {
+        self.context.push(line);
+    }
+}
+
 impl ShellError {
     /// An error record with a code and message and no details.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
@@ -129,12 +137,6 @@ impl ShellError {
             command: None,
             exit_status: None,
         }
-    }
-
-    /// Append a context line.
-    pub fn with_context(mut self, context: impl Into<String>) -> Self {
-        self.context.push(context.into());
-        self
     }
 
     /// Append a help line.

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::hierarchy::Hierarchy;
-use crate::poll;
+use crate::child_process::poll;
 
 /// How long removing a child cgroup waits for `populated 0` after the kill.
 pub const EMPTY_WAIT_MAX: Duration = Duration::from_secs(2);

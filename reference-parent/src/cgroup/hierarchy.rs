@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use super::child::{EMPTY_WAIT_MAX, kill_members, remove_dir, wait_until_empty};
-use crate::proc_stat::read_stat;
+use crate::child_process::proc_stat::read_stat;
 
 /// Prefix of the parent's own cgroup: `quirl-lua-<pid>-<start time>`.
 const OWN_PREFIX: &str = "quirl-lua-";

@@ -9,13 +9,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::limits::SOURCE_BYTES_MAX;
 use quirl_lua_protocol::records::{ErrorCode, Policy};
 
+use crate::child_process::worker_command::WorkerCommand;
 use crate::error::{Error, ErrorClass};
 use crate::process_host::{Environment, Grants, ProcessAccess, ProcessHostConfig};
 use crate::worker::WorkerConfig;
-use crate::worker_command::WorkerCommand;
 
 /// Default restart budget: failures tolerated inside the window.
 pub const DEFAULT_MAX_RESTARTS: u32 = 3;

@@ -3,6 +3,7 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{
     ContributionKind, EventHandlerReport, ExecutionContext, ExecutionOutcome, ExtensionEvent,
     Operation, OperationResult, PluginRegistrations,

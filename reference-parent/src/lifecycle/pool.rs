@@ -31,6 +31,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{ErrorCode, PluginRegistrations};
 
 use crate::error::{Error, ErrorClass};

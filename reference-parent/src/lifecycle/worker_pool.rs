@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{Operation, OperationResult};
 use serde_json::Value;
 

@@ -111,8 +111,9 @@ impl CancelSignal for Cancel {
 /// `poll()` readiness of `fd` without waiting.
 #[cfg(test)]
 fn readable(fd: BorrowedFd<'_>) -> std::io::Result<bool> {
-    let mut fds = [crate::poll::interest(fd, crate::poll::PollFlags::IN)];
-    crate::poll::wait_until(&mut fds, std::time::Instant::now())
+    use crate::child_process::poll;
+    let mut fds = [poll::interest(fd, poll::PollFlags::IN)];
+    poll::wait_until(&mut fds, std::time::Instant::now())
 }
 
 #[cfg(test)]

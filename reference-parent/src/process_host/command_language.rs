@@ -15,7 +15,7 @@
 //! characters a shell would treat specially are taken literally instead of
 //! being rejected, and a newline is a blank.
 
-use quirl_lua_protocol::records::ErrorCode;
+use quirl_lua_protocol::{ErrorContext, records::ErrorCode};
 
 use super::host_error::HostError;
 

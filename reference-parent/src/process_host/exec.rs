@@ -14,6 +14,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::ErrorCode;
 
 use super::cancel::CancelSignal;
@@ -24,8 +25,8 @@ use super::grants::{GrantRule, ProcessHostConfig};
 use super::host_error::HostError;
 use super::tree::OwnedTree;
 use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind};
-use crate::poll::{self, PollFlags, set_nonblocking};
-use crate::signals::{children_are_auto_reaped, signal_name};
+use crate::child_process::poll::{self, PollFlags, set_nonblocking};
+use crate::child_process::signals::{children_are_auto_reaped, signal_name};
 
 /// Host maximum for retained bytes per output stream (the v1 host-call
 /// bound on `max_output_bytes`).
@@ -181,20 +182,16 @@ fn capture_until_exit(
     loop {
         if cancel.is_cancelled() {
             let _ = tree.kill_and_reap();
-            let overflow = stdout.overflowed() || stderr.overflowed();
             return Err(with_containment_notes(
-                cancelled_error(started, true)
-                    .with_context_if(overflow, overflow_note(stdout, stderr, limit)),
+                with_overflow_note(cancelled_error(started, true), stdout, stderr, limit),
                 tree,
             ));
         }
         let now = Instant::now();
         if now >= request.deadline {
             let _ = tree.kill_and_reap();
-            let overflow = stdout.overflowed() || stderr.overflowed();
             return Err(with_containment_notes(
-                deadline_error(started, true)
-                    .with_context_if(overflow, overflow_note(stdout, stderr, limit)),
+                with_overflow_note(deadline_error(started, true), stdout, stderr, limit),
                 tree,
             ));
         }
@@ -427,16 +424,6 @@ fn with_containment_notes(error: HostError, tree: &OwnedTree) -> HostError {
     error
 }
 
-impl HostError {
-    fn with_context_if(self, condition: bool, context: String) -> Self {
-        if condition {
-            self.with_context(context)
-        } else {
-            self
-        }
-    }
-}
-
 /// One captured stream: keeps up to `limit` bytes and counts the rest.
 struct Capture {
     file: Option<std::fs::File>,
@@ -505,6 +492,21 @@ impl Capture {
             Ok(text) => (text, false),
             Err(error) => (String::from_utf8_lossy(error.as_bytes()).into_owned(), true),
         }
+    }
+}
+
+/// `error` with the [`overflow_note`] appended when either stream passed
+/// its limit before the command was killed.
+fn with_overflow_note(
+    error: HostError,
+    stdout: &Capture,
+    stderr: &Capture,
+    limit: usize,
+) -> HostError {
+    if stdout.overflowed() || stderr.overflowed() {
+        error.with_context(overflow_note(stdout, stderr, limit))
+    } else {
+        error
     }
 }
 

@@ -18,7 +18,7 @@ use super::exec_ruleset;
 use super::grants::ProcessHostConfig;
 use super::host_error::HostError;
 use crate::cgroup;
-use crate::child_setup;
+use crate::child_process::child_setup;
 
 /// The exact `execve` arguments, built before the fork so the child
 /// allocates nothing.

@@ -7,6 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::ErrorCode;
 
 use super::exec_ruleset::{RulesetCache, landlock_support};

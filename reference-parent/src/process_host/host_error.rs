@@ -11,6 +11,7 @@
 
 use std::fmt;
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{ErrorCode, ShellError};
 
 /// A process-host failure: a stable code, a one-line message, supporting
@@ -25,16 +26,19 @@ pub struct HostError {
     record: Box<ShellError>,
 }
 
+/// `.with_context(…)` appends a line to the record's `context` (the
+/// protocol crate's one builder, [`ErrorContext::with_context`]).
+impl ErrorContext for HostError {
+    fn append_context(&mut self, line: String) {
+        self.record.append_context(line);
+    }
+}
+
 impl HostError {
     pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             record: Box::new(ShellError::new(code, message)),
         }
-    }
-
-    pub(crate) fn with_context(mut self, context: impl Into<String>) -> Self {
-        self.record.context.push(context.into());
-        self
     }
 
     pub(crate) fn with_help(mut self, help: impl Into<String>) -> Self {

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::process::{Pid, WaitOptions};
 
-use crate::proc_stat::ProcStat;
+use crate::child_process::proc_stat::ProcStat;
 
 static ADOPTING: AtomicBool = AtomicBool::new(false);
 static SPAWNED: Mutex<Option<HashSet<libc::pid_t>>> = Mutex::new(None);

@@ -40,8 +40,8 @@ use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
 
 use super::orphans;
 use crate::cgroup::ChildCgroup;
-use crate::poll::{self, PollFd, PollFlags};
-use crate::proc_stat::{ProcStat, read_stat};
+use crate::child_process::poll::{self, PollFd, PollFlags};
+use crate::child_process::proc_stat::{ProcStat, read_stat};
 
 /// Rounds of scan-and-stop before giving up on a tree that keeps forking.
 const SWEEP_ROUNDS_MAX: usize = 16;

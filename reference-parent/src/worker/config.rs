@@ -4,13 +4,14 @@
 
 use std::time::Duration;
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{ErrorCode, Policy};
 
 use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind, Containment};
+use crate::child_process::rlimits::WorkerLimits;
+use crate::child_process::worker_command::WorkerCommand;
 use crate::error::{Error, ErrorClass};
 use crate::process_host::{Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig};
-use crate::rlimits::WorkerLimits;
-use crate::worker_command::WorkerCommand;
 
 /// How long spawn + `initialize` may take by default.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -40,7 +41,7 @@ pub fn worker_memory_max(policy: &Policy) -> u64 {
     policy
         .memory_limit_bytes()
         .saturating_mul(2)
-        .saturating_add(crate::rlimits::ADDRESS_SPACE_MARGIN_BYTES)
+        .saturating_add(crate::child_process::rlimits::ADDRESS_SPACE_MARGIN_BYTES)
 }
 
 /// Everything needed to start and initialize a worker.

@@ -46,6 +46,7 @@ mod typed;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::ParentConnection;
 use quirl_lua_protocol::records::{
     ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext, ExecutionOutcome,
@@ -54,11 +55,12 @@ use quirl_lua_protocol::records::{
 use serde_json::Value;
 
 use crate::callback_deadline::{CallbackDeadlines, callback_deadline};
+use crate::child_process::poll;
+use crate::child_process::transport::Transport;
+use crate::child_process::worker_kill::{WorkerProcess, describe_status};
+use crate::child_process::worker_spawn;
 use crate::error::{Error, ErrorClass};
 use crate::process_host::{Cancel, ProcessHostConfig};
-use crate::transport::Transport;
-use crate::worker_kill::{WorkerProcess, describe_status};
-use crate::worker_spawn;
 
 pub use config::{
     DEFAULT_STARTUP_TIMEOUT, PIPE_RELEASE_WAIT, SHUTDOWN_GRACE, WORKER_PIDS_MAX, WorkerConfig,
@@ -320,8 +322,8 @@ impl Worker {
             return true;
         };
         live.process.exit_fd().is_some_and(|fd| {
-            let mut fds = [crate::poll::interest(fd, crate::poll::PollFlags::IN)];
-            matches!(crate::poll::wait_until(&mut fds, until), Ok(true))
+            let mut fds = [poll::interest(fd, poll::PollFlags::IN)];
+            matches!(poll::wait_until(&mut fds, until), Ok(true))
         })
     }
 
@@ -344,8 +346,8 @@ impl Worker {
         ));
         live.transport.close_input();
         let exited = live.process.exit_fd().map(|fd| {
-            let mut fds = [crate::poll::interest(fd, crate::poll::PollFlags::IN)];
-            crate::poll::wait_until(&mut fds, Instant::now() + SHUTDOWN_GRACE)
+            let mut fds = [poll::interest(fd, poll::PollFlags::IN)];
+            poll::wait_until(&mut fds, Instant::now() + SHUTDOWN_GRACE)
         });
         let (status, problems) = retire(live);
         let clean = matches!(exited, None | Some(Ok(true))) && status.is_some_and(|s| s.success());

@@ -4,15 +4,16 @@
 
 use std::time::Instant;
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{ErrorCode, HostCall, OperationResult};
 use quirl_lua_protocol::{
     ErrorKind as ProtocolErrorKind, ParentConnection, ParentEvent, ProtocolError,
 };
 
 use super::{Flight, Live};
+use crate::child_process::transport::{Interrupt, Transport, Watch};
 use crate::error::{Error, ErrorClass};
 use crate::process_host::{Cancel, ProcessHostConfig, run_host_call};
-use crate::transport::{Interrupt, Transport, Watch};
 
 /// Before a request is sent the worker must have said nothing since its last
 /// response: a frame (or part of one) that arrived while no request was in

@@ -17,8 +17,8 @@
 //!   whole tree and reaps it (the blocking worker's kill, on
 //!   `spawn_blocking`: one group `SIGKILL` while the worker is unreaped,
 //!   `cgroup.kill` first in cgroup mode), drains its output until end of
-//!   file (at most [`PIPE_RELEASE_WAIT`]), poisons itself and returns a
-//!   typed [`Error`]. Later calls fail at once with
+//!   file (at most [`PIPE_RELEASE_WAIT`](super::PIPE_RELEASE_WAIT)),
+//!   poisons itself and returns a typed [`Error`]. Later calls fail at once with
 //!   [`ErrorClass::Unavailable`]; [`Worker::restart`] starts a fresh worker
 //!   from the same configuration.
 //! - **Operations**: [`Worker::call`] runs any operation; `eval`,
@@ -55,15 +55,23 @@
 //! killed and reaped right there, synchronously, and the handle is
 //! poisoned. The cost of the watch is one blocking-pool thread per request
 //! in flight (tokio reuses them); it ends with its request.
+//!
+//! Where each part is: the handle and its request loop here; the worker
+//! process on tokio (spawn, the watch, kill → reap → drain) in
+//! `tokio_worker/process.rs`; what a failed exchange is as an [`Error`] in
+//! `tokio_worker/failure.rs`; [`WorkerPool`] in `tokio_worker/pool.rs`.
+
+mod failure;
+mod pool;
+mod process;
 
 use std::future::Future;
-use std::process::ExitStatus;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use ::tokio::io::AsyncReadExt;
 use ::tokio::process::{ChildStderr, ChildStdin};
 use ::tokio::task::spawn_blocking;
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{
     CommandOutcome, ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext,
     ExecutionOutcome, ExtensionEvent, HostCall, Operation, OperationResult, PluginRegistrations,
@@ -73,14 +81,15 @@ use quirl_lua_protocol::tokio_io::ParentClient;
 use quirl_lua_protocol::{ErrorKind as ProtocolErrorKind, ProtocolError};
 use serde_json::Value;
 
-use super::request::violation;
 use super::typed;
-use super::{Flight, PIPE_RELEASE_WAIT, SHUTDOWN_GRACE, WorkerConfig};
+use super::{Flight, SHUTDOWN_GRACE, WorkerConfig};
 use crate::callback_deadline::{CallbackDeadlines, callback_deadline};
+use crate::child_process::worker_kill::{WorkerProcess, describe_status};
 use crate::error::{Error, ErrorClass};
 use crate::process_host::{Cancel, ProcessHostConfig, run_host_call};
-use crate::worker_kill::{Termination, WorkerProcess, describe_status};
-use crate::worker_spawn;
+use failure::{abandoned, classify};
+pub use pool::WorkerPool;
+use process::{Watched, Watcher, exited_by, retire, start};
 
 /// How long, after the worker process exited mid-request, its output may
 /// take to deliver what is left and end, before the exit is reported: only
@@ -670,411 +679,10 @@ async fn run_process_host(
     }
 }
 
-/// What ended a [`Watcher`]'s wait.
-#[derive(Debug, Clone, Copy)]
-enum Watched {
-    /// The worker's cancellation token fired.
-    Cancelled,
-    /// The worker process exited (its pidfd became readable).
-    Exited,
-}
-
-/// The wait of the blocking worker for a request's other ends (SPEC §17.1,
-/// §17.3): one `ppoll` over the worker's pidfd and the cancellation
-/// token's eventfd, on `spawn_blocking`, until the request's deadline. The
-/// task also polls the read end of a pipe whose write end this value
-/// holds: dropping it (the request ended, or its future was dropped)
-/// closes that end and the task ends at once.
-struct Watcher {
-    task: ::tokio::task::JoinHandle<Option<Watched>>,
-    _stop: std::os::fd::OwnedFd,
-}
-
-impl Watcher {
-    /// `None` when there is nothing to watch (no pidfd, no eventfd) or no
-    /// descriptor for the stop pipe: the request then ends at its deadline.
-    fn start(process: &WorkerProcess, cancel: &Cancel, deadline: Instant) -> Option<Self> {
-        let exit = process
-            .exit_fd()
-            .and_then(|fd| fd.try_clone_to_owned().ok());
-        let wake = cancel.register().ok();
-        if exit.is_none() && wake.is_none() {
-            return None;
-        }
-        let (stop_read, stop) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
-        let cancel = cancel.clone();
-        let task = spawn_blocking(move || {
-            use crate::poll::{PollFlags, fired, interest, wait_until};
-            use std::os::fd::AsFd;
-            let mut fds = vec![interest(stop_read.as_fd(), PollFlags::IN)];
-            fds.extend(exit.iter().map(|fd| interest(fd.as_fd(), PollFlags::IN)));
-            fds.extend(wake.iter().map(|fd| interest(fd.as_fd(), PollFlags::IN)));
-            let exit_slot = exit.as_ref().map(|_| 1);
-            loop {
-                if cancel.is_cancelled() {
-                    return Some(Watched::Cancelled);
-                }
-                match wait_until(&mut fds, deadline) {
-                    Ok(true) => {}
-                    // The deadline passed (the request's own timer reports
-                    // it) or the wait failed: nothing more to watch.
-                    _ => return None,
-                }
-                if fds.first().is_some_and(|slot| fired(slot, PollFlags::IN)) {
-                    return None;
-                }
-                if cancel.is_cancelled() {
-                    return Some(Watched::Cancelled);
-                }
-                if exit_slot
-                    .and_then(|slot| fds.get(slot))
-                    .is_some_and(|slot| fired(slot, PollFlags::IN))
-                {
-                    return Some(Watched::Exited);
-                }
-            }
-        });
-        Some(Self { task, _stop: stop })
-    }
-
-    /// What ended the wait; pending forever if it ended with nothing to
-    /// report (the deadline is the request's own timer).
-    async fn wait(&mut self) -> Watched {
-        match (&mut self.task).await {
-            Ok(Some(watched)) => watched,
-            _ => std::future::pending().await,
-        }
-    }
-}
-
 /// The host function of `initialize`, which runs no guest code.
 async fn refuse_host_call(_: &HostCall) -> HostAnswer {
     Err(ShellError::new(
         ErrorCode::InvalidCommand,
         "no host call is answered during initialize",
     ))
-}
-
-/// The error of a call whose future was dropped while its request was in
-/// flight: the worker's state is unknown, so it is killed.
-fn abandoned(flight: Option<Flight>) -> Error {
-    let what = flight.map_or_else(
-        || "a request".to_owned(),
-        |flight| format!("request {} ({})", flight.id, flight.operation),
-    );
-    Error::new(
-        ErrorClass::Cancelled,
-        ErrorCode::ResourceLimit,
-        "the Lua request was cancelled",
-    )
-    .with_context(format!(
-        "the future of {what} was dropped before its answer arrived"
-    ))
-    .with_help("the worker was killed; start a new one (restart)")
-}
-
-/// Spawn the worker on `spawn_blocking` and wrap its pipes for tokio.
-async fn start(
-    config: &WorkerConfig,
-) -> Result<(WorkerProcess, ParentClient<ChildStderr, ChildStdin>, bool), Error> {
-    let spawn_failed = |command: &str, why: String| {
-        Error::new(
-            ErrorClass::Spawn,
-            ErrorCode::ProcessSpawn,
-            "could not start the Lua worker",
-        )
-        .with_context(format!("worker command `{command}`: {why}"))
-        .with_help("check the worker command (--worker or QUIRL_LUA_WORKER)")
-    };
-    let command = config.command.to_string();
-    let owned = config.clone();
-    // If this future is dropped, the task still ends: a worker it started
-    // is dropped there, which kills and reaps it.
-    let spawned = spawn_blocking(move || {
-        let cgroup = owned.worker_cgroup()?;
-        let contained = cgroup.is_some();
-        worker_spawn::spawn(&owned.command, &owned.limits, cgroup)
-            .map(|spawned| (spawned, contained))
-            .map_err(|error| spawn_failed(&owned.command.to_string(), error.to_string()))
-    })
-    .await
-    .map_err(|error| spawn_failed(&command, format!("the spawning task failed: {error}")))??;
-    let (spawned, contained) = spawned;
-    let pipes =
-        ChildStdin::from_std(std::process::ChildStdin::from(spawned.input)).and_then(|stdin| {
-            ChildStderr::from_std(std::process::ChildStderr::from(spawned.output))
-                .map(|stderr| (stdin, stderr))
-        });
-    match pipes {
-        Ok((stdin, stderr)) => Ok((spawned.process, ParentClient::new(stderr, stdin), contained)),
-        Err(error) => {
-            let termination = kill_and_reap(spawned.process).await;
-            let mut failure = spawn_failed(
-                &command,
-                format!("registering its pipes with tokio failed: {error}"),
-            );
-            for problem in termination.problems {
-                failure = failure.with_context(format!("cleanup: {problem}"));
-            }
-            Err(failure)
-        }
-    }
-}
-
-/// Wait, on `spawn_blocking`, until the worker process exits (its pidfd
-/// is readable) or `until` passes; whether it exited (`false` without a
-/// pidfd). Reaps nothing.
-async fn exited_by(process: &WorkerProcess, until: Instant) -> bool {
-    let Some(pidfd) = process
-        .exit_fd()
-        .and_then(|fd| fd.try_clone_to_owned().ok())
-    else {
-        return false;
-    };
-    spawn_blocking(move || {
-        use std::os::fd::AsFd;
-        let mut fds = [crate::poll::interest(
-            pidfd.as_fd(),
-            crate::poll::PollFlags::IN,
-        )];
-        matches!(crate::poll::wait_until(&mut fds, until), Ok(true))
-    })
-    .await
-    .unwrap_or(false)
-}
-
-/// The blocking worker's kill and reap (SPEC §17.4 steps 2–5), on
-/// `spawn_blocking`: it waits on the worker's pidfd for the kill to land.
-/// The task owns the process, so it finishes even if this future is
-/// dropped.
-async fn kill_and_reap(mut process: WorkerProcess) -> Termination {
-    spawn_blocking(move || process.kill_tree_and_reap())
-        .await
-        .unwrap_or_else(|error| Termination {
-            status: None,
-            problems: vec![format!("the kill-and-reap task failed: {error}")],
-        })
-}
-
-/// Close stdin, kill the tree, reap, then drain the output until end of
-/// file, which proves no process of the tree still holds it (SPEC §13.2).
-async fn retire(live: Live) -> (Option<ExitStatus>, Vec<String>) {
-    let Live {
-        client, process, ..
-    } = live;
-    let (_, mut output, input) = client.into_parts();
-    drop(input);
-    let termination = kill_and_reap(process).await;
-    let mut problems = termination.problems;
-    let mut sink = vec![0; 16 * 1024];
-    let drain = async {
-        loop {
-            if output.read(&mut sink).await? == 0 {
-                return Ok::<(), std::io::Error>(());
-            }
-        }
-    };
-    match ::tokio::time::timeout(PIPE_RELEASE_WAIT, drain).await {
-        Ok(Ok(())) => {}
-        Ok(Err(error)) => problems.push(format!("draining the response pipe failed: {error}")),
-        Err(_) => problems.push(format!(
-            "the response pipe was still open {} ms after the kill: a process outside the worker's process group holds it",
-            PIPE_RELEASE_WAIT.as_millis()
-        )),
-    }
-    (termination.status, problems)
-}
-
-/// The error class of a failed exchange (SPEC §17.5).
-fn classify(error: &ProtocolError, stream_ended: bool, flight: Flight) -> Error {
-    let budget = flight
-        .deadline
-        .saturating_duration_since(flight.started)
-        .as_millis();
-    let during = format!("request {} ({})", flight.id, flight.operation);
-    match error.kind() {
-        _ if error.is_timed_out() => Error::new(
-            ErrorClass::Deadline,
-            ErrorCode::ResourceLimit,
-            "the Lua request exceeded its deadline",
-        )
-        .with_context(format!("deadline {budget} ms after {during} started"))
-        .with_help("reduce the work or raise the wall time; the worker was killed"),
-        ProtocolErrorKind::Cancelled => Error::new(
-            ErrorClass::Cancelled,
-            ErrorCode::ResourceLimit,
-            "the Lua request was cancelled",
-        )
-        .with_context(format!(
-            "cancelled {} ms into {during}",
-            flight.started.elapsed().as_millis()
-        ))
-        .with_help("the worker was killed; start a new one"),
-        // The adapter's "stream ended before the response" is `invalid_use`
-        // on an ended stream; a retired worker and a stream that ended at a
-        // frame boundary mid-request are the same crash to the caller.
-        ProtocolErrorKind::UnexpectedEnd | ProtocolErrorKind::WorkerRetired => {
-            crashed(&format!("{} during {during}", error.message()))
-        }
-        ProtocolErrorKind::InvalidUse if stream_ended => crashed(&format!(
-            "the worker closed its response stream during {during}"
-        )),
-        ProtocolErrorKind::IoError => Error::new(
-            ErrorClass::WorkerCrashed,
-            ErrorCode::Lua,
-            "the Lua worker's pipes failed",
-        )
-        .with_context(format!("{error} during {during}"))
-        .with_help("the worker was killed; start a new one"),
-        _ => violation(error, flight),
-    }
-}
-
-fn crashed(how: &str) -> Error {
-    Error::new(
-        ErrorClass::WorkerCrashed,
-        ErrorCode::Lua,
-        "the Lua worker ended without answering",
-    )
-    .with_context(how.to_owned())
-    .with_help("the worker crashed or exited; start a new one")
-}
-
-/// A small pool of async workers started from one configuration.
-///
-/// Each call goes to an idle member (round-robin among the idle ones) or
-/// waits for the next member in turn; the pool owns no task. A member
-/// whose worker failed (deadline, crash, violation: the worker was killed
-/// and reaped then, SPEC §13.2) is restarted from the configuration on its
-/// next call. This is not the blocking lifecycle layer (SPEC §17.7): it
-/// keeps no restart budget, quarantine or statistics.
-pub struct WorkerPool {
-    config: WorkerConfig,
-    members: Vec<::tokio::sync::Mutex<Worker>>,
-    next: std::sync::atomic::AtomicUsize,
-}
-
-impl WorkerPool {
-    /// Start `size` workers (at least one). If one fails to start, those
-    /// already started are killed and reaped (dropped) and its error is
-    /// returned.
-    pub async fn start(config: WorkerConfig, size: usize) -> Result<Self, Error> {
-        if size == 0 {
-            return Err(Error::new(
-                ErrorClass::InvalidInput,
-                ErrorCode::InvalidArgument,
-                "a worker pool needs at least one member",
-            ));
-        }
-        let mut members = Vec::with_capacity(size);
-        for _ in 0..size {
-            members.push(::tokio::sync::Mutex::new(
-                Worker::spawn(config.clone()).await?,
-            ));
-        }
-        Ok(Self {
-            config,
-            members,
-            next: std::sync::atomic::AtomicUsize::new(0),
-        })
-    }
-
-    /// [`Worker::call`] on a member.
-    pub async fn call(
-        &self,
-        operation: Operation,
-        deadline: Option<Instant>,
-    ) -> Result<OperationResult, Error> {
-        let mut worker = self.ready_member().await?;
-        worker.call(operation, deadline).await
-    }
-
-    /// [`Worker::call_with_host`] on a member.
-    pub async fn call_with_host(
-        &self,
-        operation: Operation,
-        deadline: Option<Instant>,
-        host: impl AsyncFnMut(&HostCall) -> HostAnswer,
-    ) -> Result<OperationResult, Error> {
-        let mut worker = self.ready_member().await?;
-        worker.call_with_host(operation, deadline, host).await
-    }
-
-    /// [`Worker::eval`] on a member.
-    pub async fn eval(&self, source: &str) -> Result<Value, Error> {
-        let mut worker = self.ready_member().await?;
-        worker.eval(source).await
-    }
-
-    /// The number of members.
-    pub fn size(&self) -> usize {
-        self.members.len()
-    }
-
-    /// The current worker pids, one per member (the pid of a member's
-    /// last worker while it waits for its restart); `None` for a member
-    /// busy with a call.
-    pub fn pids(&self) -> Vec<Option<u32>> {
-        self.members
-            .iter()
-            .map(|member| member.try_lock().ok().map(|worker| worker.pid()))
-            .collect()
-    }
-
-    /// Shut every member down ([`Worker::shutdown`]); the first error, if
-    /// any, after all of them were ended.
-    pub async fn shutdown(self) -> Result<(), Error> {
-        let mut first = None;
-        for member in self.members {
-            let worker = member.into_inner();
-            let ended = if worker.is_poisoned() {
-                // Already killed and reaped, or abandoned mid-call: dropping
-                // it kills and reaps what is left.
-                drop(worker);
-                Ok(())
-            } else {
-                worker.shutdown().await
-            };
-            if let Err(error) = ended {
-                first.get_or_insert(error);
-            }
-        }
-        first.map_or(Ok(()), Err)
-    }
-
-    /// An idle member (or the next in turn, once it is free), restarted
-    /// first if its worker failed.
-    async fn ready_member(&self) -> Result<::tokio::sync::MutexGuard<'_, Worker>, Error> {
-        let count = self.members.len();
-        let start = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % count.max(1);
-        let turn = self.members.iter().cycle().skip(start).take(count);
-        let idle = turn.clone().find_map(|member| member.try_lock().ok());
-        let mut worker = match idle {
-            Some(worker) => worker,
-            None => match turn.clone().next() {
-                Some(member) => member.lock().await,
-                None => {
-                    return Err(Error::new(
-                        ErrorClass::Unavailable,
-                        ErrorCode::Lua,
-                        "the worker pool has no member",
-                    ));
-                }
-            },
-        };
-        if worker.is_poisoned() {
-            // A failed restart leaves it poisoned: the next call tries again.
-            worker.restart().await?;
-        }
-        Ok(worker)
-    }
-}
-
-impl std::fmt::Debug for WorkerPool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkerPool")
-            .field("size", &self.members.len())
-            .field("policy", &self.config.policy)
-            .finish_non_exhaustive()
-    }
 }

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{
     ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext, ExecutionOutcome,
     ExtensionEvent, Operation, OperationResult, PluginRegistrations, QuirlConfig,

@@ -12,6 +12,7 @@
 
 use super::Meter;
 use crate::error::OpError;
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::Policy;
 use std::time::Duration;
 

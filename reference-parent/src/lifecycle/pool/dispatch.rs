@@ -7,6 +7,7 @@
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::ErrorCode;
 
 use crate::error::{Error, ErrorClass};

@@ -6,6 +6,8 @@
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
+use quirl_lua_protocol::ErrorContext;
+
 use crate::error::ErrorClass;
 use crate::worker::Worker;
 

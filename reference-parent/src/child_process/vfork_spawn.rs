@@ -41,10 +41,10 @@ use rustix::io::Errno;
 use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
 use rustix::process::{Pid, WaitOptions};
 
+use super::child_setup;
+use super::rlimits::WorkerLimits;
+use super::worker_command::WorkerCommand;
 use crate::cgroup::{self, ChildCgroup};
-use crate::child_setup;
-use crate::rlimits::WorkerLimits;
-use crate::worker_command::WorkerCommand;
 
 /// Usable size of the child's stack. The child's steps are a few small
 /// frames (glibc's `posix_spawn` uses 32 KiB); the mapping is not touched

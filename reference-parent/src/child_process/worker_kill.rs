@@ -53,9 +53,9 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal};
 
+use super::poll::{self, PollFlags};
+use super::signals::signal_name;
 use crate::cgroup::ChildCgroup;
-use crate::poll::{self, PollFlags};
-use crate::signals::signal_name;
 
 /// How long a killed worker may take to be reported dead by the kernel
 /// before the reap is handed to a background thread.
@@ -295,9 +295,9 @@ fn signal_suffix(signal: i32) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::rlimits::WorkerLimits;
-    use crate::worker_command::WorkerCommand;
-    use crate::worker_spawn::spawn;
+    use crate::child_process::rlimits::WorkerLimits;
+    use crate::child_process::worker_command::WorkerCommand;
+    use crate::child_process::worker_spawn::spawn;
 
     #[test]
     fn kill_reaps_the_worker_and_is_idempotent() {

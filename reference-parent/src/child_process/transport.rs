@@ -23,9 +23,9 @@ use std::time::Instant;
 
 use rustix::io::Errno;
 
-use crate::poll::{self, PollFlags};
+use super::poll::{self, PollFlags};
+use super::signals::write_without_sigpipe;
 use crate::process_host::Cancel;
-use crate::signals::write_without_sigpipe;
 
 /// Bytes read per `read(2)` from the worker's stderr.
 pub(crate) const READ_CHUNK_BYTES: usize = 64 * 1024;

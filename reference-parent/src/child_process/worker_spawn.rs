@@ -42,14 +42,14 @@ use rustix::io::Errno;
 use rustix::pipe::PipeFlags;
 use rustix::process::{Pid, PidfdFlags};
 
+use super::child_setup;
+use super::poll::set_nonblocking;
+use super::rlimits::WorkerLimits;
+use super::signals::children_are_auto_reaped;
+use super::vfork_spawn::{self, ChildStdio, ExecPlan};
+use super::worker_command::WorkerCommand;
+use super::worker_kill::WorkerProcess;
 use crate::cgroup::{self, ChildCgroup};
-use crate::child_setup;
-use crate::poll::set_nonblocking;
-use crate::rlimits::WorkerLimits;
-use crate::signals::children_are_auto_reaped;
-use crate::vfork_spawn::{self, ChildStdio, ExecPlan};
-use crate::worker_command::WorkerCommand;
-use crate::worker_kill::WorkerProcess;
 
 /// A freshly spawned worker and the parent's ends of its two pipes.
 pub(crate) struct SpawnedWorker {
@@ -239,7 +239,7 @@ fn open_pidfd(pid: Pid) -> io::Result<Option<OwnedFd>> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::poll;
+    use crate::child_process::poll;
     use std::io::Read;
     use std::time::{Duration, Instant};
 
@@ -632,7 +632,7 @@ mod tests {
         let output = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "worker_spawn::tests::refused_clone_helper",
+                "child_process::worker_spawn::tests::refused_clone_helper",
                 "--ignored",
                 "--nocapture",
             ])
