@@ -5,8 +5,9 @@
 //!   new case file is picked up without touching this script);
 //! - `fixtures/manifest.json` and every file under `fixtures/frames/`;
 //! - the SPEC.md revision marker (the `Revision:` line of its header) and a
-//!   digest of its protocol text (every section but the reference design's
-//!   §15–18, `src/spec_text.rs`), which `--version` names.
+//!   digest of the whole of SPEC.md, the protocol document
+//!   (`src/spec_text.rs`; DESIGN.md and BENCHMARKS.md are not read), which
+//!   `--version` names.
 //!
 //! The generated table lives in `$OUT_DIR/embedded.rs` and is included by
 //! `src/embedded.rs`.
@@ -100,8 +101,8 @@ fn generate() -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     writeln!(
         out,
-        "/// FNV-1a 64 digest of that SPEC.md's protocol text, §15–18 left out (hex).\npub const SPEC_DIGEST: &str = \"{:016x}\";",
-        spec_text::fnv1a64(spec_text::protocol_text(&spec).as_bytes())
+        "/// FNV-1a 64 digest of that SPEC.md, the whole protocol document (hex).\npub const SPEC_DIGEST: &str = \"{:016x}\";",
+        spec_text::protocol_digest(&spec)
     )
     .map_err(|e| e.to_string())?;
 
