@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Native paths that once ran far longer than their instruction budget
-# (BENCHMARKS.md, B3; SPEC §15.6). For each quirl-lua binary given, every
+# (BENCHMARKS.md, B3; DESIGN §15.6). For each quirl-lua binary given, every
 # case runs once with the budget shown and a 10 s wall clock; the table gives
 # the wall time and how the request ended. A bounded case ends by
 # `instructions` within a fraction of a second; an unbounded one runs until

@@ -1,5 +1,5 @@
-//! Sections B1 and B2: the instruction budget bounds CPU (SPEC §15.6) and
-//! callbacks end at their own deadline (SPEC §17.6).
+//! Sections B1 and B2: the instruction budget bounds CPU (DESIGN §15.6) and
+//! callbacks end at their own deadline (DESIGN §17.6).
 //!
 //! B1 runs generated Lua programs (the `lua_programs` fuzz target's
 //! grammar, `quirl_lua_testkit::lua_programs`) in-process with its budget and

@@ -21,9 +21,9 @@
 //! stuck worker of X4 evaluates); `--containment auto|cgroup|process-group`
 //! (how every section's workers are contained; default `auto`). Section `C`
 //! measures cold start (X3), a host command and kill latency (X4) in both
-//! containment modes side by side, in interleaved blocks (SPEC §17.2);
+//! containment modes side by side, in interleaved blocks (DESIGN §17.2);
 //! section `LL` a host command with and without the Landlock execute
-//! ruleset (SPEC §16.6).
+//! ruleset (DESIGN §16.6).
 //! `--ballast-mib N` allocates and touches N MiB in this process before
 //! measuring, to see how spawn cost grows with the host's memory (the
 //! "Cold start breakdown" of BENCHMARKS.md).
@@ -612,7 +612,7 @@ fn containment_costs(
 }
 
 /// Section LL: what the Landlock execute ruleset adds to a host command's
-/// start (SPEC §16.6): `true` granted by name (ruleset built before the
+/// start (DESIGN §16.6): `true` granted by name (ruleset built before the
 /// fork, applied in the child) against the unscoped grant (no ruleset), in
 /// one run, blocks of 10 alternating, process-group mode so no cgroup
 /// migration blurs the difference.

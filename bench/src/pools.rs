@@ -1,4 +1,4 @@
-//! Pool measurements (SPEC §17.7): pool scaling against the no-pool
+//! Pool measurements (DESIGN §17.7): pool scaling against the no-pool
 //! ceiling (X6), the first request after a limit trip with and without a
 //! warm spare (T), and the throughput/latency curve of 1–8 callers on
 //! pools of 1, 2 and 4 (S).

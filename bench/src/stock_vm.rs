@@ -5,7 +5,7 @@
 //! stock interpreter built from the same verified sources without the
 //! metering patch (`quirl_lua_testkit::stock`, `STOCK FILE`) and
 //! `quirl-lua eval -- SOURCE` under the default policy (100,000,000
-//! instructions, 32 MiB, 5,000 ms: SPEC §15), worker start, lockdown and
+//! instructions, 32 MiB, 5,000 ms: DESIGN §15), worker start, lockdown and
 //! parent included. A sample is the CPU time (user + system) of the
 //! command's whole process tree; the two sides alternate program by
 //! program within each round, so load changes hit both alike. Both sides

@@ -231,7 +231,7 @@ pub fn host_commands_in(
 
 /// [`host_commands_in`] under one grant: `process.spawn` runs without an
 /// execute ruleset, `process.spawn:NAME` with the Landlock one where the
-/// kernel offers it (SPEC §16.6).
+/// kernel offers it (DESIGN §16.6).
 pub fn host_commands_granted(
     command: &str,
     grant: &str,

@@ -46,11 +46,11 @@
 //! | worker stream | parent side |
 //! |---|---|
 //! | stdin | the parent writes requests and host responses here |
-//! | stderr | the parent reads the worker's frames here (the reference worker writes them through a duplicate of that pipe on descriptor 3, SPEC §18.2; it is the same pipe) |
+//! | stderr | the parent reads the worker's frames here (the reference worker writes them through a duplicate of that pipe on descriptor 3, DESIGN §18.2; it is the same pipe) |
 //! | stdout | connect it to `/dev/null`; a worker never writes it |
 //!
 //! Spawn the worker without a terminal and in its own process group, with a
-//! cleared environment (SPEC §3.1, §17). To end the session cleanly, close
+//! cleared environment (SPEC §3.1, DESIGN §17). To end the session cleanly, close
 //! the worker's stdin while no request is in flight: the worker exits 0
 //! (SPEC §3.3). A worker reads stdin and writes only complete frames to
 //! stderr; it exits nonzero on any violation without writing again (§9.6).

@@ -185,7 +185,7 @@ pub const PANEL_FALLBACK_BYTES_MAX: usize = 16 * 1024;
 pub const PROMPT_DEADLINE_MS_MAX: u64 = 100;
 /// Inclusive upper bound of an extension callback deadline in ms (Quirl: 250); the lower bound is 1.
 pub const EXTENSION_DEADLINE_MS_MAX: u64 = 250;
-/// Deadline of a completion-provider callback (Quirl's fixed 50 ms, SPEC §15.6).
+/// Deadline of a completion-provider callback (Quirl's fixed 50 ms, DESIGN §15.6).
 ///
 /// The worker stops a `complete` callback at this deadline with its own
 /// clock; the parent holds the callback to it (plus its slack) before it

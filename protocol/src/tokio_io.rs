@@ -283,7 +283,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> ParentClient<R, W> {
 
     /// [`request`](Self::request), due at `deadline` instead of the
     /// policy's budget: a host's own deadline, earlier or later, or a
-    /// callback's deadline with its slack (SPEC §17.6; see
+    /// callback's deadline with its slack (DESIGN §17.6; see
     /// [`ParentConnection::request_with_deadline`]).
     pub async fn request_with_deadline(
         &mut self,

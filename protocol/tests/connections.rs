@@ -340,7 +340,7 @@ fn an_oversized_result_is_answered_with_a_resource_limit_error() {
     assert_eq!(error.kind(), ErrorKind::OversizedFrame);
     assert!(link.worker.outgoing().is_empty());
     assert_eq!(link.worker.state(), SessionState::Busy);
-    // `respond_or_error` falls back to an error record (SPEC §15.10).
+    // `respond_or_error` falls back to an error record (DESIGN §15.10).
     let responded = link
         .worker
         .respond_or_error(Ok(OperationResult::Value(huge)))

@@ -1,4 +1,4 @@
-//! The async supervisor (feature `tokio`, SPEC §13.2, §17): a contained worker, an async host
+//! The async supervisor (feature `tokio`, SPEC §13.2, DESIGN §17): a contained worker, an async host
 //! call, deadline → kill → restart, clean end; prints `42`. Run: `… -- target/x86_64-unknown-linux-gnu/debug/quirl-worker`
 use quirl_lua_protocol::records::{CommandOutcome, HostCall};
 use quirl_lua_reference_parent::tokio_worker::Worker;

@@ -1,4 +1,4 @@
-//! Callback deadlines on the request path (SPEC §17.6).
+//! Callback deadlines on the request path (DESIGN §17.6).
 //!
 //! A plugin declares a deadline for each of its callbacks when it loads:
 //! prompt segments (`deadline_ms`, at most 100), event handlers and
@@ -9,7 +9,7 @@
 //! cannot stop (a native call no hook interrupts) is killed shortly after
 //! its own deadline instead of at the request's `wall_time_ms`. The kill is
 //! an ordinary deadline failure: the worker is killed, reaped and poisoned,
-//! and the lifecycle layer restarts it as for any deadline (SPEC §17.7).
+//! and the lifecycle layer restarts it as for any deadline (DESIGN §17.7).
 //!
 //! [`CallbackDeadlines`] remembers the declarations of the plugin a worker
 //! loaded and turns a callback request into its absolute deadline.
@@ -28,7 +28,7 @@ use quirl_lua_protocol::records::{ContributionKind, ExtensionEvent, PluginRegist
 /// delays only the kill of a worker that is stuck.
 pub const CALLBACK_SLACK: Duration = Duration::from_millis(250);
 
-/// Deadline of completion providers (Quirl's fixed 50 ms, SPEC §15.6; the
+/// Deadline of completion providers (Quirl's fixed 50 ms, DESIGN §15.6; the
 /// protocol crate's one definition, re-exported).
 pub use quirl_lua_protocol::limits::COMPLETION_DEADLINE;
 

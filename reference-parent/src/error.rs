@@ -1,7 +1,7 @@
 //! The parent's error type: a class the caller can act on, and an error record.
 //!
 //! Every failure is an [`Error`] with an [`ErrorClass`] (what happened, and
-//! so what the caller can do next; SPEC §17.5 "error classes") and a v1
+//! so what the caller can do next; DESIGN §17.5 "error classes") and a v1
 //! error record ([`ShellError`]: code, message, context, help) for people
 //! and for JSON output. Codes follow SPEC §11.3:
 //!
@@ -33,7 +33,7 @@ use quirl_lua_protocol::limits::{
 const CONTEXT_ENTRY_BYTES_MAX: usize = 4 * 1024;
 
 /// What went wrong, as far as the caller's next step is concerned: the
-/// error classes of SPEC §17.5. (Not the protocol's `ErrorKind`, which names
+/// error classes of DESIGN §17.5. (Not the protocol's `ErrorKind`, which names
 /// the sub-kind of a protocol error, SPEC §11.2; see
 /// [`Error::protocol_kind`].)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -154,7 +154,7 @@ impl Error {
         self
     }
 
-    /// Append a `containment: …` line to the context (SPEC §17.2), as the
+    /// Append a `containment: …` line to the context (DESIGN §17.2), as the
     /// CLI does for `--json` errors.
     #[must_use]
     pub fn with_containment_context(self, line: impl Into<String>) -> Self {
@@ -173,7 +173,7 @@ impl Error {
         self
     }
 
-    /// The class of failure (SPEC §17.5).
+    /// The class of failure (DESIGN §17.5).
     pub fn class(&self) -> ErrorClass {
         self.class
     }

@@ -33,17 +33,17 @@
 //!   public): the child-process machinery — spawning in a new session with
 //!   a sanitized environment and descriptors, the kill that cannot hit a
 //!   reused PGID and the reap, the pipes and the one `ppoll` wait, signals,
-//!   child setup, resource limits, `/proc/PID/stat` (SPEC §17.2–§17.4,
+//!   child setup, resource limits, `/proc/PID/stat` (DESIGN §17.2–§17.4,
 //!   §18.1); its head comment maps each job to its file;
 //! - `cgroup` (private; [`Containment`] is public): one cgroup v2 per
 //!   child when the kernel allows it, with `cgroup.kill` as the end of
-//!   every child (SPEC §17.2);
+//!   every child (DESIGN §17.2);
 //! - the wire side is the protocol crate's [`ParentConnection`]
 //!   (decoder, session, SPEC §9.5 end of stream) — no private copy;
-//! - [`process_host`]: answering `quirl.process.run` (SPEC §16);
+//! - [`process_host`]: answering `quirl.process.run` (DESIGN §16);
 //! - [`callback_deadline`]: callbacks held to their declared deadlines;
 //! - [`worker_command`]: which program is the worker; [`error`]: typed errors;
-//! - [`rlimits`]: the resource limits a worker gets before `exec` (SPEC §18.1).
+//! - [`rlimits`]: the resource limits a worker gets before `exec` (DESIGN §18.1).
 //!
 //! - `tokio_worker` (feature `tokio`): the async supervisor, a tokio
 //!   `Worker` with the same spawning, deadlines and kill → reap → drain →

@@ -1,4 +1,4 @@
-//! The end-of-program sweep of adopted orphans (SPEC §16.7), in a test
+//! The end-of-program sweep of adopted orphans (DESIGN §16.7), in a test
 //! binary of its own: adoption is process-wide and lasting.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

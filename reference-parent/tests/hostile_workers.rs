@@ -1,4 +1,4 @@
-//! Scripted hostile workers against the worker handle (SPEC §13.2, §17.3, §17.4).
+//! Scripted hostile workers against the worker handle (SPEC §13.2, DESIGN §17.3, §17.4).
 //!
 //! Each test drives `quirl-lua-fake-worker SCENARIO` and checks: the error
 //! class, that the call returned within deadline + 200 ms, that nothing of

@@ -1,4 +1,4 @@
-//! Plugin lifecycle (SPEC §17.7): restart budget and quarantine, reloads,
+//! Plugin lifecycle (DESIGN §17.7): restart budget and quarantine, reloads,
 //! pools and dispatch, stats.
 //!
 //! These run against the scripted test double, so that failures can be
@@ -421,7 +421,7 @@ fn stats_serialize_to_json_for_the_pool_and_each_member() {
     ] {
         assert!(json.get(key).is_some(), "pool stats lack `{key}`: {json}");
     }
-    // SPEC §17.7: the mode in effect and why.
+    // DESIGN §17.7: the mode in effect and why.
     assert!(
         matches!(
             json["containment"]["mode"].as_str(),
@@ -551,7 +551,7 @@ fn the_callers_cancellation_token_cancels_the_whole_pool() {
 
 #[test]
 fn a_callback_past_its_declared_deadline_is_killed_and_restarted_like_any_deadline() {
-    // SPEC §17.6/§17.7: the segment declares 100 ms under a 5 s wall time;
+    // DESIGN §17.6/§17.7: the segment declares 100 ms under a 5 s wall time;
     // the parent kills at 100 ms + CALLBACK_SLACK (250 ms) and the next call runs on
     // a restarted worker.
     let scratch = Scratch::new("callback-deadline");

@@ -208,7 +208,7 @@ fn a_tripped_instruction_budget_retires_the_vm_and_counts_against_the_budget() {
 
 #[test]
 fn a_tripped_budget_hands_the_slot_to_the_spare_and_still_counts() {
-    // SPEC §17.7: the spare, started before the trip, takes the slot when
+    // DESIGN §17.7: the spare, started before the trip, takes the slot when
     // the tripped answer returns; the retirement is still a failure.
     let policy = Policy::new(PolicySettings {
         allow_process: false,

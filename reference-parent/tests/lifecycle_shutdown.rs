@@ -1,5 +1,5 @@
 //! Shutdown of a plugin host with busy and idle members leaves no process
-//! and no thread (SPEC §17.4, §17.7), with the scripted double and with the real worker.
+//! and no thread (DESIGN §17.4, §17.7), with the scripted double and with the real worker.
 //! One test, alone in its test binary, so that it can count this process's
 //! children and threads.
 
@@ -38,7 +38,7 @@ fn check_shutdown(worker: WorkerCommand) {
     let host = PluginHost::start(manifest).unwrap();
     let mut pids = member_pids(&host.stats());
     assert_eq!(pids.len(), 4);
-    // The default warm spare (SPEC §17.7) is reaped too.
+    // The default warm spare (DESIGN §17.7) is reaped too.
     assert!(eventually(Duration::from_secs(10), || host.stats().spares == 1));
     pids.extend(host.stats().spare_pids);
 

@@ -1,4 +1,4 @@
-//! Warm spares of a pool (SPEC §17.7): a replacement takes a spare that was
+//! Warm spares of a pool (DESIGN §17.7): a replacement takes a spare that was
 //! started before the failure, spares count in the stats, a failed spare
 //! start counts against the restart budget and pauses spares, spares are
 //! reaped on shutdown, and `spares(0)` keeps none.

@@ -31,7 +31,7 @@ fn children() -> usize {
 
 #[test]
 fn host_calls_leak_no_descriptor_thread_child_or_cgroup() {
-    // SPEC §17.3 first (forced process groups), then §17.2 where cgroup v2
+    // DESIGN §17.3 first (forced process groups), then §17.2 where cgroup v2
     // is writable.
     host_calls_leak_nothing(Containment::ProcessGroup);
     let report = containment_report(Containment::Auto);

@@ -1,4 +1,4 @@
-//! 1,000 spawn → eval → kill cycles, in each containment mode (SPEC §17.2,
+//! 1,000 spawn → eval → kill cycles, in each containment mode (DESIGN §17.2,
 //! §17.3), leave no zombie, no descriptor growth and — in cgroup mode — no
 //! cgroup directory and no process in the parent's cgroup.
 //!
@@ -97,7 +97,7 @@ fn thousand_cycles(containment: Containment) {
 
 /// Spawns that fail inside the child (a missing working directory: the
 /// chdir step; a missing program: exec) report the OS error and leave no
-/// zombie, descriptor, cgroup or process (SPEC §17.2).
+/// zombie, descriptor, cgroup or process (DESIGN §17.2).
 fn failed_spawns_leave_nothing(containment: Containment, policy: &Policy) {
     let command = WorkerCommand::new(quirl_lua_testkit::bins::fake_worker()).arg("echo");
     let config =

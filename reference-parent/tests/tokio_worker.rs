@@ -1,6 +1,6 @@
 //! The async supervisor (`tokio_worker`, feature `tokio`) against the real
 //! reference worker: eval, host calls answered by async functions, the
-//! deadline kill of the whole tree (SPEC §13.2, §17.4), restart, and
+//! deadline kill of the whole tree (SPEC §13.2, DESIGN §17.4), restart, and
 //! nothing left behind after a drop (SPEC §17.1).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -221,7 +221,7 @@ async fn without_a_host_function_the_configured_process_host_runs_granted_comman
         .unwrap();
     assert_eq!(value, json!([0, "hi\n"]));
     // A program without a grant is refused (the worker checks the grants of
-    // initialize, the process host checks its own again, SPEC §16.2).
+    // initialize, the process host checks its own again, DESIGN §16.2).
     let refused = worker
         .eval("return (pcall(quirl.process.run, 'cat /etc/passwd'))")
         .await

@@ -3,7 +3,7 @@
 //! the sandbox VM (budget hook, allocator gate, prelude wrappers); and what
 //! wrapped library calls cost (`library_calls`: 40,000 calls of
 //! `string.sub`, `string.format`, `table.insert` and `string.rep`, each a
-//! library call around a prelude wrapper in the sandbox, SPEC §15.11).
+//! library call around a prelude wrapper in the sandbox, DESIGN §15.11).
 //!
 //! ```sh
 //! cargo bench -p quirl-lua-reference-worker --bench budget

@@ -36,7 +36,7 @@
 //! thread's CPU clock (a shared machine's other processes do not inflate
 //! it) and the table gives medians.
 //!
-//! Landlock row (Linux): what step 4 of the lockdown (SPEC §18.3, the
+//! Landlock row (Linux): what step 4 of the lockdown (DESIGN §18.3, the
 //! worker's empty Landlock domain) costs by itself. A domain cannot be left
 //! and nests at most 16 deep, so each round runs this bench binary again
 //! as a child that times `lockdown::landlock::enter_empty_domain` once

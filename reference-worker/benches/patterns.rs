@@ -1,4 +1,4 @@
-//! Lua patterns (SPEC §15.4): the metered matcher with its charges against
+//! Lua patterns (DESIGN §15.4): the metered matcher with its charges against
 //! the same matcher without a budget window, on typical patterns. Each
 //! workload is one Lua function run in two states of the metered Lua: one
 //! plain (no window: the charges fall into an idle slice) and one with the
@@ -118,7 +118,7 @@ fn main() {
         Arc::new(AtomicBool::new(false)),
     ));
     // As the sandbox does: the meter attached, a budget window open, so
-    // every matcher step is counted and charged (SPEC §15.4, §15.6).
+    // every matcher step is counted and charged (DESIGN §15.4, §15.6).
     meter.attach(&engine_lua);
     meter.begin(u64::MAX / 2, Duration::from_secs(86_400));
     // The floor of any binding through mlua's safe callbacks: a Rust

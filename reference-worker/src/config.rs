@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 /// Schema version written after migration.
 pub const SCHEMA_VERSION: u32 = 4;
 /// Worker-only (a semantic rule of Quirl's configuration, which the
-/// protocol leaves to the host; SPEC §15.10): custom themes per configuration.
+/// protocol leaves to the host; DESIGN §15.10): custom themes per configuration.
 pub const CUSTOM_THEMES_MAX: usize = 32;
 /// Worker-only (likewise): bytes in a theme name.
 pub const THEME_NAME_BYTES_MAX: usize = 64;

@@ -39,7 +39,7 @@ pub struct Shape {
     pub index_max: i64,
 }
 
-/// Worker-only (Quirl's SDK conversion; SPEC §15.10): the bounds for values
+/// Worker-only (Quirl's SDK conversion; DESIGN §15.10): the bounds for values
 /// returned by scripts and callbacks.
 pub const RETURN_SHAPE: Shape = Shape {
     nodes: 4_112,
@@ -48,7 +48,7 @@ pub const RETURN_SHAPE: Shape = Shape {
     index_max: 4_096,
 };
 
-/// Worker-only (Quirl's SDK conversion; SPEC §15.10): the bounds for
+/// Worker-only (Quirl's SDK conversion; DESIGN §15.10): the bounds for
 /// registration tables passed to the SDK.
 pub const REGISTRATION_SHAPE: Shape = Shape {
     nodes: 512,

@@ -170,7 +170,7 @@ fn without_position<'a>(message: &'a str, chunks: &[&Chunk]) -> &'a str {
     message
 }
 
-/// Replace heap addresses in a Lua message with `#?` (SPEC §15.3). Lua
+/// Replace heap addresses in a Lua message with `#?` (DESIGN §15.3). Lua
 /// prints an uncaught error object that is not a string as
 /// `<kind>: 0x<address>`; the sandbox's `tostring` never shows addresses,
 /// and neither may an error record. A `0x` run of at least six hex digits

@@ -25,11 +25,11 @@ pub use quirl_lua_protocol::records::ErrorLabel as Label;
 /// rule: control characters other than newline and tab).
 pub use quirl_lua_protocol::value::has_terminal_controls;
 
-/// Worker-only (no protocol counterpart; SPEC §15.11): a label carries the
+/// Worker-only (no protocol counterpart; DESIGN §15.11): a label carries the
 /// complete source text only up to this size; larger sources are named in
 /// the label message instead.
 pub const LABEL_SOURCE_BYTES_MAX: usize = 64 * 1024;
-/// Worker-only (SPEC §15.11): longest single text item kept; longer items
+/// Worker-only (DESIGN §15.11): longest single text item kept; longer items
 /// are cut at a character boundary and marked with `…`.
 pub const ITEM_BYTES_MAX: usize = 16 * 1024;
 

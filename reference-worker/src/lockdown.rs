@@ -1,4 +1,4 @@
-//! What the worker gives up once its VM exists (SPEC §18.3).
+//! What the worker gives up once its VM exists (DESIGN §18.3).
 //!
 //! [`after_vm_built`] runs once, after a valid `initialize` built the VM and
 //! before the worker answers it — so before any guest code runs. With
@@ -22,7 +22,7 @@
 //!
 //! The resource limits (address space, core, open files, file size,
 //! processes) and the descriptor hygiene are the parent's job, applied
-//! before `exec` (reference parent: `rlimits` module); SPEC.md §18 has the
+//! before `exec` (reference parent: `rlimits` module); DESIGN.md §18 has the
 //! whole picture.
 //!
 //! The library default is [`Lockdown::Off`]: `serve` called in-process (tests,
@@ -226,7 +226,7 @@ pub fn report() -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "quirl-worker lockdown (reference worker, SPEC.md §18)\nplatform: {} {}",
+        "quirl-worker lockdown (reference worker, DESIGN.md §18)\nplatform: {} {}",
         std::env::consts::OS,
         std::env::consts::ARCH
     );

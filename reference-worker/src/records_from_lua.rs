@@ -8,7 +8,7 @@
 //! callers check them with the protocol's own validation. So the worker
 //! cannot build a record the protocol would reject.
 //!
-//! The reading rules are those of the Lua SDK (SPEC §15.9, §15.10): every
+//! The reading rules are those of the Lua SDK (DESIGN §15.9, §15.10): every
 //! field a record does not declare is an error; integers must be Lua
 //! integers (a float such as `2.0` is not one); a Lua table has no separate
 //! empty array, so an empty table `{}` reads as an empty list; an absent

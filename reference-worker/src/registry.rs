@@ -98,7 +98,7 @@ pub fn registration_error(message: impl Into<String>) -> OpError {
 }
 
 /// A registration the protocol's rules refuse: `resource_limit` when it
-/// exceeds a count or byte bound, `validation` otherwise (SPEC §15.11). The
+/// exceeds a count or byte bound, `validation` otherwise (DESIGN §15.11). The
 /// context names the field and the bound or rule.
 pub fn refused(error: RegistrationError) -> OpError {
     let mut detail = error.error.message().to_owned();

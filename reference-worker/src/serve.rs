@@ -93,7 +93,7 @@ struct Endpoint<R, W> {
 impl<R: Read, W: Write> Endpoint<R, W> {
     /// Answer the request in flight. A result that cannot be sent (too
     /// large, or not the operation's typed result) is answered with an
-    /// error record instead (SPEC §15.10); that is not a violation.
+    /// error record instead (DESIGN §15.10); that is not a violation.
     fn respond(
         &mut self,
         result: Result<serde_json::Value, wire::ShellError>,

@@ -1,7 +1,7 @@
-//! The paths the metered VM was built for (SPEC §15.6 audit table): work
+//! The paths the metered VM was built for (DESIGN §15.6 audit table): work
 //! that stock Lua does inside one instruction, data-dependent and without
 //! bound, now ends by the instruction budget — or no longer exists — and
-//! nothing the guest sees is derived from an address (SPEC §15.3).
+//! nothing the guest sees is derived from an address (DESIGN §15.3).
 //!
 //! Each verdict is judged from the error record (`limit: instructions`),
 //! never from timing: the wall-clock budget is far above what the
@@ -266,7 +266,7 @@ fn memory_observed(verdict: Verdict) -> (u64, u64) {
     (numbers[0], numbers[1])
 }
 
-// SPEC §15.6: a `luaL_Buffer` box (the buffer of `table.concat`, `gsub`,
+// DESIGN §15.6: a `luaL_Buffer` box (the buffer of `table.concat`, `gsub`,
 // `string.format`, `tostring`…) is allocated by lauxlib.c outside Lua's
 // own count. It is held to the memory limit like every other allocation:
 // building a 64 MiB result under an 8 MiB limit ends while the box grows,

@@ -342,7 +342,7 @@ fn only_complete_frames_reach_the_streams_in_a_session() {
 }
 
 // SPEC §3.1-a, §3.1-b: a panic, an abort and a stack overflow inside a
-// request (the debug build's test probes, SPEC §18.5) leave no message on
+// request (the debug build's test probes, DESIGN §18.5) leave no message on
 // either stream: standard error holds exactly the frames answered before.
 #[test]
 fn a_crashing_worker_writes_no_diagnostics_to_its_streams() {

@@ -1,4 +1,4 @@
-//! The instruction budget bounds CPU (SPEC §15.6, §15.8): each row of the
+//! The instruction budget bounds CPU (DESIGN §15.6, §15.8): each row of the
 //! audit table that needs a charge, and the unwinding after a stop, tested
 //! with the issue's examples and variants under a small budget. Every
 //! verdict is judged from the error record (`limit: instructions` or
@@ -46,7 +46,7 @@ fn observed(source: &str) -> Vec<String> {
     retired(eval(&mut vm_with(SMALL), source)).context.clone()
 }
 
-// --- Unwinding after a stop (SPEC §15.8) ---------------------------------
+// --- Unwinding after a stop (DESIGN §15.8) ---------------------------------
 
 #[test]
 fn close_handlers_after_a_hook_trip_are_stopped() {
@@ -106,7 +106,7 @@ fn close_handlers_in_coroutines_after_a_trip_are_stopped() {
     ]);
 }
 
-// --- Coroutines are charged what they run (SPEC §15.7) -------------------
+// --- Coroutines are charged what they run (DESIGN §15.7) -------------------
 
 #[test]
 fn short_lived_coroutines_are_charged_every_instruction_they_run() {
@@ -250,7 +250,7 @@ fn a_trip_happens_at_the_same_point_every_time() {
     }
 }
 
-// --- Native work not proportional to what it allocates (SPEC §15.6) ------
+// --- Native work not proportional to what it allocates (DESIGN §15.6) ------
 
 #[test]
 fn string_rep_with_empty_pieces_does_not_loop() {
@@ -356,7 +356,7 @@ fn utf8_scans_are_charged() {
 
 #[test]
 fn literal_finds_are_charged_for_what_they_scan_not_for_the_rest_of_the_subject() {
-    // SPEC §15.6: a literal find is charged per 64 bytes scanned. A split
+    // DESIGN §15.6: a literal find is charged per 64 bytes scanned. A split
     // loop over 1 MiB with 16,384 separators (one per 64 bytes) scans the
     // text once: ~0.2 M units in all. Charged for the rest of the subject at
     // every call, it would cost ~134 M units and trip this 1 M budget.
@@ -391,7 +391,7 @@ fn scans_that_end_in_an_error_are_charged() {
 
 #[test]
 fn stack_walks_are_charged_by_their_depth() {
-    // SPEC §15.6: `error` with a level walks that many frames. At the bottom
+    // DESIGN §15.6: `error` with a level walks that many frames. At the bottom
     // of a 20,000-deep recursion, 2,000 walks of the whole stack take ~40 M
     // frame steps for ~10,000 instructions; charged, they trip this budget.
     let deep = "local function deep(n)
@@ -418,7 +418,7 @@ fn stack_walks_are_charged_by_their_depth() {
 
 #[test]
 fn rehashes_at_the_same_size_are_charged_for_the_slots_they_count() {
-    // SPEC §15.6: with its hash part full, every key added (and removed
+    // DESIGN §15.6: with its hash part full, every key added (and removed
     // again) can make Lua count and move the whole table — 500,000 array slots —
     // while allocating a node or two (how often depends on where the keyed
     // hash puts each key). 10,000 such keys must cost the budget
@@ -447,7 +447,7 @@ fn rehashes_at_the_same_size_are_charged_for_the_slots_they_count() {
 
 #[test]
 fn index_and_newindex_chains_are_charged_per_table_followed() {
-    // SPEC §15.6: one `t.missing` on the end of a 1,990-table `__index`
+    // DESIGN §15.6: one `t.missing` on the end of a 1,990-table `__index`
     // chain follows every table inside one instruction. 500 such reads must
     // cost the budget (~125,000 units), not the ~2,000 instructions of the
     // loop; the same for `__newindex`.
@@ -488,7 +488,7 @@ fn index_and_newindex_chains_are_charged_per_table_followed() {
 
 #[test]
 fn copies_of_varargs_are_charged_per_value() {
-    // SPEC §15.6: `select("#", ...)` copies all 100,000 extra arguments in
+    // DESIGN §15.6: `select("#", ...)` copies all 100,000 extra arguments in
     // one instruction. 200 copies (20 M values) must cost the budget
     // (~310,000 units), not the ~1,000 instructions of the loop.
     let copies = "local t = {} for i = 1, 100000 do t[i] = i end
@@ -521,7 +521,7 @@ fn copies_of_varargs_are_charged_per_value() {
 
 #[test]
 fn error_messages_that_scan_a_large_function_are_charged() {
-    // SPEC §15.6: naming the operand of `t.a.b` (or the function of a bad
+    // DESIGN §15.6: naming the operand of `t.a.b` (or the function of a bad
     // argument) scans the failing function's code. 200 caught errors at the
     // end of a function of ~60,000 instructions (never run: behind
     // `if false`) must cost the budget (~190,000 units), not the ~1,500
@@ -564,7 +564,7 @@ fn error_messages_that_scan_a_large_function_are_charged() {
 
 #[test]
 fn errors_inside_a_message_handler_at_the_bottom_of_a_deep_stack_end_by_the_budget() {
-    // SPEC §15.8: Lua calls a failing message handler again on top of the
+    // DESIGN §15.8: Lua calls a failing message handler again on top of the
     // stack, so each error below grows it by 2,000 frames; after the trip
     // the stop is raised from every wrapper and handler on the way out. It
     // ends by the budget (the unwinding's cost is measured in BENCHMARKS.md
@@ -618,7 +618,7 @@ fn formatting_and_conversions_are_charged() {
     )]);
 }
 
-// --- No heap addresses (SPEC §15.3) ---------------------------------------
+// --- No heap addresses (DESIGN §15.3) ---------------------------------------
 
 fn has_hex_address(text: &str) -> bool {
     text.match_indices("0x").any(|(at, _)| {

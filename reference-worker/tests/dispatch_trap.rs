@@ -1,5 +1,5 @@
 //! The dispatch check of the metered VM is also its only per-instruction
-//! test of `trap` (SPEC §15.6, `metered-lua/README.md`): where
+//! test of `trap` (DESIGN §15.6, `metered-lua/README.md`): where
 //! `luaV_execute` sets `trap` (a hook, a stack reallocation), the meter
 //! empties its slice so that the next dispatch takes the slow path. Hooks
 //! must therefore fire exactly as in stock Lua, stack reallocations must
@@ -150,7 +150,7 @@ fn a_forced_dispatch_counts_exactly_one_unit() {
 
 #[test]
 fn a_limit_trips_exactly_while_every_dispatch_is_forced() {
-    // The limit trips at the first unit past it (SPEC §15.6), also while
+    // The limit trips at the first unit past it (DESIGN §15.6), also while
     // a hook keeps every dispatch on the slow path and a deep recursion
     // keeps reallocating the stack.
     const LOOP: &str = r#"

@@ -1,4 +1,4 @@
-//! `string.format`'s `%p` against stock Lua 5.4.9 (SPEC §15.3 "No heap
+//! `string.format`'s `%p` against stock Lua 5.4.9 (DESIGN §15.3 "No heap
 //! addresses"): the same conversion specifications accepted and refused,
 //! with Lua's messages; the same `(null)` for values that are not objects;
 //! the same widths and alignment. Where stock Lua prints an address the

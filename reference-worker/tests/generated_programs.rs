@@ -1,4 +1,4 @@
-//! Stable replay of the `lua_programs` fuzz target (SPEC §15.6): generated
+//! Stable replay of the `lua_programs` fuzz target (DESIGN §15.6): generated
 //! Lua programs — loops, library calls with adversarial arguments, sparse
 //! tables, metamethods, to-be-closed variables, coroutines — each end by the
 //! worker's own limits (completion, a Lua error, an `instructions` or
@@ -62,7 +62,7 @@ fn committed_fuzz_seeds_replay() {
 #[test]
 fn the_issue_examples_are_generated_shapes() {
     // A to-be-closed variable whose handler loops, around a loop: the
-    // unwinding case of SPEC §15.8, as the generator writes it.
+    // unwinding case of DESIGN §15.8, as the generator writes it.
     let source = "do local c <close> = setmetatable({}, {__close = function(o, e) while true do end end}) while true do end end";
     let outcome = run_source(source);
     assert_eq!(outcome.ending, Ending::Tripped("instructions".to_owned()));

@@ -1,5 +1,5 @@
 //! Allocations the host makes in the VM (a callback's strings and tables)
-//! are held to the memory limit like the guest's own (SPEC §15.6), and a
+//! are held to the memory limit like the guest's own (DESIGN §15.6), and a
 //! refusal there is an error the Rust code sees, never a `longjmp` over
 //! its frames: `mlua` protects such allocations only where it knows they
 //! can fail, which the meter tells it (`Meter::attach`).

@@ -1,4 +1,4 @@
-//! Library errors read as Lua's own (SPEC §15.11): for a table of failing
+//! Library errors read as Lua's own (DESIGN §15.11): for a table of failing
 //! library calls, what a guest sees (with `pcall`, `xpcall`, through
 //! coroutines, in tail and non-tail position, as method calls) equals what
 //! an unrestricted Lua 5.4 state in this test process gives for the same

@@ -1,4 +1,4 @@
-//! Library results read as Lua's own (SPEC §15.6, §15.11): the sandbox
+//! Library results read as Lua's own (DESIGN §15.6, §15.11): the sandbox
 //! wraps many library functions (to charge native work, to rewrite errors),
 //! and a wrapper must hand back exactly what the original returns — the same
 //! number of results, of the same types and values — including at the edges

@@ -1,4 +1,4 @@
-//! Lockdown of the worker (SPEC §18.3): the binary locks itself down after
+//! Lockdown of the worker (DESIGN §18.3): the binary locks itself down after
 //! `initialize` (and not before, and not with `--no-lockdown`), reports its
 //! capability, and the installed filter kills exactly what it should — the
 //! last checked by the kernel itself in forked children.
@@ -378,7 +378,7 @@ fn the_filter_kills_x32_and_i386_entry_points() {
     );
 }
 
-/// SPEC §18.3 step 4: after `initialize` the worker's Landlock domain
+/// DESIGN §18.3 step 4: after `initialize` the worker's Landlock domain
 /// refuses every file, independently of the seccomp filter (the
 /// `landlock-open` probe skips the filter and reports the open's outcome
 /// as its exit status); before `initialize`, and with `--no-lockdown`,

@@ -1,4 +1,4 @@
-//! The worker capability `lua.load` (SPEC §7.1, §15.3 "The `lua.load`
+//! The worker capability `lua.load` (SPEC §7.1, DESIGN §15.3 "The `lua.load`
 //! capability"): Lua's own `load` in text mode and `require` over
 //! `package.preload` and `package.loaded`, compared with stock Lua 5.4.9;
 //! programs shaped like the libraries that need them; the budget and memory
@@ -224,7 +224,7 @@ fn stock_bytecode_hex() -> String {
     .to_owned()
 }
 
-// SPEC §15.1-e, §15.3
+// SPEC §15.1-e, DESIGN §15.3
 #[test]
 fn real_bytecode_is_refused_whatever_the_mode() {
     let hex = stock_bytecode_hex();
@@ -416,7 +416,7 @@ return M
     );
 }
 
-// SPEC §15.1-c, §15.6
+// SPEC §15.1-c, DESIGN §15.6
 #[test]
 fn an_endless_stream_of_compiled_chunks_ends_by_the_instruction_budget() {
     let budgets = Budgets {
@@ -435,7 +435,7 @@ fn an_endless_stream_of_compiled_chunks_ends_by_the_instruction_budget() {
     assert_eq!(tripped(verdict), "instructions");
 }
 
-// SPEC §15.6
+// DESIGN §15.6
 #[test]
 fn compiling_one_chunk_is_charged_by_its_size() {
     // One unit per 4 bytes of source read: a 240 KB chunk of global
@@ -460,7 +460,7 @@ fn compiling_one_chunk_is_charged_by_its_size() {
     assert_eq!(tripped(verdict), "instructions");
 }
 
-// SPEC §15.6
+// DESIGN §15.6
 #[test]
 fn a_reader_that_never_ends_its_chunk_ends_by_a_limit() {
     // `load(function() return 1 end)`: Lua converts the number to the piece

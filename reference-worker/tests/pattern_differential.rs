@@ -1,4 +1,4 @@
-//! Lua patterns (SPEC §15.4) against Lua's own C implementation: the same
+//! Lua patterns (DESIGN §15.4) against Lua's own C implementation: the same
 //! harness runs in an unrestricted `mlua` state (Lua 5.4's `lstrlib.c`) and
 //! in a state whose `string.find`, `match`, `gmatch` and `gsub` are the
 //! budgeted engine, and every result and error message must be equal.
@@ -33,7 +33,7 @@ fn harness(lua: &Lua) -> Function {
 }
 
 /// A state with the meter attached as the sandbox attaches it and a budget
-/// window of `limit` units open (SPEC §15.6): every matcher step charged.
+/// window of `limit` units open (DESIGN §15.6): every matcher step charged.
 fn metered(limit: u64, cancel: Arc<AtomicBool>) -> (Lua, Arc<Meter>) {
     let lua = Lua::new();
     let meter = Arc::new(Meter::new(1 << 30, limit, cancel));

@@ -2,7 +2,7 @@
 //! (`fuzz/corpus/pattern_differential/seed-*`, and crash regressions in
 //! `fuzz/artifacts-regressions/pattern_differential/`) through the same
 //! function libFuzzer runs (`quirl_lua_testkit::patterns`), so `cargo test` checks
-//! them against C Lua without nightly (SPEC §15.4).
+//! them against C Lua without nightly (DESIGN §15.4).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use quirl_lua_testkit::patterns;

@@ -115,7 +115,7 @@ fn test_exists(root: &Path, named: &str) -> bool {
         .any(|pair| pair[0] == "#[test]" && pair[1].starts_with(&format!("fn {name}()")))
 }
 
-/// SPEC §15.6: the budget's and the sandbox's head comments map each charge
+/// DESIGN §15.6: the budget's and the sandbox's head comments map each charge
 /// and each guest-visible surface to the tests that check it; every test
 /// they name exists (a renamed or removed test fails here, not silently).
 #[test]

@@ -1,4 +1,4 @@
-//! Programs shaped like real Lua code run as in Lua (SPEC §15.3–§15.7,
+//! Programs shaped like real Lua code run as in Lua (DESIGN §15.3–§15.7,
 //! §15.11): classes with metatables, a JSON-like encoder and decoder, string
 //! utilities, coroutine generators, numeric kernels, hand-written
 //! traversals and error handling. The sandbox wraps many library functions

@@ -116,7 +116,7 @@ fn bytecode_is_never_loaded() {
     assert_eq!(error.code, ErrorCode::Lua);
 }
 
-/// SPEC §15.1, §15.3: the worker loads its own prelude as precompiled bytecode, but
+/// SPEC §15.1, DESIGN §15.3: the worker loads its own prelude as precompiled bytecode, but
 /// every guest source is loaded in text mode only: a source that starts
 /// like a binary chunk is refused by the loader's mode check, whatever the
 /// operation.
@@ -178,7 +178,7 @@ fn guest_sources_are_loaded_as_text_only() {
 
 #[test]
 fn patterns_run_in_the_budgeted_engine_and_literal_find_works() {
-    // SPEC §15.4: patterns are available; exactness against C Lua is
+    // DESIGN §15.4: patterns are available; exactness against C Lua is
     // tests/pattern_differential.rs, this checks them through the VM.
     let mut vm = vm();
     for (source, expected) in [
@@ -210,7 +210,7 @@ fn patterns_run_in_the_budgeted_engine_and_literal_find_works() {
             "local ok, e = pcall(function() local r = ('a'):gsub('a', {a = {}}) return r end) return e",
             json!("eval:1: invalid replacement value (a table)"),
         ),
-        // Behind library calls (SPEC §15.11): a tail call keeps the guest's
+        // Behind library calls (DESIGN §15.11): a tail call keeps the guest's
         // position, a method call's argument error does not count self.
         (
             "local ok, e = pcall(function() return ('a'):gsub('a', {a = {}}) end) return e",
@@ -321,7 +321,7 @@ fn collectgarbage_collects_and_counts_but_never_stops_or_retunes() {
         success(eval(&mut vm, "return collectgarbage('isrunning')")),
         json!(true)
     );
-    // A collection is charged by the heap it traverses (SPEC §15.12).
+    // A collection is charged by the heap it traverses (DESIGN §15.12).
     let mut small = vm_with(Budgets {
         instruction_limit: 20_000,
         ..BIG
@@ -455,7 +455,7 @@ fn error_objects_with_looping_tostring_end_in_a_limit() {
 
 #[test]
 fn catastrophic_patterns_trip_the_instruction_budget() {
-    // SPEC §15.4, §15.6: every matcher step is charged, so exponential
+    // DESIGN §15.4, §15.6: every matcher step is charged, so exponential
     // backtracking ends like a loop, even behind pcall and in every pattern
     // function (the gsub replacement loop and gmatch included).
     for source in [
@@ -547,7 +547,7 @@ fn memory_bombs_trip_the_memory_limit() {
         );
     }
     // A buffer fed by a metamethod: every 64 KiB piece is charged as it is
-    // allocated (SPEC §15.6), so the instruction budget may end it before
+    // allocated (DESIGN §15.6), so the instruction budget may end it before
     // the memory limit does; either way a limit ends it.
     let fed = "return table.concat(setmetatable({}, {__index = function() return string.rep('y', 65536) end}), '', 1, 1e6)";
     let limit = tripped(eval(&mut vm_with(BIG), fed));

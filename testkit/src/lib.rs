@@ -25,10 +25,10 @@
 //!   §6.8, §10); [`sessions`]: the session machines against a model of the
 //!   transition table.
 //! - [`lua_programs`] (feature `worker`): the generated-Lua-program
-//!   grammar and its budget check (SPEC §15.6), used by the `lua_programs`
+//!   grammar and its budget check (DESIGN §15.6), used by the `lua_programs`
 //!   fuzz target, the worker's replay test and the bench's B1 rows.
 //! - [`patterns`] (feature `worker`): the pattern engine against Lua's C
-//!   matcher (SPEC §15.4).
+//!   matcher (DESIGN §15.4).
 //! - [`scratch`]: scratch directories, bounded waits and the plugin of the
 //!   supervision tests (the supervisor's and the CLI's).
 //! - [`stock`] (feature `stock`): stock Lua of the VM's own release, built

@@ -1,4 +1,4 @@
-//! Generated Lua programs against the instruction budget (SPEC §15.6).
+//! Generated Lua programs against the instruction budget (DESIGN §15.6).
 //!
 //! [`program`] turns fuzzer bytes into a Lua program from a small grammar:
 //! loops, library calls with adversarial arguments (huge counts, empty
@@ -28,7 +28,7 @@ pub const MEMORY_LIMIT: u64 = 8 * 1024 * 1024;
 pub const WALL_TIME_MS: u64 = 20_000;
 /// Bound asserted on CPU time per budget unit, in nanoseconds. Generous on
 /// purpose (sanitizers and coverage instrumentation slow the Rust side, a
-/// shared machine adds noise); the measured worst case is in SPEC §15.6.
+/// shared machine adds noise); the measured worst case is in DESIGN §15.6.
 pub const CPU_NS_PER_UNIT_MAX: u64 = 20_000;
 /// Fixed CPU allowance per run (request setup, result conversion).
 pub const CPU_NS_FIXED: u64 = 50_000_000;
@@ -241,7 +241,7 @@ fn call(bytes: &mut Bytes<'_>) -> String {
         42 => format!("select(2, pcall(string.unpack, 'z', {s}, {n}))"),
         43 => format!("(function(...) return select('#', ...) end)(table.unpack({t}, 1, {n}))"),
         44 => format!("(function() {t}[#sink + 0.5] = true {t}[#sink + 0.5] = nil end)()"),
-        // The paths of the VM issue's audit (SPEC §15.6): comparisons of
+        // The paths of the VM issue's audit (DESIGN §15.6): comparisons of
         // strings of unequal lengths, a `__call` that leads back to itself,
         // set classes scanned per step, number keys that share Lua's own
         // hash (floats equal in their top 31 mantissa bits, multiples of an
@@ -340,7 +340,7 @@ fn statement(bytes: &mut Bytes<'_>, out: &mut String, depth: usize) {
         }
         15 => {
             // A long `elseif` chain: the compiler's work on it is charged
-            // (SPEC §15.6).
+            // (DESIGN §15.6).
             let n = bytes.pick(NUMBERS);
             out.push_str(&format!("do local x = {n} if x == 0 then x = 1"));
             for branch in 1..2000 {

@@ -1,4 +1,4 @@
-//! Differential fuzzing of the budgeted pattern matcher (SPEC §15.4): the
+//! Differential fuzzing of the budgeted pattern matcher (DESIGN §15.4): the
 //! same harness runs in an unrestricted state (the metered Lua with no
 //! budget window: Lua 5.4's `lstrlib.c` as it stands) and in a state whose
 //! meter is attached as the sandbox attaches it, with a budget window, so
@@ -45,7 +45,7 @@ fn engine() -> Option<Engine> {
         Arc::new(AtomicBool::new(false)),
     ));
     let harness = harness(&lua)?;
-    // As the sandbox does (SPEC §15.6): charges, limits and no addresses.
+    // As the sandbox does (DESIGN §15.6): charges, limits and no addresses.
     meter.attach(&lua);
     Some(Engine {
         lua,

@@ -2,7 +2,7 @@
 //! worker's VM is built from, compiled by `quirl-lua-metered-vm`'s
 //! `stock-baseline` feature from the same verified sources with the same
 //! flags (`-O3 -DLUA_USE_LINUX -DLUA_COMPAT_5_3`), run as its own process.
-//! The differential tests compare the sandbox against it (SPEC §15), and
+//! The differential tests compare the sandbox against it (DESIGN §15), and
 //! the benchmarks time it next to the worker (BENCHMARKS.md).
 
 use std::io::Write as _;

@@ -344,7 +344,7 @@ impl ParentConnection {
 
     /// [`request`](Self::request), sent at `now`, due at `deadline`
     /// instead of the policy's budget (a host's own, shorter deadline, or
-    /// a callback's deadline, SPEC §17.6).
+    /// a callback's deadline, DESIGN §17.6).
     pub fn request_with_deadline(
         &mut self,
         operation: Operation,

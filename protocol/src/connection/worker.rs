@@ -1,5 +1,5 @@
 //! The worker's connection: requests and host responses in, responses and
-//! host calls out, with the respond-or-error path of SPEC §4.2 and §15.10.
+//! host calls out, with the respond-or-error path of SPEC §4.2 and DESIGN §15.10.
 
 use super::{FrameInbox, Outbox, ended_error};
 use crate::error::{ErrorContext, ErrorKind, ProtocolError};
@@ -224,7 +224,7 @@ impl WorkerConnection {
 
     /// Answer the request in flight; if the given answer cannot be sent,
     /// answer with an error record instead: `resource_limit` for an answer
-    /// over the frame limit (SPEC §4.2, §15.10), `validation` for one that
+    /// over the frame limit (SPEC §4.2, DESIGN §15.10), `validation` for one that
     /// breaks a domain bound or does not fit the operation (SPEC §7.2).
     ///
     /// Fails only if no answer can be sent at all: `invalid_use` (nothing

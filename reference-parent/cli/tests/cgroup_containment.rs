@@ -1,4 +1,4 @@
-//! Containment of descendants that start their own session (SPEC §17.2,
+//! Containment of descendants that start their own session (DESIGN §17.2,
 //! §17.3): in cgroup mode nothing a worker or host command starts outlives
 //! it, the call returns when its own command exits, and the escape is
 //! reported; in forced process-group mode the documented gap is still
@@ -209,7 +209,7 @@ fn a_host_command_runs_inside_a_cgroup_of_its_own() {
 
 #[test]
 fn in_process_group_mode_a_setsid_escapee_is_the_documented_gap() {
-    // SPEC §17.3: process groups cannot hold a descendant that starts its
+    // DESIGN §17.3: process groups cannot hold a descendant that starts its
     // own session after being orphaned; it keeps the output pipes, so the
     // call ends at its deadline. Everything in the command's session is
     // still killed (tests/process_host.rs).
@@ -304,7 +304,7 @@ fn a_worker_command_that_escapes_its_session_leaves_nothing_after_quirl_lua_exit
     assert!(!sibling.exists(), "{sibling:?} survived quirl-lua");
 }
 
-// SPEC §16.7, §17.3: `quirl-lua` adopts orphans and ends them before it
+// DESIGN §16.7, §17.3: `quirl-lua` adopts orphans and ends them before it
 // exits, so in process-group mode a worker's escapee no longer survives.
 #[test]
 fn in_process_group_mode_a_worker_escapee_is_ended_at_exit() {
@@ -419,7 +419,7 @@ fn a_stale_cgroup_of_a_crashed_parent_is_removed_by_the_next_parent() {
 
 #[test]
 fn a_grant_of_a_command_runner_is_refused_and_the_unscoped_grant_still_allows_it() {
-    // SPEC §16.2: `process.spawn:setsid` would grant every program.
+    // DESIGN §16.2: `process.spawn:setsid` would grant every program.
     let output = quirl_lua(&[
         "--allow-process",
         "--grant",
@@ -581,7 +581,7 @@ fn child_cgroups_carry_the_configured_limits_where_the_controllers_are_enabled()
         );
         return;
     }
-    // `--memory 8MiB`: memory.max = 2 × 8 MiB + 256 MiB (SPEC §17.2).
+    // `--memory 8MiB`: memory.max = 2 × 8 MiB + 256 MiB (DESIGN §17.2).
     let record = scratch("worker-memory-max");
     let worker = format!(
         "/bin/sh -c 'cat \"{}$(sed -n s/^0:://p /proc/self/cgroup)/memory.max\" > {}; exec {CLI} --internal-lua-worker-v1'",

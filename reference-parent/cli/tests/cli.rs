@@ -298,7 +298,7 @@ fn interrupt_cancels_the_request_kills_the_worker_and_exits_three() {
 
 #[test]
 fn a_stuck_callback_is_killed_at_its_own_deadline_plus_the_slack() {
-    // SPEC §17.6: the segment declares 8 ms; the request's wall time is 5 s.
+    // DESIGN §17.6: the segment declares 8 ms; the request's wall time is 5 s.
     // The parent kills at 8 ms + CALLBACK_SLACK, not at the wall time.
     let plugin = std::env::temp_dir().join(format!("quirl-stuck-{}.lua", std::process::id()));
     std::fs::write(&plugin, "-- answered by the scripted worker").unwrap();

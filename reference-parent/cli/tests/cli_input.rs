@@ -1,5 +1,5 @@
 //! `quirl-lua` feeds scripts real input and reaches every operation
-//! (SPEC §17.5), checked through the README's own examples: the files the
+//! (DESIGN §17.5), checked through the README's own examples: the files the
 //! README writes are taken from its text, every command below appears in
 //! the README verbatim with the output it shows, and running it with the
 //! real worker gives that output and exit status.

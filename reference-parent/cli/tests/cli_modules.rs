@@ -1,5 +1,5 @@
 //! `quirl-lua --grant lua.load … --module NAME=FILE`: Lua modules preloaded
-//! from files for `run` and `eval` (SPEC §15.3 "The `lua.load`
+//! from files for `run` and `eval` (DESIGN §15.3 "The `lua.load`
 //! capability"), with the built-in worker.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,6 +1,6 @@
 //! Nothing a host command starts survives, in either containment mode, even
 //! a descendant that starts its own session and loses its parent (`setsid
-//! -f`, a daemon's double fork): SPEC §16.6 Lifetime, §16.7. In cgroup mode
+//! -f`, a daemon's double fork): DESIGN §16.6 Lifetime, §16.7. In cgroup mode
 //! every such call gives the `escape contained` error, every time.
 //!
 //! One test per binary run of `quirl-lua batch` (the CLI adopts orphans and
@@ -90,7 +90,7 @@ fn batch_with(mode: &str, batch_args: &[&str], lines: &str) -> Vec<String> {
         .collect()
 }
 
-// SPEC §16.7: process-group mode, 1,000 `setsid -f` escapes (16 per
+// DESIGN §16.7: process-group mode, 1,000 `setsid -f` escapes (16 per
 // request, the host-call limit), then `quirl-lua` exits: nothing is left.
 #[test]
 fn process_group_mode_leaves_no_setsid_escapee() {
@@ -113,7 +113,7 @@ fn process_group_mode_leaves_no_setsid_escapee() {
     eprintln!("process-group: {CYCLES} escapes in {:?}", started.elapsed());
 }
 
-// SPEC §16.6, §16.7: cgroup mode through the CLI, 1,000 `setsid -f`
+// DESIGN §16.6, §16.7: cgroup mode through the CLI, 1,000 `setsid -f`
 // escapes, one per line of one `quirl-lua batch`, then `quirl-lua` exits:
 // each line is the `escape contained` error (a `resource_limit` answer,
 // after which the worker retires and the pool starts another: hence the
@@ -152,7 +152,7 @@ fn cgroup_mode_leaves_no_setsid_escapee_after_quirl_lua_exits() {
     eprintln!("cgroup (CLI): {CYCLES} escapes in {:?}", started.elapsed());
 }
 
-// SPEC §16.6: cgroup mode, 1,000 `setsid -f` calls in-process, each the
+// DESIGN §16.6: cgroup mode, 1,000 `setsid -f` calls in-process, each the
 // `escape contained` error (a race with the child's `setsid` once gave
 // `ok:true` now and then); nothing is left. In-process because through the
 // CLI every such error retires the worker and the restart budget would
@@ -209,7 +209,7 @@ fn host_config(containment: Containment) -> ProcessHostConfig {
     .containment(containment)
 }
 
-// SPEC §16.7: in-process, with this process adopting orphans, the sweep of
+// DESIGN §16.7: in-process, with this process adopting orphans, the sweep of
 // each process-group-mode call kills its `setsid -f` escapee (not only the
 // end-of-program sweep), and reaps it: no zombie child accumulates.
 fn each_process_group_call_kills_its_orphaned_escapee() {

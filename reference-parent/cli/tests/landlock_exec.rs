@@ -1,4 +1,4 @@
-//! The Landlock execute ruleset of host commands (SPEC §16.2, §16.6): a
+//! The Landlock execute ruleset of host commands (DESIGN §16.2, §16.6): a
 //! granted program can execute only its own file and its interpreter, so
 //! each escape through an option that runs another program fails and leaves
 //! nothing behind, while the granted program itself works.
@@ -161,7 +161,7 @@ fn escape_is_refused(scratch: &Scratch, grant: &str, command: &str) -> CommandOu
     outcome
 }
 
-// SPEC §16.6: setarch under its other names runs its arguments.
+// DESIGN §16.6: setarch under its other names runs its arguments.
 #[test]
 fn setarch_aliases_cannot_start_another_program() {
     let test = "setarch_aliases_cannot_start_another_program";
@@ -378,7 +378,7 @@ fn granted_git_sed_find_tar_and_sort_work_normally() {
     assert!(sorted.windows(2).all(|pair| pair[0] <= pair[1]));
 }
 
-/// SPEC §16.2: with Landlock the list refuses only programming
+/// DESIGN §16.2: with Landlock the list refuses only programming
 /// environments; without it, the whole list.
 #[test]
 fn the_grant_rule_follows_landlock() {
@@ -407,7 +407,7 @@ fn the_grant_rule_follows_landlock() {
     assert_eq!(Grants::none().rule(), expected);
 }
 
-/// SPEC §16.6: a grant accepted under the Landlock rule is never run
+/// DESIGN §16.6: a grant accepted under the Landlock rule is never run
 /// without the ruleset; `require_landlock` passes where Landlock is in
 /// force (and fails closed elsewhere).
 #[test]
@@ -428,7 +428,7 @@ fn require_landlock_runs_only_under_the_ruleset() {
     }
 }
 
-/// The known limit of an execute ruleset (SPEC §16.6): the ELF interpreter
+/// The known limit of an execute ruleset (DESIGN §16.6): the ELF interpreter
 /// must be executable for a dynamic program to start, and run directly it
 /// maps another program without `execve`. That program is still inside the
 /// domain: it cannot start anything either.
@@ -493,7 +493,7 @@ fn write_lines(path: &Path, count: u64) {
     std::fs::write(path, text).unwrap();
 }
 
-/// SPEC §16.6: `--version --verbose` and `stats` say whether host commands
+/// DESIGN §16.6: `--version --verbose` and `stats` say whether host commands
 /// run under the ruleset; `--require-landlock` is accepted where they do.
 #[test]
 fn the_cli_reports_landlock_in_version_and_stats() {
@@ -537,7 +537,7 @@ fn the_cli_reports_landlock_in_version_and_stats() {
             stats["containment"]["landlock"]["unavailable"].is_null(),
             "{stats}"
         );
-        // SPEC §18.3: the worker's own domain, next to its seccomp mode.
+        // DESIGN §18.3: the worker's own domain, next to its seccomp mode.
         assert_eq!(
             stats["containment"]["worker_lockdown"],
             quirl_lua_reference_worker::lockdown::summary(),

@@ -1,6 +1,6 @@
 //! The supervisor's and the worker's Landlock ABI probes (two copies of one
 //! read-only query, see `reference-parent/src/process_host/landlock_abi.rs`)
-//! give the same answer on this kernel (SPEC §16.6, §18.3).
+//! give the same answer on this kernel (DESIGN §16.6, §18.3).
 
 #[test]
 fn the_supervisor_and_the_worker_probe_the_same_landlock_abi() {

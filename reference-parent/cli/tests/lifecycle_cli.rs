@@ -186,7 +186,7 @@ fn a_finished_batch_leaves_no_worker_behind() {
     );
     assert_eq!(status, Some(0), "{stderr}");
     let stats = &lines[1].0;
-    // The warm spare (SPEC §17.7) is a worker too; it is reaped with them.
+    // The warm spare (DESIGN §17.7) is a worker too; it is reaped with them.
     assert_eq!(stats["spare_capacity"], 1, "{stats}");
     for pid in stats["spare_pids"].as_array().unwrap() {
         let pid = i32::try_from(pid.as_u64().unwrap()).unwrap();

@@ -1,4 +1,4 @@
-//! Worker lockdown (SPEC §18) through the parent: the real worker is locked down and
+//! Worker lockdown (DESIGN §18) through the parent: the real worker is locked down and
 //! limited after `initialize`, a worker that makes a forbidden system call
 //! dies by SIGSYS and is reported as a crash with nothing left behind, and
 //! `--no-lockdown` turns it all off.
@@ -264,7 +264,7 @@ fn the_cli_passes_no_lockdown_to_the_worker() {
     assert_eq!(String::from_utf8_lossy(&open.stdout).trim(), "7");
 }
 
-/// SPEC §18.3 step 4: the built-in worker (the CLI in worker mode) enters
+/// DESIGN §18.3 step 4: the built-in worker (the CLI in worker mode) enters
 /// its Landlock domain after `initialize`; the `landlock-open` probe, which
 /// skips the seccomp filter, finds `/dev/null` refused and exits with the
 /// probe's "denied" status, which the parent reports as the crash it is.

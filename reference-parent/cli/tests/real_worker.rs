@@ -199,7 +199,7 @@ fn cli_run_passes_arguments_and_exits_with_the_scripts_status() {
     );
     let outcome: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(outcome["output"]["value"]["value"], "a,b");
-    // SPEC §17.5: the script's own status is the exit status.
+    // DESIGN §17.5: the script's own status is the exit status.
     let failing = write_temp("fail.lua", &module(2));
     assert_eq!(
         cli(&["run", failing.to_str().unwrap()]).status.code(),
@@ -264,7 +264,7 @@ fn cli_runs_a_granted_process_through_the_parent() {
 
 #[test]
 fn cli_prompt_segments_that_never_return_end_within_their_deadline() {
-    // SPEC §15.6/§17.6: a segment declaring 8 ms under a 5 s wall time ends
+    // DESIGN §15.6/§17.6: a segment declaring 8 ms under a 5 s wall time ends
     // by its own deadline — the worker's clock inside Lua, the parent's kill
     // at the deadline plus the slack otherwise — never at the wall time.
     for (name, render) in [

@@ -1,5 +1,5 @@
 //! `quirl-lua stats --json`: runs batch lines and prints only the pool's
-//! stats (SPEC §17.7), against the real worker (the binary itself).
+//! stats (DESIGN §17.7), against the real worker (the binary itself).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,4 +1,4 @@
-//! One child's cgroup (SPEC §17.2, §17.4): create it with its limits, let
+//! One child's cgroup (DESIGN §17.2, §17.4): create it with its limits, let
 //! the child join it before `exec`, kill every member (`cgroup.kill`, or
 //! freeze and kill on older kernels), wait for `populated 0` and remove it
 //! — exactly once, on every path.
@@ -167,7 +167,7 @@ impl Drop for ChildCgroup {
     }
 }
 
-/// Runs in the new child (`fork`ed or vfork-style, SPEC §17.2) before
+/// Runs in the new child (`fork`ed or vfork-style, DESIGN §17.2) before
 /// `exec`: move this process into the cgroup whose `cgroup.procs` is
 /// `procs` (writing `0` means "the writer").
 ///

@@ -1,4 +1,4 @@
-//! The cgroup v2 hierarchy of this parent (SPEC §17.2): find the v2 mount
+//! The cgroup v2 hierarchy of this parent (DESIGN §17.2): find the v2 mount
 //! and this process's cgroup, remove stale cgroups of crashed parents,
 //! create the parent's own `quirl-lua-<pid>-<start>` cgroup, enable the
 //! `memory` and `pids` controllers, and remove it all at exit.

@@ -1,4 +1,4 @@
-//! Per-child cgroup v2 containment (SPEC §17.2): find a writable cgroup v2
+//! Per-child cgroup v2 containment (DESIGN §17.2): find a writable cgroup v2
 //! hierarchy, keep one parent cgroup for this process, and create, fill,
 //! kill and remove one child cgroup per worker and per host command.
 //!
@@ -77,7 +77,7 @@ pub(crate) use child::{CgroupLimits, ChildCgroup, ChildKind, enter_in_child};
 pub(crate) use hierarchy::Hierarchy;
 use hierarchy::hierarchy;
 
-/// Which containment a parent uses for its children (SPEC §17.2).
+/// Which containment a parent uses for its children (DESIGN §17.2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Containment {
     /// A cgroup per child when a writable cgroup v2 hierarchy is available,
@@ -86,7 +86,7 @@ pub enum Containment {
     Auto,
     /// A cgroup per child; spawning fails when cgroup v2 is not writable.
     Cgroup,
-    /// Process groups and sessions only (the containment of SPEC §17.3).
+    /// Process groups and sessions only (the containment of DESIGN §17.3).
     ProcessGroup,
 }
 
@@ -137,10 +137,10 @@ pub struct ContainmentReport {
     /// Why a controller or cgroup mode is not in use.
     pub notes: Vec<String>,
     /// Whether host commands run under the Landlock execute ruleset
-    /// (SPEC §16.6), and if not, why.
+    /// (DESIGN §16.6), and if not, why.
     pub landlock: crate::process_host::LandlockSupport,
     /// What the worker's own lockdown does on this system after
-    /// `initialize` (SPEC §18.3), when the program reporting knows its
+    /// `initialize` (DESIGN §18.3), when the program reporting knows its
     /// worker: the supervisor supervises any worker and leaves this `None`;
     /// the `quirl-lua` CLI fills in the reference worker's lockdown
     /// (seccomp and its Landlock domain) for its built-in worker.

@@ -1,5 +1,5 @@
-//! What every spawned child — a worker (SPEC §17.2) or a host command
-//! (SPEC §16.6) — does between `fork` and `exec` before anything of its own:
+//! What every spawned child — a worker (DESIGN §17.2) or a host command
+//! (DESIGN §16.6) — does between `fork` and `exec` before anything of its own:
 //! lead a new session, give up privilege gains, and let no inherited
 //! descriptor beyond 0–2 reach the program.
 //!

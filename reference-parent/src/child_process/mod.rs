@@ -1,6 +1,6 @@
 //! The child-process machinery: everything between "run this program as a
 //! worker" and "the worker and its whole tree are gone and reaped" — the
-//! parent's side of SPEC §3.1, §17.2–§17.4 and §18.1. Protocol frames are
+//! parent's side of SPEC §3.1, DESIGN §17.2–§17.4 and §18.1. Protocol frames are
 //! not here (the worker handle in `crate::worker` feeds the bytes to the
 //! protocol crate); cgroup containment is `crate::cgroup`.
 //!
@@ -9,12 +9,12 @@
 //! | job | file |
 //! |---|---|
 //! | which program is the worker (program, arguments, environment; public) | `worker_command.rs` |
-//! | the resource limits set before `exec` (public, SPEC §18.1) | `rlimits.rs` |
-//! | spawn a worker: pipes, new session, cleared environment, the `fork` fallback (SPEC §17.2) | `worker_spawn.rs` |
+//! | the resource limits set before `exec` (public, DESIGN §18.1) | `rlimits.rs` |
+//! | spawn a worker: pipes, new session, cleared environment, the `fork` fallback (DESIGN §17.2) | `worker_spawn.rs` |
 //! | the `clone(CLONE_VM \| CLONE_VFORK)` / `clone3` child that `exec`s the worker | `vfork_spawn.rs` |
 //! | what every child (worker or host command) does between `fork` and `exec` | `child_setup.rs` |
-//! | kill a worker's whole tree and reap it, never hitting a reused PGID (SPEC §17.3, §17.4) | `worker_kill.rs` |
-//! | write and read the worker's pipes under a deadline (SPEC §17.3) | `transport.rs` |
+//! | kill a worker's whole tree and reap it, never hitting a reused PGID (DESIGN §17.3, §17.4) | `worker_kill.rs` |
+//! | write and read the worker's pipes under a deadline (DESIGN §17.3) | `transport.rs` |
 //! | the one blocking wait: `ppoll` over descriptors up to an absolute deadline | `poll.rs` |
 //! | signal names, the auto-reap check, a write that cannot raise `SIGPIPE` | `signals.rs` |
 //! | the one `/proc/PID/stat` reader (tree sweep, pid-reuse checks) | `proc_stat.rs` |

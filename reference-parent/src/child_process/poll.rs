@@ -1,5 +1,5 @@
 //! Blocking waits on several descriptors up to an absolute deadline: the
-//! one waiting helper of the parent (SPEC §17.3).
+//! one waiting helper of the parent (DESIGN §17.3).
 //!
 //! One `ppoll(2)` call per wait (through rustix), with a nanosecond timeout
 //! computed from the absolute deadline each time it is (re)entered. There is

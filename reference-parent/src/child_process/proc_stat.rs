@@ -1,7 +1,7 @@
 //! Reading `/proc/PID/stat`: the one parser of the fields the parent uses
 //! (state, parent pid, session id, start time) for the process-tree sweep
-//! (SPEC §16.7) and for telling a cgroup's creator from a reused pid
-//! (SPEC §17.2).
+//! (DESIGN §16.7) and for telling a cgroup's creator from a reused pid
+//! (DESIGN §17.2).
 
 /// State, parent, session and start time of one process.
 #[derive(Debug, Clone, Copy)]
@@ -12,7 +12,7 @@ pub(crate) struct ProcStat {
     pub(crate) alive: bool,
     /// Neither running nor in uninterruptible wait (`R`, `D`, `W`): the
     /// process is blocked, stopped or gone, so it is not between two of its
-    /// own system calls (SPEC §16.6: the escape verdict waits for this).
+    /// own system calls (DESIGN §16.6: the escape verdict waits for this).
     pub(crate) settled: bool,
 }
 

@@ -1,4 +1,4 @@
-//! Resource limits the parent puts on a worker before `exec` (SPEC §18.1).
+//! Resource limits the parent puts on a worker before `exec` (DESIGN §18.1).
 //!
 //! The worker's Lua memory is already capped by its allocator and its time by
 //! the parent's deadline; these limits bound what the *process* can do if
@@ -130,7 +130,7 @@ impl WorkerLimits {
     }
 
     /// Apply the limits to the calling process. Runs in the new child
-    /// (`fork`ed or vfork-style, SPEC §17.2) before `exec`: only the raw `prlimit64` system call (rustix's
+    /// (`fork`ed or vfork-style, DESIGN §17.2) before `exec`: only the raw `prlimit64` system call (rustix's
     /// `getrlimit`/`setrlimit`), no allocation, no locks.
     pub(crate) fn apply_in_child(&self) -> std::io::Result<()> {
         for (resource, value) in self.entries() {

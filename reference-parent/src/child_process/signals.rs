@@ -1,6 +1,6 @@
 //! What the parent needs to know about signals: their names (one table for
 //! every message), whether the kernel would reap children behind the
-//! parent's back (SPEC §17.3), and a pipe write that cannot raise `SIGPIPE`.
+//! parent's back (DESIGN §17.3), and a pipe write that cannot raise `SIGPIPE`.
 //!
 //! Why `libc` and `unsafe` here: rustix offers signal dispositions and
 //! masks only in its `runtime` module, as `unsafe` functions meant for
@@ -64,7 +64,7 @@ fn disposition(signal: libc::c_int) -> io::Result<libc::sigaction> {
 
 /// Whether the kernel reaps this process's exited children by itself
 /// (`SIGCHLD` ignored or `SA_NOCLDWAIT` set). Then a child's pid is freed
-/// behind the parent's back and its group may not be signalled (SPEC §17.3).
+/// behind the parent's back and its group may not be signalled (DESIGN §17.3).
 pub(crate) fn children_are_auto_reaped() -> io::Result<bool> {
     let current = disposition(libc::SIGCHLD)?;
     Ok(current.sa_sigaction == libc::SIG_IGN || current.sa_flags & libc::SA_NOCLDWAIT != 0)

@@ -1,6 +1,6 @@
 //! Starting a worker process without copying the parent's page tables: a
 //! `clone(CLONE_VM | CLONE_VFORK)` child that applies the worker's
-//! containment and `exec`s it (SPEC §17.2 "How the worker process is made").
+//! containment and `exec`s it (DESIGN §17.2 "How the worker process is made").
 //!
 //! `std::process::Command` with a `pre_exec` hook uses `fork()`, which copies
 //! the page tables of the whole parent: the cost of every worker start grows
@@ -244,7 +244,7 @@ struct ChildContext<'a> {
 /// Start `plan` in a `CLONE_VM | CLONE_VFORK` child with `stdio` on 0–2,
 /// entering the cgroup whose `cgroup.procs` is `cgroup_procs` first, in a
 /// new session with `no_new_privs`, no inherited descriptor beyond 0–2, and
-/// `limits` (SPEC §17.2, §18.1).
+/// `limits` (DESIGN §17.2, §18.1).
 ///
 /// `Ok(None)`: `clone` itself is refused here (`ENOSYS`, `EINVAL`, `EPERM`,
 /// e.g. under a seccomp filter); the caller falls back to `fork`. A failed
@@ -550,7 +550,7 @@ fn exec(plan: &ExecPlan) -> i32 {
 
 /// Every handled signal back to `SIG_DFL`, `SIGPIPE` to `SIG_DFL`, then the
 /// parent's signal mask: the state std's `Command` gives a `fork`ed child
-/// (SPEC §17.2), reached without ever running a parent handler in the child
+/// (DESIGN §17.2), reached without ever running a parent handler in the child
 /// (everything stays blocked until the handlers are gone).
 fn reset_signals(signal_max: c_int, mask: &libc::sigset_t) -> Result<(), i32> {
     for signal in 1..=signal_max {
@@ -735,7 +735,7 @@ mod tests {
         (text, started.entered)
     }
 
-    /// SPEC §17.2: a worker runs inside its cgroup from its first
+    /// DESIGN §17.2: a worker runs inside its cgroup from its first
     /// instruction after the clone, whichever way it got there.
     #[test]
     fn a_worker_starts_inside_its_cgroup_by_clone3_or_by_the_procs_write() {

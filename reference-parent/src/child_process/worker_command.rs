@@ -11,9 +11,9 @@
 //! injected through [`WORKER_COMMAND_ENV`].
 //!
 //! A command line is split into words by the crate's one POSIX word
-//! splitter (the process host's command language, SPEC §16.4) in its
+//! splitter (the process host's command language, DESIGN §16.4) in its
 //! worker-command-line dialect: the same quoting and escapes, nothing
-//! expanded, shell syntax taken literally (SPEC §17.2).
+//! expanded, shell syntax taken literally (DESIGN §17.2).
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -178,7 +178,7 @@ fn is_executable_file(path: &Path) -> bool {
 }
 
 /// POSIX-style word splitting without expansion: the command language's
-/// splitter in its worker-command-line dialect (SPEC §17.2).
+/// splitter in its worker-command-line dialect (DESIGN §17.2).
 fn split_words(line: &str) -> Result<Vec<String>, CommandLineError> {
     split_posix_words(line, Dialect::WorkerCommandLine).map_err(|error| {
         let mut message = format!("worker command line: {}", error.message());
@@ -204,8 +204,8 @@ mod tests {
 
     #[test]
     fn shell_syntax_is_literal_and_newlines_are_blanks() {
-        // SPEC §17.2: nothing is expanded; unlike the command language
-        // (SPEC §16.4) nothing is rejected for meaning something in `sh`.
+        // DESIGN §17.2: nothing is expanded; unlike the command language
+        // (DESIGN §16.4) nothing is rejected for meaning something in `sh`.
         assert_eq!(
             split_words("a|b $HOME *.rs ~ #c; \"$x\" `y`\nz").unwrap(),
             vec!["a|b", "$HOME", "*.rs", "~", "#c;", "$x", "`y`", "z"]

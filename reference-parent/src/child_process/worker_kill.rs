@@ -1,5 +1,5 @@
 //! Killing a worker's whole tree and reaping it, in the order that cannot
-//! hit a stranger (SPEC §17.3, §17.4 steps 2–5).
+//! hit a stranger (DESIGN §17.3, §17.4 steps 2–5).
 //!
 //! # Why the process-group kill cannot hit a stranger (PID/PGID reuse)
 //!
@@ -10,7 +10,7 @@
 //! alive or zombie — keeps its pid allocated, and a new process group can
 //! only be created with the pid of its creator, so while the worker is
 //! unreaped no other process group can carry that number: the worker is its
-//! own unreaped anchor (SPEC §17.3), without a second
+//! own unreaped anchor (DESIGN §17.3), without a second
 //! helper process. After the reap this module never signals the group again
 //! (the state is `Released` and every signalling path checks it). The
 //! argument needs the kernel not to reap the worker behind our back, so
@@ -27,7 +27,7 @@
 //! sleep loop. The pidfd is a kernel-ordered handle on exactly this process,
 //! so waiting on it cannot be confused by pid reuse either.
 //!
-//! # Cgroup mode (SPEC §17.2)
+//! # Cgroup mode (DESIGN §17.2)
 //!
 //! When the worker has a cgroup of its own (see the `cgroup` module),
 //! `cgroup.kill` precedes the group kill, and the cgroup is emptied and
@@ -40,7 +40,7 @@
 //! is out of reach of the group kill; if it also holds the response pipe the
 //! cleanup reports that as context. Containing such escapes needs a PID
 //! namespace or a cgroup (cgroup mode above); the reference worker also
-//! forbids `fork` in its own lockdown (SPEC §18.3). `PR_SET_PDEATHSIG` is
+//! forbids `fork` in its own lockdown (DESIGN §18.3). `PR_SET_PDEATHSIG` is
 //! deliberately not used: it fires when the *spawning thread* exits, which
 //! would kill pooled workers spawned from short-lived threads. If the whole
 //! parent dies, the worker sees EOF on stdin and a conforming worker exits.
@@ -69,7 +69,7 @@ pub(crate) struct WorkerProcess {
     pid: Pid,
     pidfd: Option<OwnedFd>,
     state: State,
-    /// The worker's own cgroup in cgroup mode (SPEC §17.2): killed first,
+    /// The worker's own cgroup in cgroup mode (DESIGN §17.2): killed first,
     /// removed after the reap.
     cgroup: Option<ChildCgroup>,
 }
@@ -150,12 +150,12 @@ impl WorkerProcess {
         }
         let status = self.reap(&mut problems);
         self.remove_cgroup(&mut problems);
-        // The worker's orphaned descendants, adopted (SPEC §16.7).
+        // The worker's orphaned descendants, adopted (DESIGN §16.7).
         crate::process_host::orphans::reap_adopted();
         Termination { status, problems }
     }
 
-    /// `cgroup.kill`, then the one group `SIGKILL` (SPEC §17.4 steps 2–3).
+    /// `cgroup.kill`, then the one group `SIGKILL` (DESIGN §17.4 steps 2–3).
     fn kill_tree(&mut self, problems: &mut Vec<String>) {
         if let Some(cgroup) = &self.cgroup
             && let Err(error) = cgroup.kill()
@@ -283,7 +283,7 @@ pub(crate) fn describe_status(status: ExitStatus) -> String {
 }
 
 /// ` (SIGSYS: …)` and the like: the signal's name, and for `SIGSYS` what it
-/// means for a locked-down worker (SPEC §18.3).
+/// means for a locked-down worker (DESIGN §18.3).
 fn signal_suffix(signal: i32) -> String {
     if signal == libc::SIGSYS {
         return " (SIGSYS: a system call outside the worker's seccomp allowlist)".to_owned();

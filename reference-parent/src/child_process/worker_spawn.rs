@@ -1,5 +1,5 @@
 //! Spawning a worker in its own session with a sanitized environment and
-//! descriptors (SPEC §17.2).
+//! descriptors (DESIGN §17.2).
 //!
 //! A spawned worker gets:
 //!
@@ -17,7 +17,7 @@
 //!   `fcntl` sweep on kernels without it), including any the host process
 //!   opened without `O_CLOEXEC`;
 //! - the resource limits of its [`WorkerLimits`] (address space, core,
-//!   open files, file size, processes; SPEC §18.1);
+//!   open files, file size, processes; DESIGN §18.1);
 //! - in cgroup mode, a cgroup of its own, joined as the first step after the
 //!   fork (see the `cgroup` module).
 //!
@@ -60,7 +60,7 @@ pub(crate) struct SpawnedWorker {
     pub(crate) output: OwnedFd,
 }
 
-/// How the child process is made (SPEC §17.2).
+/// How the child process is made (DESIGN §17.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Method {
     /// `clone(CLONE_VM | CLONE_VFORK)` (the `vfork_spawn` module), falling
@@ -81,7 +81,7 @@ pub(crate) fn spawn(
     limits: &WorkerLimits,
     cgroup: Option<ChildCgroup>,
 ) -> io::Result<SpawnedWorker> {
-    // While this process adopts orphans (SPEC §16.7), no host-command sweep
+    // While this process adopts orphans (DESIGN §16.7), no host-command sweep
     // may take the new worker for one before `WorkerProcess::new` registers
     // it.
     let _guard = crate::process_host::orphans::spawn_guard();
@@ -201,7 +201,7 @@ fn spawn_by_fork(
     })
 }
 
-/// The anchor argument (SPEC §17.3) needs the worker to stay unreaped until
+/// The anchor argument (DESIGN §17.3) needs the worker to stay unreaped until
 /// we reap it. With `SIGCHLD` ignored or `SA_NOCLDWAIT` set, the kernel
 /// reaps exited children itself and frees their pids, so refuse to spawn.
 fn ensure_children_are_not_auto_reaped() -> io::Result<()> {

@@ -33,7 +33,7 @@ pub const POOL_SIZE_MAX: usize = 64;
 pub const MAX_RESTARTS_MAX: u32 = 10_000;
 /// Largest queue.
 pub const QUEUE_CAPACITY_MAX: usize = 65_536;
-/// Default number of warm spare workers a pool keeps (SPEC §17.7).
+/// Default number of warm spare workers a pool keeps (DESIGN §17.7).
 pub const DEFAULT_SPARES: usize = 1;
 /// Most warm spares a pool may keep.
 pub const SPARES_MAX: usize = 8;
@@ -113,7 +113,7 @@ impl PoolOptions {
     /// Warm spare workers kept ready (0..=[`SPARES_MAX`], default
     /// [`DEFAULT_SPARES`]): spawned, initialized and loaded with the plugin
     /// in the background, so that replacing a failed or retired member
-    /// costs its caller no cold start (SPEC §17.7). 0 keeps no spare: a
+    /// costs its caller no cold start (DESIGN §17.7). 0 keeps no spare: a
     /// replacement starts on the caller's path.
     #[must_use]
     pub fn spares(mut self, spares: usize) -> Self {

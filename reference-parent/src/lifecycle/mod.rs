@@ -1,5 +1,5 @@
 //! Plugin lifecycle: generations, the restart budget, quarantine, pools,
-//! stats and shutdown (SPEC §17.7).
+//! stats and shutdown (DESIGN §17.7).
 //!
 //! A [`Worker`](crate::Worker) is one process that is never reused once it
 //! fails. This module keeps a plugin (or a batch of evals) running across

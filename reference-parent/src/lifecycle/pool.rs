@@ -8,7 +8,7 @@
 //! never held while a worker runs, starts or is killed, so one member's slow
 //! or failing request never blocks the others.
 //!
-//! A pool configured with warm spares (SPEC §17.7) owns one thread, the
+//! A pool configured with warm spares (DESIGN §17.7) owns one thread, the
 //! *keeper*: it starts spares off the callers' path, checks whether a
 //! worker swapped out after a tripped limit retired, and exits when the
 //! pool shuts down ([`Core::shutdown`] joins it). [`Shared::shutdown_members`] also
@@ -110,7 +110,7 @@ struct State {
     spare_starting: bool,
     /// A spare start failed: no further spare is started until a restart
     /// on a caller's path succeeds, a reload installs a generation, or a
-    /// reset (SPEC §17.7).
+    /// reset (DESIGN §17.7).
     spares_paused: bool,
     /// Workers swapped out after answering with a tripped limit, waiting
     /// for the keeper to check whether they retired.

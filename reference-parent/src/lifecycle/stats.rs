@@ -53,7 +53,7 @@ pub struct PoolStats {
     pub last_error_kind: Option<&'static str>,
     /// Percentiles over every member's recent samples.
     pub latency: Latency,
-    /// Warm spares ready to take a member's slot (SPEC §17.7); not
+    /// Warm spares ready to take a member's slot (DESIGN §17.7); not
     /// counted in `running`.
     pub spares: usize,
     /// Most spares the pool keeps (0: none).
@@ -72,7 +72,7 @@ pub struct PoolStats {
     /// Per-member detail, in member order.
     pub members: Vec<MemberStats>,
     /// How the pool's workers and their host commands are contained:
-    /// `cgroup` or `process-group`, and why (SPEC §17.2–17.3).
+    /// `cgroup` or `process-group`, and why (DESIGN §17.2–17.3).
     pub containment: crate::cgroup::ContainmentReport,
 }
 

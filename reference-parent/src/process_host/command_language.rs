@@ -1,6 +1,6 @@
-//! The command language of `quirl.process.run` (SPEC §16.4): POSIX word
+//! The command language of `quirl.process.run` (DESIGN §16.4): POSIX word
 //! splitting and quoting, nothing else — and the crate's one POSIX word
-//! splitter, which also reads worker command lines (SPEC §17.2).
+//! splitter, which also reads worker command lines (DESIGN §17.2).
 //!
 //! The rule this parser keeps for commands: **an accepted command yields
 //! exactly the argv a POSIX shell would build for it** (with no aliases or
@@ -11,7 +11,7 @@
 //! meaning. The full rule list is in the module documentation of [`super`].
 //!
 //! A worker command line ([`Dialect::WorkerCommandLine`]) shares the quoting
-//! and escape rules but, as SPEC §17.2 says, "nothing is expanded": the
+//! and escape rules but, as DESIGN §17.2 says, "nothing is expanded": the
 //! characters a shell would treat specially are taken literally instead of
 //! being rejected, and a newline is a blank.
 
@@ -44,12 +44,12 @@ const RESERVED_WORDS: &[&str] = &[
 /// Which language a line is split in; the two differ only where documented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dialect {
-    /// SPEC §16.4: every construct whose meaning in `sh` differs from a
+    /// DESIGN §16.4: every construct whose meaning in `sh` differs from a
     /// plain word (operators, expansions, globs, `~`/`#` at a word start,
     /// an unquoted newline or control character) is rejected, and the
     /// first word is checked.
     CommandLanguage,
-    /// SPEC §17.2: quoting and escapes as in `sh`, nothing expanded; a
+    /// DESIGN §17.2: quoting and escapes as in `sh`, nothing expanded; a
     /// newline separates words like a blank, and every other character
     /// outside quotes is literal.
     WorkerCommandLine,

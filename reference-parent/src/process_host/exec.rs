@@ -3,7 +3,7 @@
 //! Everything happens on the calling thread: one wait (the crate's waiting
 //! helper, `poll`) over the two output pipes, a pidfd for the leader's exit
 //! and the cancellation wake descriptor, with the deadline as its timeout
-//! (SPEC §16.6). No thread is started, and every descriptor and process is
+//! (DESIGN §16.6). No thread is started, and every descriptor and process is
 //! owned by a value that closes, kills or reaps it on drop. The child's side
 //! of the spawn is the `exec_image` module.
 
@@ -131,7 +131,7 @@ pub fn run_command(
         command.pre_exec(move || image.exec());
     }
     // Adopting orphans: no sweep may take the new leader for one before it
-    // is registered (SPEC §16.7).
+    // is registered (DESIGN §16.7).
     let guard = super::orphans::spawn_guard();
     let child = command
         .spawn()
@@ -168,7 +168,7 @@ pub fn run_command(
 }
 
 /// Capture both streams until the leader exited and both are closed, or
-/// kill the tree at the deadline or on cancellation (SPEC §16.6).
+/// kill the tree at the deadline or on cancellation (DESIGN §16.6).
 fn capture_until_exit(
     tree: &mut OwnedTree,
     stdout: &mut Capture,
@@ -320,9 +320,9 @@ fn finish(
     })
 }
 
-/// The Landlock execute ruleset of the command (SPEC §16.6), or `None`
+/// The Landlock execute ruleset of the command (DESIGN §16.6), or `None`
 /// when every program is granted or Landlock is unavailable (then the
-/// grant was checked against the program list, SPEC §16.2). Fails closed:
+/// grant was checked against the program list, DESIGN §16.2). Fails closed:
 /// where Landlock is available but the ruleset cannot be built, where it is
 /// required (`require_landlock`) but unavailable, and where a grant was
 /// accepted under the Landlock rule but the ruleset is not in force.
@@ -383,7 +383,7 @@ fn landlock_note(ruleset: Option<&ExecRuleset>) -> String {
     }
 }
 
-/// The command's cgroup (SPEC §17.2), in cgroup mode.
+/// The command's cgroup (DESIGN §17.2), in cgroup mode.
 fn command_cgroup(config: &ProcessHostConfig) -> Result<Option<ChildCgroup>, HostError> {
     let failed = |why: String| {
         HostError::new(ErrorCode::Io, "could not contain the command in a cgroup")

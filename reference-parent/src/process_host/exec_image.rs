@@ -1,5 +1,5 @@
 //! What runs in the forked child of a host command, between `fork` and
-//! `execve` (SPEC §16.6): the exact `execve` arguments are built before the
+//! `execve` (DESIGN §16.6): the exact `execve` arguments are built before the
 //! fork, so the child allocates nothing; it joins the command's cgroup,
 //! takes the steps of every spawned child (`child_setup`: new session,
 //! `no_new_privs`, inherited descriptors close-on-exec), restricts itself
@@ -32,7 +32,7 @@ pub(super) struct ExecImage {
     /// `cgroup.procs` of the command's cgroup, held open by the caller
     /// across the spawn.
     cgroup_procs: Option<std::os::fd::RawFd>,
-    /// The Landlock execute ruleset (SPEC §16.6), held open by the caller
+    /// The Landlock execute ruleset (DESIGN §16.6), held open by the caller
     /// across the spawn.
     exec_ruleset: Option<std::os::fd::RawFd>,
 }
@@ -98,7 +98,7 @@ impl ExecImage {
     /// Runs in the forked child. Only async-signal-safe system calls.
     pub(super) fn exec(&self) -> io::Result<()> {
         // First, so the rest of this child and the program run inside the
-        // command's cgroup (SPEC §17.2).
+        // command's cgroup (DESIGN §17.2).
         if let Some(procs) = self.cgroup_procs {
             cgroup::enter_in_child(procs)?;
         }

@@ -1,4 +1,4 @@
-//! The Landlock ruleset of a host command (SPEC §16.6 "Execute ruleset"):
+//! The Landlock ruleset of a host command (DESIGN §16.6 "Execute ruleset"):
 //! the child may execute only the granted program's resolved file and what
 //! the kernel needs to start it — the ELF interpreter its `PT_INTERP`
 //! names, or for a `#!` script the interpreter its first line names (and,
@@ -193,7 +193,7 @@ impl FileStamp {
 const CACHED_RULESETS_MAX: usize = 32;
 
 /// The execute rulesets one process-host configuration has built, kept for
-/// its next commands (SPEC §16.6): a command of a program already run
+/// its next commands (DESIGN §16.6): a command of a program already run
 /// checks its chain's files with one `stat` each instead of rebuilding the
 /// ruleset (resolving and reading them, creating the ruleset, opening and
 /// adding each file). Shared by a configuration's clones; each descriptor
@@ -264,7 +264,7 @@ impl PartialEq for RulesetCache {
 impl Eq for RulesetCache {}
 
 /// `landlock_restrict_self(ruleset, 0)`: runs in the forked child after
-/// `no_new_privs` is set (SPEC §16.6). One system call, no allocation.
+/// `no_new_privs` is set (DESIGN §16.6). One system call, no allocation.
 pub(crate) fn restrict_in_child(ruleset: RawFd) -> io::Result<()> {
     // SAFETY: integer arguments only; the descriptor was prepared by the
     // parent before the fork and is open in this child (close-on-exec). The

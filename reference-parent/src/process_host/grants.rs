@@ -15,7 +15,7 @@ use super::host_error::HostError;
 use super::wrappers::{is_programming_environment, runs_arguments_as_command};
 use crate::cgroup::Containment;
 
-/// Default `pids.max` of a host command's cgroup (SPEC §17.2): enough for a
+/// Default `pids.max` of a host command's cgroup (DESIGN §17.2): enough for a
 /// build tool's process tree, low enough to stop a fork bomb.
 pub const DEFAULT_COMMAND_PIDS_MAX: u64 = 256;
 
@@ -27,8 +27,8 @@ pub const PROCESS_SPAWN_GRANT_PREFIX: &str = "process.spawn:";
 /// digits (Quirl's scoped-grant alphabet without the space).
 const NAME_PUNCTUATION: &str = "-_./:=,@%+";
 
-/// Which scoped grants are refused (SPEC §16.2): it depends on whether host
-/// commands run under the Landlock execute ruleset (SPEC §16.6).
+/// Which scoped grants are refused (DESIGN §16.2): it depends on whether host
+/// commands run under the Landlock execute ruleset (DESIGN §16.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GrantRule {
     /// Every host command runs under the execute ruleset, so a granted
@@ -111,7 +111,7 @@ impl Grants {
     /// capabilities of the worker and are ignored here. A NAME the rule
     /// refuses (with Landlock: `sh`, `env`, `python`, …; without: also
     /// `git`, `find`, `setsid`, …; see [`GrantRule`]) is refused unless
-    /// `process.spawn` is granted too (SPEC §16.2).
+    /// `process.spawn` is granted too (DESIGN §16.2).
     pub fn parse<I, S>(grants: I) -> Result<Self, HostError>
     where
         I: IntoIterator<Item = S>,
@@ -184,7 +184,7 @@ impl Grants {
     }
 }
 
-/// SPEC §16.2: a grant of a program the rule refuses would grant every
+/// DESIGN §16.2: a grant of a program the rule refuses would grant every
 /// program (or, under Landlock, arbitrary code); refuse it with that
 /// explanation.
 pub(crate) fn refuse_command_runner(rule: GrantRule, name: &str) -> Result<(), HostError> {
@@ -195,11 +195,11 @@ pub(crate) fn refuse_command_runner(rule: GrantRule, name: &str) -> Result<(), H
     let (why, list) = match rule {
         GrantRule::Landlock => (
             "is a programming environment, a launcher or a command service",
-            "refused even under the Landlock execute ruleset (SPEC §16.2)",
+            "refused even under the Landlock execute ruleset (DESIGN §16.2)",
         ),
         GrantRule::ProgramList => (
             "runs its arguments as a command",
-            "on the list of programs that start other programs; Landlock is not in use (SPEC §16.2)",
+            "on the list of programs that start other programs; Landlock is not in use (DESIGN §16.2)",
         ),
     };
     Err(HostError::new(
@@ -350,7 +350,7 @@ pub struct ProcessHostConfig {
     containment: Containment,
     command_pids_max: Option<u64>,
     require_landlock: bool,
-    /// The execute rulesets of the programs run so far (SPEC §16.6).
+    /// The execute rulesets of the programs run so far (DESIGN §16.6).
     rulesets: RulesetCache,
 }
 
@@ -421,7 +421,7 @@ impl ProcessHostConfig {
     }
 
     /// How each command is contained (default [`Containment::Auto`]: a
-    /// cgroup per command when cgroup v2 is writable; SPEC §17.2–17.3).
+    /// cgroup per command when cgroup v2 is writable; DESIGN §17.2–17.3).
     #[must_use]
     pub fn containment(mut self, containment: Containment) -> Self {
         self.containment = containment;
@@ -438,7 +438,7 @@ impl ProcessHostConfig {
     }
 
     /// Fail every command closed where the Landlock execute ruleset cannot
-    /// be applied, instead of falling back to the program list (SPEC §16.6;
+    /// be applied, instead of falling back to the program list (DESIGN §16.6;
     /// CLI `--require-landlock`). Default off.
     #[must_use]
     pub fn require_landlock(mut self, required: bool) -> Self {
@@ -595,7 +595,7 @@ mod tests {
 
     #[test]
     fn a_grant_of_a_command_runner_is_refused_unless_every_program_is_granted() {
-        // SPEC §16.2: `setsid -f sleep 77` would run `sleep`.
+        // DESIGN §16.2: `setsid -f sleep 77` would run `sleep`.
         for grant in [
             "process.spawn:setsid",
             "process.spawn:/usr/bin/env",

@@ -1,9 +1,9 @@
-//! Answering one host call (SPEC §6.6, §16): a [`HostCall`] the session
+//! Answering one host call (SPEC §6.6, DESIGN §16): a [`HostCall`] the session
 //! machine already accepted in, a [`HostResponse`] out.
 //!
 //! This is the only seam between the worker handle and the process host:
 //! the call's deadline becomes the earlier of its own `deadline_ms` and the
-//! request's absolute deadline (SPEC §16.6), and the outcome or the host's
+//! request's absolute deadline (DESIGN §16.6), and the outcome or the host's
 //! error record goes straight into the response.
 
 use std::time::{Duration, Instant};

@@ -1,11 +1,11 @@
 //! The typed error every process-host operation returns: a v1 error record
-//! (SPEC §6.9) with one of the codes SPEC §16.3 gives the host.
+//! (SPEC §6.9) with one of the codes DESIGN §16.3 gives the host.
 //!
 //! [`HostError`] is a thin wrapper around the protocol's [`ShellError`], so
 //! the record a guest receives is the one the host built — code, message,
 //! context, help and exit status — with no second copy to keep in step. The
 //! wrapper only narrows construction: the host creates its errors through
-//! crate-private constructors with the codes of SPEC §16.3
+//! crate-private constructors with the codes of DESIGN §16.3
 //! (`validation`, `invalid_argument`, `process_spawn`, `resource_limit`,
 //! `io`).
 

@@ -1,4 +1,4 @@
-//! The kernel's Landlock ABI version (SPEC §16.6, §18.3): one read-only
+//! The kernel's Landlock ABI version (DESIGN §16.6, §18.3): one read-only
 //! query, made once per process, for the execute ruleset of host commands.
 //!
 //! The reference worker asks the same query for its own domain

@@ -12,7 +12,7 @@
 //! This module is not a shell and does not sandbox the filesystem: a granted
 //! program runs with the parent's user, sees the parent's filesystem, and
 //! can do whatever that program does — except, where the kernel offers
-//! Landlock, execute any file but its own and its interpreter (SPEC §16.6,
+//! Landlock, execute any file but its own and its interpreter (DESIGN §16.6,
 //! the `exec_ruleset` module; [`landlock_support`] says which applies).
 //!
 //! ```no_run

@@ -1,4 +1,4 @@
-//! Orphans of host commands in process-group mode (SPEC §16.7).
+//! Orphans of host commands in process-group mode (DESIGN §16.7).
 //!
 //! A descendant that starts its own session and whose parent exits (a
 //! daemon's double fork, `setsid -f`) has no parent chain back to the
@@ -46,7 +46,7 @@ pub(crate) fn spawn_guard() -> Option<std::sync::MutexGuard<'static, ()>> {
 
 /// Make this process the child subreaper of everything it starts, so that
 /// descendants of host commands that leave their session and lose their
-/// parent are reparented here and killed with the command (SPEC §16.7).
+/// parent are reparented here and killed with the command (DESIGN §16.7).
 /// Process-wide and lasting; the `quirl-lua` CLI calls it at start. An
 /// embedding program that calls it also receives orphans of children it
 /// starts itself; they are reaped, and killed only by

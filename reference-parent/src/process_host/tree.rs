@@ -7,7 +7,7 @@
 //! `killpg(pid)` or a session match can only reach processes of this tree.
 //! Every path therefore kills first and reaps the leader last, and nothing is
 //! signalled by group or session id after the reap. This is the anchor
-//! argument of SPEC §17.3 (which Quirl gets from a separate anchor
+//! argument of DESIGN §17.3 (which Quirl gets from a separate anchor
 //! process); here the leader itself is the anchor.
 //!
 //! Descendants that left the group (`setpgid`) stay in the session; those
@@ -23,7 +23,7 @@
 //! sweep (a daemon's double fork); SPEC.md says to contain such programs
 //! with a cgroup or not to grant them.
 //!
-//! In cgroup mode (SPEC §17.2) the tree also owns the command's cgroup,
+//! In cgroup mode (DESIGN §17.2) the tree also owns the command's cgroup,
 //! which closes that gap: a kill is `cgroup.kill` (every member, whatever
 //! its session or parent) followed by the group kill, the `/proc` sweep is
 //! not needed, and after the reap the cgroup is emptied and removed. Before
@@ -172,7 +172,7 @@ impl OwnedTree {
         let _ = rustix::process::kill_process_group(self.pid, Signal::STOP);
         let leader = self.pid.as_raw_pid();
         let alone = leader_exited && last_allocated_pid() == Some(leader);
-        // Orphans of this tree adopted by this process (SPEC §16.7): every
+        // Orphans of this tree adopted by this process (DESIGN §16.7): every
         // adopted child started since the leader.
         let since = orphans::adopting()
             .then(|| read_stat(leader).map(|stat| stat.start_time))
@@ -206,7 +206,7 @@ impl OwnedTree {
             self.problems.extend(problems);
         }
         // Killed members that had been orphaned are this process's children
-        // when it adopts orphans (SPEC §16.7): reap them too.
+        // when it adopts orphans (DESIGN §16.7): reap them too.
         orphans::reap_adopted();
         status
     }
@@ -348,7 +348,7 @@ pub(super) fn freeze_and_kill_adopted(since: u64) -> usize {
     pinned.len()
 }
 
-/// Cgroup mode, the leader has exited (SPEC §16.6 Lifetime): wait, at most
+/// Cgroup mode, the leader has exited (DESIGN §16.6 Lifetime): wait, at most
 /// [`SETTLE_WAIT`], until no other member is running or in an
 /// uninterruptible wait, so that a member on its way out of the session
 /// (`setsid -f`: fork, the parent exits, the child calls `setsid`) has made
@@ -427,7 +427,7 @@ mod tests {
             .collect();
         found.sort_unstable();
         assert_eq!(found, [101, 102, 103, 104]);
-        // An adopted orphan (SPEC §16.7) is a root: it and its descendants.
+        // An adopted orphan (DESIGN §16.7) is a root: it and its descendants.
         let mut table = table;
         table.insert(106, stat(105, 106));
         let mut found: Vec<_> = members(Some(100), &table, &HashSet::from([105]))

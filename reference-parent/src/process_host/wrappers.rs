@@ -1,5 +1,5 @@
 //! The one list of programs that run another program chosen by their
-//! arguments (SPEC §16.2): granting one of them by name would grant every
+//! arguments (DESIGN §16.2): granting one of them by name would grant every
 //! program on `PATH`, so [`super::Grants`] refuses such a grant unless the
 //! operator grants every program (`process.spawn`) on purpose.
 //!
@@ -11,7 +11,7 @@
 //! "run this command" option (`find -exec`, `xargs`, `tar
 //! --to-command`, `rsync -e`, `git -c core.pager=…`, `awk 'BEGIN{system()}'`,
 //! GNU `sed` `e`, editors and pagers with `!`). The list cannot be complete
-//! for every program an operator may install; SPEC §16.2 says to grant only
+//! for every program an operator may install; DESIGN §16.2 says to grant only
 //! programs that do not run other programs.
 
 /// Programs that run their arguments as a command (compared by final path
@@ -45,7 +45,7 @@ const fn concat<const N: usize>(
 }
 
 /// The programs of [`COMMAND_RUNNING_PROGRAMS`] that become grantable by
-/// name under the Landlock execute ruleset (SPEC §16.2): each starts
+/// name under the Landlock execute ruleset (DESIGN §16.2): each starts
 /// another program only by `execve`, which the ruleset refuses for every
 /// file but the granted program and its interpreter — through a documented
 /// option (`find -exec`, `tar --to-command`, `git -c core.pager=…`,
@@ -77,7 +77,7 @@ pub const COMMAND_OPTION_PROGRAMS: &[&str] = &[
 ];
 
 /// The part of [`COMMAND_RUNNING_PROGRAMS`] that stays refused when every
-/// host command runs under the Landlock execute ruleset (SPEC §16.2): a
+/// host command runs under the Landlock execute ruleset (DESIGN §16.2): a
 /// granted program can then execute only itself, so what is left is what
 /// needs no second program to run arbitrary code or commands —
 ///
@@ -258,7 +258,7 @@ pub const PROGRAMMING_ENVIRONMENTS: &[&str] = &[
 
 /// Whether granting `name` (a bare name or an absolute path) would grant
 /// every program, because it runs its arguments as a command — the rule
-/// where Landlock is unavailable (SPEC §16.2).
+/// where Landlock is unavailable (DESIGN §16.2).
 pub fn runs_arguments_as_command(name: &str) -> bool {
     listed_in(COMMAND_RUNNING_PROGRAMS, name)
 }
@@ -325,7 +325,7 @@ mod tests {
 
     #[test]
     fn landlock_leaves_only_programming_environments_refused() {
-        // SPEC §16.2: grantable under Landlock, refused without it.
+        // DESIGN §16.2: grantable under Landlock, refused without it.
         for name in [
             "git", "sed", "find", "tar", "zip", "rsync", "make", "less", "man",
         ] {

@@ -1,6 +1,6 @@
 //! What a worker is started with: [`WorkerConfig`] (command, policy,
 //! grants, limits, containment, cancellation) and the supervision constants
-//! of SPEC §17.2–§17.4.
+//! of DESIGN §17.2–§17.4.
 
 use std::time::Duration;
 
@@ -24,12 +24,12 @@ pub const PIPE_RELEASE_WAIT: Duration = Duration::from_millis(500);
 /// input is closed, before it is killed.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
-/// `pids.max` of a worker's cgroup (SPEC §17.2): the reference worker is
+/// `pids.max` of a worker's cgroup (DESIGN §17.2): the reference worker is
 /// one single-threaded process; a worker command given by the operator may
 /// start a few helpers, and a fork bomb stops here.
 pub const WORKER_PIDS_MAX: u64 = 64;
 
-/// `memory.max` of a worker's cgroup for `policy` (SPEC §17.2): the same
+/// `memory.max` of a worker's cgroup for `policy` (DESIGN §17.2): the same
 /// derivation as the address-space limit, `2 × memory_limit_bytes +
 /// 256 MiB` (see [`crate::rlimits`]). The VM's allocator stops the Lua heap
 /// at `memory_limit_bytes` first; this is the second fence behind it. It
@@ -88,10 +88,10 @@ impl WorkerConfig {
     }
 
     /// Host commands fail closed where the Landlock execute ruleset cannot
-    /// be applied (SPEC §16.6; CLI `--require-landlock`), in the default
+    /// be applied (DESIGN §16.6; CLI `--require-landlock`), in the default
     /// process-host configuration and in one given with
     /// [`process_host`](Self::process_host) alike. Default off: without
-    /// Landlock, grants are checked against the program list (SPEC §16.2).
+    /// Landlock, grants are checked against the program list (DESIGN §16.2).
     #[must_use]
     pub fn require_landlock(mut self, required: bool) -> Self {
         self.require_landlock = required;
@@ -100,7 +100,7 @@ impl WorkerConfig {
 
     /// How the worker and its host commands are contained (default
     /// [`Containment::Auto`]: a cgroup each when cgroup v2 is writable,
-    /// process groups otherwise; SPEC §17.2–17.3).
+    /// process groups otherwise; DESIGN §17.2–17.3).
     #[must_use]
     pub fn containment(mut self, containment: Containment) -> Self {
         self.containment = containment;

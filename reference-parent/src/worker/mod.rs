@@ -2,14 +2,14 @@
 //!
 //! [`Worker::spawn`] starts the worker command contained (see the private
 //! `worker_spawn` and `worker_kill` modules) and initializes it with a
-//! validated policy (SPEC §17.2). Each request then runs under an absolute
+//! validated policy (DESIGN §17.2). Each request then runs under an absolute
 //! deadline — the policy's wall time unless the caller gives one — that
-//! also covers the host calls the worker makes while it runs (SPEC §17.6).
+//! also covers the host calls the worker makes while it runs (DESIGN §17.6).
 //! The calling thread does all the waiting itself, in one `ppoll` over the
 //! worker's output, its pidfd, the cancellation token and the deadline (see
-//! the private `transport` module, SPEC §17.3); no thread is started.
+//! the private `transport` module, DESIGN §17.3); no thread is started.
 //!
-//! # Failure handling (SPEC §17.4)
+//! # Failure handling (DESIGN §17.4)
 //!
 //! On a deadline, a cancellation, a crash or exit, a malformed, oversized or
 //! truncated frame, a wrong version, an identity mismatch or any other
@@ -27,7 +27,7 @@
 //! worker: it is returned as [`ErrorClass::Guest`] and the worker stays usable.
 //!
 //! What this module is not: a pool, a restart policy or a plugin lifecycle.
-//! Those (the [`crate::lifecycle`] module, SPEC §17.7) wrap [`Worker`]
+//! Those (the [`crate::lifecycle`] module, DESIGN §17.7) wrap [`Worker`]
 //! values; a poisoned worker is never reused, a new one is spawned.
 
 //!
@@ -78,7 +78,7 @@ pub struct Worker {
     policy: Policy,
     process_host: ProcessHostConfig,
     pid: u32,
-    /// Deadlines declared by the plugin this worker loaded (SPEC §17.6).
+    /// Deadlines declared by the plugin this worker loaded (DESIGN §17.6).
     callbacks: CallbackDeadlines,
     cgroup_contained: bool,
 }
@@ -175,7 +175,7 @@ impl Worker {
     }
 
     /// Run a callback under its declared deadline plus the slack (capped by
-    /// the policy's wall time; SPEC §17.6). `None`: no declaration known,
+    /// the policy's wall time; DESIGN §17.6). `None`: no declaration known,
     /// the request's own deadline applies.
     fn call_callback(
         &mut self,
@@ -255,7 +255,7 @@ impl Worker {
 
     /// Run a registered plugin command. `timeout` is the command's own
     /// deadline (`deadline_ms`, sent to the worker); the parent kills the
-    /// worker at that deadline plus the callback slack (SPEC §17.6).
+    /// worker at that deadline plus the callback slack (DESIGN §17.6).
     pub fn plugin_command(
         &mut self,
         name: &str,
@@ -300,7 +300,7 @@ impl Worker {
     }
 
     /// `cgroup` when the worker runs in a cgroup of its own, otherwise
-    /// `process-group` (SPEC §17.2–17.3).
+    /// `process-group` (DESIGN §17.2–17.3).
     pub fn containment_mode(&self) -> &'static str {
         if self.cgroup_contained {
             "cgroup"
@@ -315,7 +315,7 @@ impl Worker {
     }
 
     /// Wait until `until` for the worker process to exit by itself (e.g.
-    /// after retiring its VM, SPEC §15.8); whether it has. Reaps nothing:
+    /// after retiring its VM, DESIGN §15.8); whether it has. Reaps nothing:
     /// dropping the handle does. `false` without a pidfd to wait on.
     pub(crate) fn wait_for_exit(&self, until: Instant) -> bool {
         let Some(live) = self.live.as_ref() else {

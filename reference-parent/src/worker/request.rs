@@ -1,4 +1,4 @@
-//! One request's exchange with a running worker (SPEC §17.3, §17.6): the
+//! One request's exchange with a running worker (DESIGN §17.3, §17.6): the
 //! silence check before it, the request loop with its host calls, and the
 //! mapping of every way it can end to a typed [`Error`].
 
@@ -240,7 +240,7 @@ fn interrupted(interrupt: Interrupt, connection: &mut ParentConnection, flight: 
     }
 }
 
-/// Run one host call inside the request's deadline (SPEC §17.6) and send
+/// Run one host call inside the request's deadline (DESIGN §17.6) and send
 /// its answer, unless the call's end also ended the request.
 fn answer_host_call(
     transport: &mut Transport,

@@ -4,15 +4,15 @@
 //! - **Spawning** is the blocking worker's own (the private `worker_spawn`
 //!   module, run on `spawn_blocking`): its own session and process group
 //!   (or a cgroup of its own), a cleared environment plus the declared
-//!   entries, no descriptors beyond 0–2, the resource limits of SPEC §18.1
-//!   (SPEC §3.1, §17.2). The parent's ends of the pipes become tokio's
+//!   entries, no descriptors beyond 0–2, the resource limits of DESIGN §18.1
+//!   (SPEC §3.1, DESIGN §17.2). The parent's ends of the pipes become tokio's
 //!   `ChildStdin` and `ChildStderr`, driven by the protocol crate's
 //!   [`ParentClient`], which decodes every frame under SPEC §4–§9.
-//! - **Deadlines** (SPEC §10, §17.6): every request, host calls included,
+//! - **Deadlines** (SPEC §10, DESIGN §17.6): every request, host calls included,
 //!   is bounded by an absolute deadline, the policy's `wall_time_ms` from
 //!   its sending unless the caller gives one (`startup_timeout` for
 //!   `initialize`), kept by the connection on tokio's clock.
-//! - **Failure** (SPEC §13.2, §17.4): on a deadline, a crash, a
+//! - **Failure** (SPEC §13.2, DESIGN §17.4): on a deadline, a crash, a
 //!   violation or a cancellation, the handle closes the worker's stdin, kills the worker's
 //!   whole tree and reaps it (the blocking worker's kill, on
 //!   `spawn_blocking`: one group `SIGKILL` while the worker is unreaped,
@@ -25,8 +25,8 @@
 //!   `check`, `load_config`, `load_plugin`, `render_prompt`, `complete`,
 //!   `contribution`, `run`, `plugin_command`, `event` and `test` are the
 //!   blocking worker's typed shortcuts, callbacks held to the deadlines
-//!   their plugin declared plus the slack (SPEC §17.6).
-//! - **Host calls** (SPEC §16) are answered by an async function
+//!   their plugin declared plus the slack (DESIGN §17.6).
+//! - **Host calls** (DESIGN §16) are answered by an async function
 //!   ([`Worker::call_with_host`]), raced against the request's deadline,
 //!   or by the configured process host on `spawn_blocking`
 //!   ([`Worker::call`], [`Worker::eval`]). A host function answers only
@@ -43,11 +43,11 @@
 //! `#[tokio::main]` and `#[tokio::test]` build it); either runtime flavor.
 //! tokio's own process driver waits only for the children tokio spawned
 //! (by pid), so it never reaps a worker behind the handle: the group kill
-//! is still sent while the worker is unreaped (SPEC §13.2-b, §17.3).
+//! is still sent while the worker is unreaped (SPEC §13.2-b, DESIGN §17.3).
 //!
 //! While a request is in flight, a task on `spawn_blocking` sleeps in one
 //! `ppoll` over the worker's pidfd and the cancellation token (the private
-//! `Watcher`), as the blocking worker's wait does (SPEC §17.3): a worker
+//! `Watcher`), as the blocking worker's wait does (DESIGN §17.3): a worker
 //! that exits mid-request (even while a descendant keeps its output open)
 //! or a fired [`Cancel`] token of the configuration ends the request at
 //! once. Dropping a call's future (a `select!` branch or a
@@ -108,7 +108,7 @@ pub struct Worker {
     process_host: ProcessHostConfig,
     pid: u32,
     cgroup_contained: bool,
-    /// Deadlines declared by the plugin this worker loaded (SPEC §17.6).
+    /// Deadlines declared by the plugin this worker loaded (DESIGN §17.6).
     callbacks: CallbackDeadlines,
     /// A request is in flight: set before it is sent, cleared when its
     /// call returns. Still set at the next call, it means the caller
@@ -123,12 +123,12 @@ struct Live {
     client: ParentClient<ChildStderr, ChildStdin>,
     process: WorkerProcess,
     /// The last response was a guest error: the worker may have retired
-    /// its VM after it and exited (SPEC §13.1-a, §17.4).
+    /// its VM after it and exited (SPEC §13.1-a, DESIGN §17.4).
     after_guest_error: bool,
 }
 
 impl Worker {
-    /// Spawn the worker contained and initialize it (SPEC §17.2); ready on
+    /// Spawn the worker contained and initialize it (DESIGN §17.2); ready on
     /// success. Any failure after the process exists kills and reaps it
     /// before the error is returned.
     pub async fn spawn(config: WorkerConfig) -> Result<Self, Error> {
@@ -171,13 +171,13 @@ impl Worker {
     /// Run one operation under `deadline` (default: now plus the policy's
     /// wall time, SPEC §10) and return its result, re-validated for that
     /// operation; host calls are answered by the configured process host
-    /// (SPEC §16) on `spawn_blocking`, inside the same deadline.
+    /// (DESIGN §16) on `spawn_blocking`, inside the same deadline.
     pub async fn call(
         &mut self,
         operation: Operation,
         deadline: Option<Instant>,
     ) -> Result<OperationResult, Error> {
-        // The request's deadline bounds each host command too (SPEC §17.6).
+        // The request's deadline bounds each host command too (DESIGN §17.6).
         let due = deadline.unwrap_or_else(|| Instant::now() + self.wall_time());
         let config = self.process_host.clone();
         let cancel = self.cancel.clone();
@@ -254,7 +254,7 @@ impl Worker {
     }
 
     /// Load a plugin and return what it registered; its callbacks are then
-    /// held to their declared deadlines (SPEC §17.6).
+    /// held to their declared deadlines (DESIGN §17.6).
     pub async fn load_plugin(
         &mut self,
         source: &str,
@@ -303,7 +303,7 @@ impl Worker {
 
     /// Run a registered plugin command. `timeout` is its own deadline
     /// (`deadline_ms`, sent to the worker); the parent kills the worker at
-    /// that deadline plus the callback slack (SPEC §17.6).
+    /// that deadline plus the callback slack (DESIGN §17.6).
     pub async fn plugin_command(
         &mut self,
         name: &str,
@@ -404,7 +404,7 @@ impl Worker {
     }
 
     /// `cgroup` when the worker runs in a cgroup of its own, otherwise
-    /// `process-group` (SPEC §17.2–17.3).
+    /// `process-group` (DESIGN §17.2–17.3).
     pub fn containment_mode(&self) -> &'static str {
         if self.cgroup_contained {
             "cgroup"
@@ -435,7 +435,7 @@ impl Worker {
     }
 
     /// Run a callback under its declared deadline plus the slack (capped
-    /// by the policy's wall time; SPEC §17.6). `None`: no declaration
+    /// by the policy's wall time; DESIGN §17.6). `None`: no declaration
     /// known, the request's own deadline applies.
     async fn call_callback(
         &mut self,
@@ -534,7 +534,7 @@ impl Worker {
                     "the worker's cancellation token fired",
                 )),
                 // Output already in the pipe comes first (a last frame written
-                // just before exiting, SPEC §17.3): with no other holder, the
+                // just before exiting, DESIGN §17.3): with no other holder, the
                 // stream ends at once; a holder outside the worker gets
                 // EXIT_GRACE.
                 Err(Watched::Exited) => {
@@ -551,7 +551,7 @@ impl Worker {
         self.in_flight = None;
         // An answer first seen at or after the deadline is late: the
         // parent's clock wins over the worker's own wall-time answer
-        // (SPEC §17.3), as in the blocking worker.
+        // (DESIGN §17.3), as in the blocking worker.
         let outcome = match outcome {
             Ok(_) if Instant::now() >= flight.deadline => Err(ProtocolError::new(
                 ProtocolErrorKind::DeadlinePassed,
@@ -560,7 +560,7 @@ impl Worker {
             outcome => outcome,
         };
         // A failure keeps the flag of the last answer: a worker gone after
-        // a guest error may have retired (SPEC §17.4).
+        // a guest error may have retired (DESIGN §17.4).
         if let Ok(answer) = &outcome {
             live.after_guest_error = answer.is_err();
         }
@@ -598,7 +598,7 @@ impl Worker {
             let after_guest_error = live.after_guest_error;
             let (status, problems) = retire(live).await;
             // A worker that answered with an error and then exited 0
-            // retired its VM on purpose (SPEC §17.4): not a crash.
+            // retired its VM on purpose (DESIGN §17.4): not a crash.
             if error.class() == ErrorClass::WorkerCrashed
                 && after_guest_error
                 && status.is_some_and(|status| status.success())
@@ -657,7 +657,7 @@ impl std::fmt::Debug for Worker {
     }
 }
 
-/// Run one host call with the configured process host (SPEC §16.6) on
+/// Run one host call with the configured process host (DESIGN §16.6) on
 /// `spawn_blocking`, bounded by the request's deadline `due`; if the
 /// request's future is dropped, the task still ends by `due`.
 // The error record is the wire's own type (SPEC §6.9), as in the protocol

@@ -179,7 +179,7 @@ pub(crate) fn run(
 
 /// `timeout` is the command's own deadline (`deadline_ms`, sent to the
 /// worker); the parent kills the worker at that deadline plus the callback
-/// slack (SPEC §17.6).
+/// slack (DESIGN §17.6).
 pub(crate) fn plugin_command(
     name: &str,
     context: ExecutionContext,

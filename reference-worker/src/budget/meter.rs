@@ -1,24 +1,24 @@
 //! The handle on the metered VM's meter: the Rust side of the budgets.
 //!
 //! The budgets themselves live in the Lua state (`metered-lua/c/lmeter.c`,
-//! SPEC §15.6): the interpreter counts every instruction it dispatches,
+//! DESIGN §15.6): the interpreter counts every instruction it dispatches,
 //! native work is charged where it happens, the allocator enforces the
 //! memory limit, and the clock and the cancellation flag are checked every
 //! 1,024 units and every 256 KiB of allocation. The first stop is recorded
 //! there and never cleared; from then on every instruction of every thread
 //! raises it, without running any message handler, so no guest code runs
-//! after a stop (SPEC §15.8).
+//! after a stop (DESIGN §15.8).
 //!
 //! A [`Meter`] is the worker's handle on that state: it opens and closes
 //! budget windows, records the stops only the worker sees (the host-call
 //! budget, a `resource_limit` host error, a protocol violation during a
 //! host call) and turns the state's record into a [`Stop`] with the
-//! observed values of SPEC §15.11 (`super::stop` makes the error record).
+//! observed values of DESIGN §15.11 (`super::stop` makes the error record).
 //!
 //! # What "instructions" means
 //!
 //! The budget is counted in *units*: one per VM instruction, in any
-//! coroutine, plus the charges of native work listed in SPEC §15.6 (one
+//! coroutine, plus the charges of native work listed in DESIGN §15.6 (one
 //! unit per 64 bytes allocated, per matcher step, per element a library
 //! loop visits, …). A request stops at the first unit past
 //! `instruction_limit`: exactly `instruction_limit` units run, and the same
@@ -62,7 +62,7 @@ impl Meter {
     }
 
     /// Tie the meter to `lua` and configure it as a sandbox: the memory
-    /// limit, the cancellation flag and the sandbox behaviour (SPEC §15.3,
+    /// limit, the cancellation flag and the sandbox behaviour (DESIGN §15.3,
     /// §15.5, §15.6). Call once, after the sandbox is built and before any
     /// guest code runs.
     ///
@@ -85,7 +85,7 @@ impl Meter {
         // while it has no memory limit of its own, and a refusal there
         // would unwind with `longjmp` over Rust frames; with a limit set it
         // protects them and returns `Error::MemoryError`. Its limit is one
-        // it never reaches: the meter's is the one enforced (SPEC §15.6).
+        // it never reaches: the meter's is the one enforced (DESIGN §15.6).
         // `Ok` also proves the state's `lua_Alloc` is `mlua`'s own, which
         // takes its blocks from Rust's global allocator.
         let mlua_allocator = lua.set_memory_limit(isize::MAX.unsigned_abs()).is_ok();

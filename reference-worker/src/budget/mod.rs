@@ -1,4 +1,4 @@
-//! The budgets of a request (SPEC §15.6, §15.8): what a request, a test
+//! The budgets of a request (DESIGN §15.6, §15.8): what a request, a test
 //! function or a callback may spend, where each unit is charged, and how a
 //! stop becomes an error.
 //!
@@ -22,7 +22,7 @@
 //!
 //! # Where each charge is made, and which test checks it
 //!
-//! One row per row of SPEC §15.6's cost audit table. *Charged in* names
+//! One row per row of DESIGN §15.6's cost audit table. *Charged in* names
 //! the patch of `metered-lua/patches/` and the stock Lua function it
 //! changes; "dispatch" is the count of one unit per dispatched VM
 //! instruction in every thread (`lvm.c.patch`: `vmfetch` through
@@ -34,7 +34,7 @@
 //! written with their module path; "—" marks an O(1) row that no test
 //! checks on its own (the dispatch tests cover it).
 //!
-//! | audit row (SPEC §15.6) | charged in | tests |
+//! | audit row (DESIGN §15.6) | charged in | tests |
 //! |---|---|---|
 //! | VM arithmetic, bitwise, number comparisons, jumps, calls, upvalues | dispatch | `sandbox::an_infinite_loop_trips_the_instruction_budget`, `sandbox::a_tiny_instruction_limit_is_respected`, `budgets::a_trip_happens_at_the_same_point_every_time`, `dispatch_trap::a_forced_dispatch_counts_exactly_one_unit`, `dispatch_trap::a_limit_trips_exactly_while_every_dispatch_is_forced` |
 //! | `..` (concatenation) | allocation | `budgets::long_strings_in_vm_operations_are_charged` |
@@ -80,7 +80,7 @@
 //!
 //! # The limits outside the audit table
 //!
-//! | limit (SPEC §15.6) | enforced in | tests |
+//! | limit (DESIGN §15.6) | enforced in | tests |
 //! |---|---|---|
 //! | instruction limit, exact | `c/lmeter.c`: `luaQ_poll` (a slice never passes the limit); [`window::Limits::begin`] per window | `budget::meter::tests::the_instruction_limit_is_exact`, `sandbox::budgets_reset_for_every_request` |
 //! | compiling guest text | `lzio.c.patch`: `luaZ_fill` per 4 bytes read; `lcode.c.patch`, `lparser.c.patch`: jump, label and goto list walks | `lua_load::compiling_one_chunk_is_charged_by_its_size`, `audit_paths::long_elseif_chains_are_charged_while_they_compile` |

@@ -1,4 +1,4 @@
-//! How a stop becomes an error (SPEC §15.8, §15.11): the sticky stop
+//! How a stop becomes an error (DESIGN §15.8, §15.11): the sticky stop
 //! record ([`Stop`]: a [`LimitTrip`] or a protocol violation during a host
 //! call), the `resource_limit` error record each trip is answered with
 //! (`limit: …` then `observed: …; limit: …`), and the value raised inside

@@ -1,4 +1,4 @@
-//! The limits of a budget window (SPEC §15.6): what one request, test
+//! The limits of a budget window (DESIGN §15.6): what one request, test
 //! function or callback may spend, as `initialize`'s policy fixed it.
 //!
 //! Every window gets the policy's `instruction_limit` afresh and a wall
@@ -57,7 +57,7 @@ impl Limits {
 
     /// Refuse a memory limit that the sandbox alone already fills:
     /// `baseline` is what the VM holds after it was built, before any guest
-    /// code (SPEC §15.6 "Memory").
+    /// code (DESIGN §15.6 "Memory").
     pub fn check_baseline(&self, baseline: u64) -> Result<(), OpError> {
         if baseline < self.memory_limit_bytes {
             return Ok(());

@@ -1,11 +1,11 @@
-//! The seccomp filter of the serve loop (SPEC §18.3): the allowlist
+//! The seccomp filter of the serve loop (DESIGN §18.3): the allowlist
 //! (`allowlist`, re-exported here) compiled to a BPF program, and its
 //! installation.
 //!
 //! [`ALLOWLIST`] is the complete list of system calls the worker may make
 //! once it is locked down, each with its argument conditions and the reason
 //! it is needed (measured with `strace` over every operation, host calls,
-//! limit trips, errors, panics, aborts and exit; SPEC §18.3 repeats it).
+//! limit trips, errors, panics, aborts and exit; DESIGN §18.3 repeats it).
 //! Everything else — and any call from another architecture or the x32 ABI —
 //! returns `SECCOMP_RET_KILL_PROCESS`: the kernel kills the whole worker
 //! with `SIGSYS`, which its parent reports as a crash.
@@ -13,7 +13,7 @@
 //! The program is compiled by `seccompiler` (rust-vmm, the compiler behind
 //! Firecracker's filters) from the table: each [`Check`] becomes a 64-bit
 //! (`Qword`) `MaskedEq` condition whose mask also covers the upper 32 bits,
-//! so a checked argument must have them clear, exactly as SPEC §18.3 says.
+//! so a checked argument must have them clear, exactly as DESIGN §18.3 says.
 //! A check with several accepted values becomes one or-bound rule per
 //! value. seccompiler's own architecture check kills a foreign
 //! architecture with `SECCOMP_RET_KILL_PROCESS`; x32 calls (number with
@@ -291,7 +291,7 @@ mod tests {
         );
     }
 
-    /// The table read directly (SPEC §18.3): the verdict the compiled
+    /// The table read directly (DESIGN §18.3): the verdict the compiled
     /// program must give.
     fn table_allows(nr: libc::c_long, args: [u64; 6]) -> bool {
         ALLOWLIST.iter().any(|rule| {
@@ -391,7 +391,7 @@ mod tests {
         assert!(allowed_seen > 5_000, "{allowed_seen}");
     }
 
-    /// SPEC §18.6: the serve loop's two calls per request stay short paths
+    /// DESIGN §18.6: the serve loop's two calls per request stay short paths
     /// through the program (on x86_64 they are its first two numbers).
     #[cfg(target_arch = "x86_64")]
     #[test]

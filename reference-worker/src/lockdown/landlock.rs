@@ -1,4 +1,4 @@
-//! The worker's Landlock domain (SPEC §18.3, step 4): after `initialize`
+//! The worker's Landlock domain (DESIGN §18.3, step 4): after `initialize`
 //! the worker needs no file at all, so it restricts itself to a domain that
 //! handles every filesystem right the kernel knows and grants none, and
 //! also handles TCP bind/connect and scopes signals and abstract UNIX
@@ -8,7 +8,7 @@
 //!
 //! Best effort by kernel: where Landlock is missing or disabled the step
 //! does nothing and [`summary`] says so; a ruleset the kernel refuses while
-//! it offers Landlock is a lockdown failure (fatal, SPEC §18.3).
+//! it offers Landlock is a lockdown failure (fatal, DESIGN §18.3).
 
 use std::sync::OnceLock;
 

@@ -48,7 +48,7 @@ pub enum Probe {
     /// Unbounded recursion into the main thread's guard page (Rust reports
     /// the overflow and aborts: SIGABRT).
     StackOverflow,
-    /// The Landlock domain alone (SPEC §18.3 step 4): the lockdown skips
+    /// The Landlock domain alone (DESIGN §18.3 step 4): the lockdown skips
     /// the seccomp filter, then the probe opens `/dev/null` and exits with
     /// [`LANDLOCK_DENIED_EXIT`] if the kernel refused (`EACCES`),
     /// [`LANDLOCK_OPENED_EXIT`] if the file opened, or

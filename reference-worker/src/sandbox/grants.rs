@@ -1,4 +1,4 @@
-//! Capability grants (SPEC §7.1, §15.3, §15.9): which grant strings
+//! Capability grants (SPEC §7.1, DESIGN §15.3, §15.9): which grant strings
 //! `initialize` gave the VM, Quirl's defaults when it gave none, and what
 //! each SDK function and extension capability needs.
 //!
@@ -17,7 +17,7 @@ use quirl_lua_protocol::records::{ContributionKind, ExtensionCapability};
 use std::collections::HashSet;
 
 /// The worker capability (a grant string of `initialize`, SPEC §7.1) that
-/// keeps `load`, `require` and `package` (SPEC §15.3).
+/// keeps `load`, `require` and `package` (DESIGN §15.3).
 pub const LUA_LOAD_GRANT: &str = "lua.load";
 
 /// Capabilities fixed at initialize.

@@ -1,4 +1,4 @@
-//! The sandbox: what guest code can see and do (SPEC §15.3, §15.5, §15.9).
+//! The sandbox: what guest code can see and do (DESIGN §15.3, §15.5, §15.9).
 //!
 //! This file builds the restricted Lua 5.4 environment: the globals, the
 //! library tables and the protected string metatable. [`grants`] decides
@@ -10,12 +10,12 @@
 //!
 //! [`build`] creates a VM with only `base`, `string`, `table`, `math`,
 //! `utf8` and `coroutine`, removes `string.dump`, protects the shared
-//! string metatable and prunes the globals to [`GLOBALS`] (SPEC §15.3). It
+//! string metatable and prunes the globals to [`GLOBALS`] (DESIGN §15.3). It
 //! runs no Lua of its own: the VM is the metered Lua of
 //! `quirl-lua-metered-vm`, whose library functions charge their own work
 //! and, once the VM owner attaches the meter ([`Meter::attach`]), refuse
 //! `__gc` finalizers and the collector options that stop or retune it and
-//! print objects as numbers instead of addresses (SPEC §15.3, §15.5,
+//! print objects as numbers instead of addresses (DESIGN §15.3, §15.5,
 //! §15.6). It does not configure the budgets (the VM owner does that once
 //! the SDK is installed, see `vm/mod.rs`), and it knows nothing about the
 //! protocol.
@@ -23,7 +23,7 @@
 //! Removed: `load`, `loadstring`, `loadfile`, `dofile`, `require`, `print`,
 //! `warn`, `io`, `os`, `package`, `debug` and `string.dump`.
 //!
-//! With the worker capability [`LUA_LOAD_GRANT`] (SPEC §7.1, §15.3 "The
+//! With the worker capability [`LUA_LOAD_GRANT`] (SPEC §7.1, DESIGN §15.3 "The
 //! `lua.load` capability") [`build_with`] keeps three more globals: Lua's
 //! own `load` (the C `luaB_load`: stock arguments, chunk names and
 //! messages), `require` and a `package` table of only `loaded`, `preload`

@@ -147,7 +147,7 @@ fn admit<T>(
     ext(registry.admit(item, list))
 }
 
-/// Install the `quirl` global: the fields of SPEC §15.9, each built by its
+/// Install the `quirl` global: the fields of DESIGN §15.9, each built by its
 /// own function below (the insertion order is fixed, so `pairs(quirl)`
 /// visits the fields in the same order in every VM).
 pub fn install(lua: &Lua, state: &Arc<SdkState>) -> mlua::Result<()> {

@@ -17,7 +17,7 @@ use quirl_lua_protocol::limits::{
 use quirl_lua_protocol::records::ContributionKind;
 use serde_json::Value as Json;
 
-/// Deadline of completion callbacks (SPEC §15.6; the protocol crate's one
+/// Deadline of completion callbacks (DESIGN §15.6; the protocol crate's one
 /// definition, shared with the parent).
 pub use quirl_lua_protocol::limits::COMPLETION_DEADLINE;
 

@@ -1,7 +1,7 @@
 //! Running guest source as one chunk: `eval` (expression first, then
 //! block, with a one-entry cache of the compiled chunk), `check` (compile
 //! only) and `test` (every `test_*` function, each with fresh budgets)
-//! (SPEC §7.1, §15.10).
+//! (SPEC §7.1, DESIGN §15.10).
 
 use super::{Vm, normalize_shebang, source_len};
 use crate::convert::{RETURN_SHAPE, to_json};

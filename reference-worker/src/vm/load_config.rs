@@ -10,7 +10,7 @@ use crate::error::OpError;
 use mlua::Value;
 use serde_json::Value as Json;
 
-/// Worker-only (Quirl's SDK conversion; SPEC §15.10): shape bounds for
+/// Worker-only (Quirl's SDK conversion; DESIGN §15.10): shape bounds for
 /// configuration tables (larger than return values: a configuration may
 /// carry 32 palettes).
 const CONFIG_SHAPE: Shape = Shape {

@@ -9,7 +9,7 @@
 //! call it is [`Verdict::Violation`]. Only a request that never stopped can
 //! succeed.
 //!
-//! Globals, registrations and callbacks persist across requests (SPEC §15);
+//! Globals, registrations and callbacks persist across requests (DESIGN §15);
 //! budgets are reset for every request, every test function and every
 //! callback (with the callback's own deadline, capped by the policy).
 //!
@@ -18,7 +18,7 @@
 //! (budget windows, compiling a block, calling a registered callback). The
 //! operations live in the submodules, one family each:
 //!
-//! - `eval`: `eval`, `check` and `test` (SPEC §7.1, §15.10);
+//! - `eval`: `eval`, `check` and `test` (SPEC §7.1, DESIGN §15.10);
 //! - `load_config`: `load_config` (§7.1, §7.2 QuirlConfig);
 //! - `plugin`: `load_plugin` and its registrations (§7.2, §15.9);
 //! - `callbacks`: `render_prompt`, `complete` and `contribution`;
@@ -138,7 +138,7 @@ impl Vm {
             Some(grants) => grants.iter().cloned().collect(),
             None => default_grants(policy.allow_process()),
         };
-        // SPEC §7.1, §15.3: `lua.load` is never a default grant.
+        // SPEC §7.1, DESIGN §15.3: `lua.load` is never a default grant.
         let options = sandbox::SandboxOptions {
             lua_load: grants.contains(LUA_LOAD_GRANT),
         };

@@ -68,7 +68,7 @@ pub(crate) struct GlobalOptions {
     /// pids.max of each host command's cgroup (cgroup mode, where the pids controller is enabled).
     #[arg(long = "command-pids-max", global = true, value_name = "N", default_value_t = DEFAULT_COMMAND_PIDS_MAX)]
     pub(crate) command_pids_max: u64,
-    /// Fail host commands closed where the Landlock execute ruleset cannot be applied, instead of falling back to the program list (SPEC §16.6).
+    /// Fail host commands closed where the Landlock execute ruleset cannot be applied, instead of falling back to the program list (DESIGN §16.6).
     #[arg(long = "require-landlock", global = true)]
     pub(crate) require_landlock: bool,
     /// With --version: also print the containment in effect.
@@ -142,7 +142,7 @@ pub(crate) struct BatchArgs {
     #[arg(long = "max-restarts", value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     pub(crate) max_restarts: u32,
     /// Warm spare workers kept ready in the background, so that replacing a
-    /// failed worker costs the next line no cold start (SPEC §17.7). None by
+    /// failed worker costs the next line no cold start (DESIGN §17.7). None by
     /// default: a batch is short, and a spare costs a cold start of its own.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=8))]
     pub(crate) spares: u8,

@@ -97,7 +97,7 @@ impl Pool {
             Self::Plain(pool) => pool.stats(),
             Self::Plugin(host) => host.stats(),
         };
-        // SPEC §18.3: the built-in worker's lockdown, which the supervisor
+        // DESIGN §18.3: the built-in worker's lockdown, which the supervisor
         // library (it supervises any worker) does not know.
         stats.containment.worker_lockdown = Some(super::worker_lockdown());
         stats

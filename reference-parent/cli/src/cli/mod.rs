@@ -72,7 +72,7 @@ pub(crate) fn run() -> ExitCode {
         }
     };
     let json = cli.options.json;
-    // SPEC §16.7: descendants of host commands that leave their session and
+    // DESIGN §16.7: descendants of host commands that leave their session and
     // lose their parent are reparented here, killed with their command in
     // process-group mode, and whatever is left is killed before exit.
     let _ = quirl_lua_reference_parent::process_host::adopt_orphans();
@@ -84,7 +84,7 @@ pub(crate) fn run() -> ExitCode {
         Ok(None) => EXIT_OK,
         Err(Failure::Worker(error)) => {
             let error = if json {
-                // SPEC §17.2: a JSON error says which containment was in effect.
+                // DESIGN §17.2: a JSON error says which containment was in effect.
                 let report = containment_report(cli.options.containment);
                 error
                     .with_containment_context(format!("containment: {}", report.summary()))
@@ -149,15 +149,15 @@ fn verbose_version(arguments: &[std::ffi::OsString]) -> Option<String> {
     for note in &report.notes {
         text.push_str(&format!("note: {note}\n"));
     }
-    // SPEC §16.6: the host commands' execute ruleset.
+    // DESIGN §16.6: the host commands' execute ruleset.
     text.push_str(&format!("landlock: {}\n", report.landlock.summary()));
-    // SPEC §18.3: the built-in worker's own lockdown.
+    // DESIGN §18.3: the built-in worker's own lockdown.
     text.push_str(&format!("worker lockdown: {}\n", worker_lockdown()));
     Some(text)
 }
 
 /// What the built-in worker's lockdown does on this system after
-/// `initialize` unless `--no-lockdown` (SPEC §18.3).
+/// `initialize` unless `--no-lockdown` (DESIGN §18.3).
 pub(crate) fn worker_lockdown() -> String {
     quirl_lua_reference_worker::lockdown::summary()
 }
@@ -256,7 +256,7 @@ fn execute_one(
     }
 }
 
-/// The worker capability that keeps `load` and `require` (SPEC §15.3).
+/// The worker capability that keeps `load` and `require` (DESIGN §15.3).
 const LUA_LOAD_GRANT: &str = quirl_lua_reference_worker::sandbox::LUA_LOAD_GRANT;
 
 /// The `eval`s that preload `--module NAME=FILE` modules before the
@@ -379,7 +379,7 @@ fn outcome_value(
 /// The exit status for a script's own status, as `quirl run` exits: 0..=255
 /// as it is, above 255 as 255. A negative status (Quirl clamps it to 0)
 /// exits 255 here, so that a failing status never reads as success
-/// (SPEC §17.5).
+/// (DESIGN §17.5).
 pub(crate) fn status_exit_code(status: i32) -> u8 {
     u8::try_from(status).unwrap_or(u8::MAX)
 }
@@ -552,7 +552,7 @@ pub(crate) fn event_from_value(value: &Value) -> Result<ExtensionEvent, String> 
 }
 
 /// A source file's text. A file that is not UTF-8 is refused before
-/// anything starts (a source travels as a JSON string, SPEC §15.3), naming
+/// anything starts (a source travels as a JSON string, DESIGN §15.3), naming
 /// the first invalid byte ([`not_utf8`]).
 pub(crate) fn read_source(path: &Path) -> Result<String, Failure> {
     let bytes = std::fs::read(path)
@@ -601,7 +601,7 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
         .containment(options.containment)
         .command_pids_max(Some(options.command_pids_max))
         .require_landlock(options.require_landlock);
-    // SPEC §16.6: fail closed before anything starts.
+    // DESIGN §16.6: fail closed before anything starts.
     let landlock = quirl_lua_reference_parent::process_host::landlock_support();
     if options.require_landlock && !landlock.available() {
         return Err(Failure::Usage(format!(
@@ -615,7 +615,7 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
     Ok(config)
 }
 
-/// The worker's resource limits (SPEC §18.1): none with `--no-lockdown`;
+/// The worker's resource limits (DESIGN §18.1): none with `--no-lockdown`;
 /// all of them for the built-in worker; for a worker command given with
 /// `--worker` or `QUIRL_LUA_WORKER`, a program this CLI knows nothing
 /// about, only those every worker can live with (address space, core, open

@@ -1,4 +1,4 @@
-//! Dispatch (SPEC §17.7): taking an idle member out of the pool (waiting
+//! Dispatch (DESIGN §17.7): taking an idle member out of the pool (waiting
 //! in the bounded queue if none is idle), running a request on its worker
 //! (starting a replacement first if it has none, taking a warm spare when
 //! one is ready), and putting the member back after the call, counting a
@@ -280,7 +280,7 @@ impl Shared {
     /// A call gave its worker back: the member idles again, hands over to a
     /// pending replacement, or retires it (closing, quarantined, an old
     /// generation). After a tripped limit the slot takes a warm spare and
-    /// the keeper checks the old worker (SPEC §15.8, §17.7).
+    /// the keeper checks the old worker (DESIGN §15.8, §17.7).
     fn checkin_live(
         &self,
         state: &mut State,
@@ -373,7 +373,7 @@ impl State {
 }
 
 /// Whether a call's outcome is an answer after which the worker may retire
-/// its VM: a limit tripped inside the request (SPEC §15.8).
+/// its VM: a limit tripped inside the request (DESIGN §15.8).
 fn tripped_limit(outcome: &Result<(), &Error>) -> bool {
     outcome.as_ref().err().is_some_and(|error| {
         error.class() == ErrorClass::Guest && error.code() == ErrorCode::ResourceLimit
@@ -382,7 +382,7 @@ fn tripped_limit(outcome: &Result<(), &Error>) -> bool {
 
 /// A call lost its worker (it crashed, was killed or timed out): the member
 /// takes a pending replacement or becomes vacant, and the failure counts
-/// against the restart budget unless the caller cancelled (SPEC §17.7).
+/// against the restart budget unless the caller cancelled (DESIGN §17.7).
 fn checkin_lost(
     state: &mut State,
     index: usize,

@@ -1,4 +1,4 @@
-//! Shutdown (SPEC §17.7): refusing new calls, cancelling busy ones,
+//! Shutdown (DESIGN §17.7): refusing new calls, cancelling busy ones,
 //! closing idle workers, spares and suspects in parallel, joining the
 //! keeper, and the [`ShutdownReport`] of what was done.
 

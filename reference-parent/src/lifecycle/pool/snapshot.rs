@@ -1,4 +1,4 @@
-//! The pool's stats (SPEC §17.7): a [`PoolStats`] snapshot of every
+//! The pool's stats (DESIGN §17.7): a [`PoolStats`] snapshot of every
 //! member, the queue, the restart budget and the spares, taken under the
 //! lock. The stats types themselves live in [`super::super::stats`].
 

@@ -1,4 +1,4 @@
-//! Warm spares, swapped-out suspects and quarantine (SPEC §17.7): the
+//! Warm spares, swapped-out suspects and quarantine (DESIGN §17.7): the
 //! keeper thread that starts spares off the callers' path and checks
 //! whether a worker swapped out after a tripped limit retired (SPEC
 //! §15.8), and entering and lifting the quarantine.
@@ -15,7 +15,7 @@ use super::super::budget::Verdict;
 use super::{Generation, Quarantine, Shared, Slot, Spare, State, Suspect, start_worker};
 
 /// How long the keeper waits for a worker swapped out after a tripped limit
-/// to exit (a retirement, SPEC §15.8) before deciding it kept serving.
+/// to exit (a retirement, DESIGN §15.8) before deciding it kept serving.
 const RETIREMENT_CHECK: Duration = Duration::from_millis(200);
 
 /// How long after a spare was taken the keeper waits before checking the
@@ -87,7 +87,7 @@ impl Shared {
 
     /// Start one spare of `generation`. A failure (other than a
     /// cancellation) counts against the restart budget like a failed
-    /// restart and pauses spares (SPEC §17.7).
+    /// restart and pauses spares (DESIGN §17.7).
     fn start_spare(&self, generation: &Generation) {
         // One `eval "return nil"` warms the spare (its first request pays
         // for page faults and a compile); it changes no global.
@@ -140,7 +140,7 @@ impl Shared {
     /// A worker was swapped out after answering with a tripped limit: if it
     /// exits within [`RETIREMENT_CHECK`], it retired its VM — a failure and
     /// a restart of its member, as if the next call had found it gone.
-    /// Otherwise it kept its session (a worker may, SPEC §15.8) and is
+    /// Otherwise it kept its session (a worker may, DESIGN §15.8) and is
     /// killed and reaped, which is no failure: its member already serves on
     /// the spare.
     fn check_retirement(&self, suspect: Suspect) {

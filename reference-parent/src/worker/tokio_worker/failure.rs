@@ -1,5 +1,5 @@
 //! What a failed exchange of the async worker is, as a typed [`Error`]
-//! (SPEC §17.5): a deadline, a cancellation, a crash, a violation, or a
+//! (DESIGN §17.5): a deadline, a cancellation, a crash, a violation, or a
 //! call whose future was dropped mid-request.
 
 use quirl_lua_protocol::ErrorContext;
@@ -28,7 +28,7 @@ pub(super) fn abandoned(flight: Option<Flight>) -> Error {
     .with_help("the worker was killed; start a new one (restart)")
 }
 
-/// The error class of a failed exchange (SPEC §17.5).
+/// The error class of a failed exchange (DESIGN §17.5).
 pub(super) fn classify(error: &ProtocolError, stream_ended: bool, flight: Flight) -> Error {
     let budget = flight
         .deadline

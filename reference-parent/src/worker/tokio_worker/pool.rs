@@ -1,6 +1,6 @@
 //! [`WorkerPool`]: a few async workers started from one configuration,
 //! a failed member restarted on its next call (SPEC §13.2; no restart
-//! budget or quarantine: that is the `lifecycle` module, SPEC §17.7).
+//! budget or quarantine: that is the `lifecycle` module, DESIGN §17.7).
 
 use std::time::Instant;
 
@@ -17,7 +17,7 @@ use crate::worker::WorkerConfig;
 /// waits for the next member in turn; the pool owns no task. A member
 /// whose worker failed (deadline, crash, violation: the worker was killed
 /// and reaped then, SPEC §13.2) is restarted from the configuration on its
-/// next call. This is not the blocking lifecycle layer (SPEC §17.7): it
+/// next call. This is not the blocking lifecycle layer (DESIGN §17.7): it
 /// keeps no restart budget, quarantine or statistics.
 pub struct WorkerPool {
     config: WorkerConfig,

@@ -1,7 +1,7 @@
 //! The async worker's process on tokio: spawning it and wrapping its pipes
-//! (SPEC §17.2), watching its pidfd and the cancellation token while a
-//! request is in flight (SPEC §17.3), and the kill → reap → drain that
-//! ends it (SPEC §13.2, §17.4) — the blocking machinery of
+//! (DESIGN §17.2), watching its pidfd and the cancellation token while a
+//! request is in flight (DESIGN §17.3), and the kill → reap → drain that
+//! ends it (SPEC §13.2, DESIGN §17.4) — the blocking machinery of
 //! `crate::child_process`, run on `spawn_blocking`.
 
 use std::process::ExitStatus;
@@ -170,7 +170,7 @@ pub(super) async fn exited_by(process: &WorkerProcess, until: Instant) -> bool {
     .unwrap_or(false)
 }
 
-/// The blocking worker's kill and reap (SPEC §17.4 steps 2–5), on
+/// The blocking worker's kill and reap (DESIGN §17.4 steps 2–5), on
 /// `spawn_blocking`: it waits on the worker's pidfd for the kill to land.
 /// The task owns the process, so it finishes even if this future is
 /// dropped.

@@ -1,4 +1,4 @@
-//! The seccomp allowlist as data (SPEC §18.3): every system call the
+//! The seccomp allowlist as data (DESIGN §18.3): every system call the
 //! worker may make once it is locked down, each with its argument
 //! conditions ([`Check`]) and the reason the serve loop needs it, and the
 //! architecture and action constants the program is built from.
