@@ -41,129 +41,29 @@
 //! must bound writes too use non-blocking descriptors with the sans-IO
 //! connection directly, or the `tokio` adapter.
 
-use crate::connection::{
-    FrameInbox, HostCommand, ParentConnection, Responded, WorkerConnection, WorkerEvent,
-};
+mod cancel;
+mod frame_reader;
+mod wait;
+
+#[cfg(unix)]
+pub use cancel::Canceller;
+pub use frame_reader::FrameReader;
+#[cfg(unix)]
+pub use wait::PollReader;
+pub use wait::WaitReadable;
+
+use crate::connection::{HostCommand, ParentConnection, Responded, WorkerConnection, WorkerEvent};
 use crate::error::ProtocolError;
 use crate::records::{CommandOutcome, HostCall, Operation, OperationResult, ShellError};
 use crate::session::ParentEvent;
+use cancel::{CancelSignal, cancelled};
 use serde_json::Value;
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant};
+use wait::{Wait, read_deadline_passed, wait_for_input, wait_until};
 
 /// Bytes read from the stream per `read` call at most.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
-
-/// A reader that can wait until a `read` would not block, without reading.
-pub trait WaitReadable {
-    /// Wait at most `timeout` for input (or end of stream) to be readable:
-    /// `Ok(true)` if a `read` would return now, `Ok(false)` on timeout.
-    fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool>;
-
-    /// The descriptor to `poll(2)` for input, if the reader has one: the
-    /// client then waits for it and a [`Canceller`] at once. Without one
-    /// a cancellation is noticed when [`wait_readable`](Self::wait_readable)
-    /// returns. `None` unless implemented.
-    #[cfg(unix)]
-    fn poll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        None
-    }
-}
-
-impl<T: WaitReadable + ?Sized> WaitReadable for &mut T {
-    fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
-        (**self).wait_readable(timeout)
-    }
-
-    #[cfg(unix)]
-    fn poll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        (**self).poll_fd()
-    }
-}
-
-impl WaitReadable for &[u8] {
-    fn wait_readable(&mut self, _timeout: Duration) -> io::Result<bool> {
-        Ok(true)
-    }
-}
-
-impl<T> WaitReadable for io::Cursor<T> {
-    fn wait_readable(&mut self, _timeout: Duration) -> io::Result<bool> {
-        Ok(true)
-    }
-}
-
-/// Any `AsFd` reader, waited on with `poll(2)`.
-#[cfg(unix)]
-#[derive(Debug)]
-pub struct PollReader<T>(pub T);
-
-#[cfg(unix)]
-impl<T: Read> Read for PollReader<T> {
-    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
-        self.0.read(buffer)
-    }
-}
-
-#[cfg(unix)]
-impl<T: std::os::fd::AsFd> WaitReadable for PollReader<T> {
-    fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
-        poll_readable(self.0.as_fd(), timeout)
-    }
-
-    fn poll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        Some(self.0.as_fd())
-    }
-}
-
-/// `timeout` as a `poll(2)` timeout; beyond the range of a timespec, a
-/// day (the callers wait again until their deadline).
-#[cfg(unix)]
-fn poll_timeout(timeout: Duration) -> rustix::event::Timespec {
-    rustix::event::Timespec::try_from(timeout).unwrap_or(rustix::event::Timespec {
-        tv_sec: 86_400,
-        tv_nsec: 0,
-    })
-}
-
-#[cfg(unix)]
-fn poll_readable(fd: std::os::fd::BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
-    use rustix::event::{PollFd, PollFlags, poll};
-    let timeout = poll_timeout(timeout);
-    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-    loop {
-        match poll(&mut fds, Some(&timeout)) {
-            Ok(ready) => return Ok(ready > 0),
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(error) => return Err(error.into()),
-        }
-    }
-}
-
-macro_rules! wait_readable_by_poll {
-    ($($type:ty),* $(,)?) => {$(
-        #[cfg(unix)]
-        impl WaitReadable for $type {
-            fn wait_readable(&mut self, timeout: Duration) -> io::Result<bool> {
-                poll_readable(std::os::fd::AsFd::as_fd(self), timeout)
-            }
-
-            fn poll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-                Some(std::os::fd::AsFd::as_fd(self))
-            }
-        }
-    )*};
-}
-
-wait_readable_by_poll!(
-    std::process::ChildStdout,
-    std::process::ChildStderr,
-    std::fs::File,
-    std::io::Stdin,
-    std::io::PipeReader,
-    std::net::TcpStream,
-    std::os::unix::net::UnixStream,
-);
 
 /// Read once into `buffer`; `Interrupted` is retried.
 fn read_some<R: Read>(reader: &mut R, buffer: &mut [u8]) -> Result<usize, ProtocolError> {
@@ -173,207 +73,6 @@ fn read_some<R: Read>(reader: &mut R, buffer: &mut [u8]) -> Result<usize, Protoc
             Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
             Err(error) => return Err(ProtocolError::io("reading frames", error)),
         }
-    }
-}
-
-/// A handle that cancels a [`ParentClient`]'s blocked call from another
-/// thread (Unix). Cloneable and `Send + Sync`; made by
-/// [`ParentClient::canceller`].
-///
-/// [`cancel`](Self::cancel) writes one byte into a pipe whose read end the
-/// client `poll(2)`s together with the worker's stream, so a call blocked
-/// in [`call`](ParentClient::call), [`call_with_host`](ParentClient::call_with_host)
-/// or [`next_event_before`](ParentClient::next_event_before) returns at
-/// once with a `cancelled` error
-/// ([`is_cancelled`](ProtocolError::is_cancelled)), and the connection is
-/// [`Abandoned`](crate::SessionState::Abandoned): the worker must be killed
-/// (SPEC §13.2). A cancellation is final: every later call of the client
-/// fails the same way, whether it was blocked when `cancel` ran or not. A
-/// host callback that is running is not interrupted; the call fails when
-/// it returns.
-#[cfg(unix)]
-#[derive(Debug, Clone)]
-pub struct Canceller {
-    shared: std::sync::Arc<CancelShared>,
-}
-
-#[cfg(unix)]
-#[derive(Debug)]
-struct CancelShared {
-    cancelled: std::sync::atomic::AtomicBool,
-    wake: io::PipeWriter,
-}
-
-#[cfg(unix)]
-impl Canceller {
-    /// Cancel the client's call in flight and every later one.
-    pub fn cancel(&self) {
-        use std::sync::atomic::Ordering;
-        if !self.shared.cancelled.swap(true, Ordering::SeqCst) {
-            // One byte, once: the pipe stays readable for good. A failed
-            // write leaves the flag, seen when the wait returns.
-            let _ = (&self.shared.wake).write(&[1]);
-        }
-    }
-
-    /// Whether [`cancel`](Self::cancel) was called.
-    pub fn is_cancelled(&self) -> bool {
-        self.shared
-            .cancelled
-            .load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
-/// The client's end of a [`Canceller`].
-#[cfg(unix)]
-#[derive(Debug)]
-struct CancelSignal {
-    handle: Canceller,
-    woken: io::PipeReader,
-}
-
-/// What a wait for input ended with.
-enum Wait {
-    Readable,
-    /// The wait's deadline passed.
-    Passed,
-    Cancelled,
-}
-
-/// Whether the client was cancelled.
-#[cfg(unix)]
-fn cancelled(cancel: Option<&CancelSignal>) -> bool {
-    cancel.is_some_and(|signal| signal.handle.is_cancelled())
-}
-
-#[cfg(not(unix))]
-fn cancelled(_: Option<&CancelSignal>) -> bool {
-    false
-}
-
-/// Not available off Unix: nothing to wait for.
-#[cfg(not(unix))]
-#[derive(Debug)]
-struct CancelSignal;
-
-/// Wait until `reader` is readable, the deadline passes (`None`: no
-/// deadline) or the client is cancelled; a reader with a
-/// [`poll_fd`](WaitReadable::poll_fd) is polled together with the
-/// cancellation pipe.
-fn wait_for_input<R: WaitReadable>(
-    reader: &mut R,
-    deadline: Option<Instant>,
-    cancel: Option<&CancelSignal>,
-) -> Result<Wait, ProtocolError> {
-    let failed = |error| ProtocolError::io("waiting for a frame", error);
-    loop {
-        if cancelled(cancel) {
-            return Ok(Wait::Cancelled);
-        }
-        let left = match deadline {
-            Some(deadline) => deadline.saturating_duration_since(Instant::now()),
-            None => Duration::MAX,
-        };
-        if left.is_zero() {
-            return Ok(Wait::Passed);
-        }
-        #[cfg(unix)]
-        if let (Some(signal), Some(fd)) = (cancel, reader.poll_fd()) {
-            use rustix::event::{PollFd, PollFlags, poll};
-            let timeout = poll_timeout(left);
-            let mut fds = [
-                PollFd::new(&fd, PollFlags::IN),
-                PollFd::new(&signal.woken, PollFlags::IN),
-            ];
-            match poll(&mut fds, Some(&timeout)) {
-                Ok(_) if !fds[1].revents().is_empty() => return Ok(Wait::Cancelled),
-                Ok(_) if !fds[0].revents().is_empty() => return Ok(Wait::Readable),
-                Ok(_) | Err(rustix::io::Errno::INTR) => continue,
-                Err(error) => return Err(failed(error.into())),
-            }
-        }
-        match reader.wait_readable(left) {
-            Ok(true) if cancelled(cancel) => return Ok(Wait::Cancelled),
-            Ok(true) => return Ok(Wait::Readable),
-            Ok(false) => {}
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(failed(error)),
-        }
-    }
-}
-
-/// The error of a read deadline the caller chose.
-fn read_deadline_passed() -> ProtocolError {
-    ProtocolError::io(
-        "waiting for a frame",
-        io::Error::new(io::ErrorKind::TimedOut, "the read deadline passed"),
-    )
-}
-
-/// Wait until readable or the deadline passes (`TimedOut`).
-fn wait_until<R: WaitReadable>(reader: &mut R, deadline: Instant) -> Result<(), ProtocolError> {
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(read_deadline_passed());
-        }
-        match reader.wait_readable(left) {
-            Ok(true) => return Ok(()),
-            Ok(false) => {}
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(ProtocolError::io("waiting for a frame", error)),
-        }
-    }
-}
-
-/// A persistent frame reader without a session: [`FrameInbox`] over a
-/// `std::io::Read`, for tools that must see frames a session would refuse
-/// (see [`FrameInbox`]). Partial frames and bytes after a frame are kept
-/// between calls and across errors such as `WouldBlock`.
-#[derive(Debug)]
-pub struct FrameReader<R> {
-    inbox: FrameInbox,
-    reader: R,
-    buffer: Box<[u8]>,
-}
-
-impl<R: Read> FrameReader<R> {
-    /// A reader at the start of a stream.
-    pub fn new(reader: R) -> Self {
-        Self {
-            inbox: FrameInbox::new(),
-            reader,
-            buffer: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
-        }
-    }
-
-    /// The next payload; `Ok(None)` at a clean end of stream, a truncation
-    /// kind if the stream ended inside a frame.
-    pub fn next_payload(&mut self) -> Result<Option<Vec<u8>>, ProtocolError> {
-        loop {
-            if let Some(payload) = self.inbox.next_payload()? {
-                return Ok(Some(payload));
-            }
-            if self.inbox.is_ended() {
-                return Ok(None);
-            }
-            let read = read_some(&mut self.reader, &mut self.buffer)?;
-            if read == 0 {
-                self.inbox.finish()?;
-                return Ok(None);
-            }
-            self.inbox.feed(&self.buffer[..read])?;
-        }
-    }
-
-    /// The buffered input.
-    pub fn inbox(&self) -> &FrameInbox {
-        &self.inbox
-    }
-
-    /// The reader back (buffered bytes are dropped).
-    pub fn into_inner(self) -> R {
-        self.reader
     }
 }
 
@@ -552,17 +251,9 @@ impl<R: Read, W: Write> ParentClient<R, W> {
         if let Some(signal) = &self.cancel {
             return Ok(signal.handle.clone());
         }
-        let (woken, wake) = io::pipe()?;
-        let handle = Canceller {
-            shared: std::sync::Arc::new(CancelShared {
-                cancelled: std::sync::atomic::AtomicBool::new(false),
-                wake,
-            }),
-        };
-        self.cancel = Some(CancelSignal {
-            handle: handle.clone(),
-            woken,
-        });
+        let signal = CancelSignal::new()?;
+        let handle = signal.handle.clone();
+        self.cancel = Some(signal);
         Ok(handle)
     }
 
