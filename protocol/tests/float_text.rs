@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! SPEC §12.1 rule 6: the text of a non-integer number in a free-form
+//! SPEC §12.1-b (rule 6): the text of a non-integer number in a free-form
 //! value, each branch of the rule and its edges. A change of the JSON
 //! library's float writer that moves any of these fails here.
 
