@@ -16,18 +16,13 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use quirl_lua_testkit::bins::example_path;
+use quirl_lua_testkit::serial::one_at_a_time;
 
 /// The runs use both cores and are timing-sensitive: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 fn mutant() -> PathBuf {
     example_path("quirl-lua-conformance", "mutant_worker")
@@ -70,7 +65,7 @@ fn failing(selection: &[&str], mutation: Option<&str>) -> (BTreeSet<String>, usi
 /// Every protocol-only case and every float text case that fails for the
 /// worker with `mutation`.
 fn failing_everywhere(mutation: Option<&str>) -> BTreeSet<String> {
-    let _serial = serial();
+    let _serial = one_at_a_time(&SERIAL);
     let (mut failed, protocol_only) = failing(&["--protocol-only"], mutation);
     assert!(protocol_only > 600, "{protocol_only} protocol-only cases");
     let (float_failed, float_cases) = failing(&["--filter", FLOAT_TEXT_CASES], mutation);

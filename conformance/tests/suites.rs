@@ -15,18 +15,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use quirl_lua_testkit::bins::{bin_path, example_path};
+use quirl_lua_testkit::serial::one_at_a_time;
 
 /// The suites are timing-sensitive and use both cores: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 fn runner() -> &'static str {
     env!("CARGO_BIN_EXE_quirl-conformance")
@@ -103,7 +98,7 @@ fn failures(output: &Output) -> String {
 /// failures, none skipped) and the suite must have at least `min_cases`.
 fn assert_whole_suite_passes(suite: &str, peer: &str, min_cases: usize) {
     let dir = peers();
-    let _serial = serial();
+    let _serial = one_at_a_time(&SERIAL);
     let peer = dir.join(peer);
     let installed = Installed::new(suite);
     let output = installed.run(&[suite, "--", peer.to_str().unwrap()]);
@@ -171,7 +166,7 @@ fn version_names_the_case_counts_and_the_spec_revision() {
 #[test]
 fn worker_mode_of_the_cli_passes_the_session_cases() {
     let dir = peers();
-    let _serial = serial();
+    let _serial = one_at_a_time(&SERIAL);
     let parent = dir.join("quirl-lua");
     let output = run(&[
         "worker",
@@ -186,7 +181,7 @@ fn worker_mode_of_the_cli_passes_the_session_cases() {
 
 #[test]
 fn a_broken_worker_fails_and_expected_failures_make_it_pass_until_stale() {
-    let _serial = serial();
+    let _serial = one_at_a_time(&SERIAL);
     let filter = "session.request_before_initialize";
     // `true` exits 0 at once: it never rejects anything.
     let output = run(&["worker", "--filter", filter, "--", "/bin/true"]);
@@ -259,7 +254,7 @@ fn the_parent_adapter_example_certifies_a_host_with_another_interface() {
         return;
     }
     let dir = peers();
-    let _serial = serial();
+    let _serial = one_at_a_time(&SERIAL);
     let adapter = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/parent_adapter.py");
     let output = Command::new(runner())
         .args(["parent", "--filter", "session.", "--", "python3"])
@@ -291,7 +286,7 @@ fn a_worker_without_lua_passes_every_protocol_only_case() {
         return;
     }
     let worker = example_path("quirl-lua-protocol", "worker");
-    let _serial = serial();
+    let _serial = one_at_a_time(&SERIAL);
     let installed = Installed::new("protocol-only");
     let output = installed.run(&["worker", "--protocol-only", "--", worker.to_str().unwrap()]);
     assert!(output.status.success(), "{}", failures(&output));

@@ -31,6 +31,7 @@
 //!   matcher (DESIGN §15.4).
 //! - [`scratch`]: scratch directories, bounded waits and the plugin of the
 //!   supervision tests (the supervisor's and the CLI's).
+//! - [`serial`]: one lock for the tests of a binary that must not overlap.
 //! - [`stock`] (feature `stock`): stock Lua of the VM's own release, built
 //!   from the same sources without the metering patch, as the oracle of
 //!   the differential tests and the baseline of the benchmarks.
@@ -40,6 +41,7 @@ pub mod environment;
 pub mod generate;
 pub mod mirror;
 pub mod scratch;
+pub mod serial;
 pub mod sessions;
 pub mod targets;
 

@@ -5,9 +5,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use quirl_lua_testkit::procfs;
+use quirl_lua_testkit::serial::one_at_a_time;
 
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use quirl_lua_reference_parent::{
@@ -19,12 +20,6 @@ const CLI: &str = env!("CARGO_BIN_EXE_quirl-lua");
 const LATE_MAX: Duration = Duration::from_millis(200);
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 fn real(wall_ms: u64) -> WorkerConfig {
     let policy = Policy::new(PolicySettings {
@@ -56,7 +51,7 @@ fn cli_eval_prints_forty_two() {
 
 #[test]
 fn globals_persist_across_requests_of_one_worker() {
-    let _guard = serial();
+    let _guard = one_at_a_time(&SERIAL);
     let mut worker = Worker::spawn(real(5_000)).unwrap();
     worker.eval("counter = 41").unwrap();
     assert_eq!(
@@ -68,7 +63,7 @@ fn globals_persist_across_requests_of_one_worker() {
 
 #[test]
 fn guest_error_leaves_the_worker_usable() {
-    let _guard = serial();
+    let _guard = one_at_a_time(&SERIAL);
     let mut worker = Worker::spawn(real(5_000)).unwrap();
     let error = worker.eval("error('boom')").unwrap_err();
     assert_eq!(error.class(), ErrorClass::Guest, "{error}");
@@ -77,7 +72,7 @@ fn guest_error_leaves_the_worker_usable() {
 }
 
 fn assert_killed_at_the_deadline(source: &str, wall_ms: u64) {
-    let _guard = serial();
+    let _guard = one_at_a_time(&SERIAL);
     let mut worker = Worker::spawn(real(wall_ms)).unwrap();
     let pid = i32::try_from(worker.pid()).unwrap();
     let started = Instant::now();
@@ -103,7 +98,7 @@ fn assert_killed_at_the_deadline(source: &str, wall_ms: u64) {
 #[test]
 fn table_move_over_the_whole_integer_range_is_refused_by_the_instruction_budget() {
     // The reference worker charges table.move's element count up front.
-    let _guard = serial();
+    let _guard = one_at_a_time(&SERIAL);
     let mut worker = Worker::spawn(real(5_000)).unwrap();
     let started = Instant::now();
     let error = worker
@@ -118,7 +113,7 @@ fn worker_stuck_in_table_move_is_killed_at_the_deadline() {
     // One C call (90 million element moves, seconds of native work, within
     // the instruction budget) that never returns to a Lua hook: only the
     // parent's deadline can stop it.
-    let _guard = serial();
+    let _guard = one_at_a_time(&SERIAL);
     let mut worker = Worker::spawn(real(200)).unwrap();
     let pid = i32::try_from(worker.pid()).unwrap();
     let started = Instant::now();
