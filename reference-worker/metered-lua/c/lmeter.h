@@ -184,6 +184,8 @@ l_sinline void *luaQ_librealloc (void *block, size_t ns) {
     free(block);
     return NULL;
   }
+  if (block == NULL)  /* most calls: a new block (realloc would check more) */
+    return malloc(ns);
   return realloc(block, ns);
 }
 
