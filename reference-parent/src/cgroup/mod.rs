@@ -91,6 +91,16 @@ pub enum Containment {
 }
 
 impl Containment {
+    /// The containment a spawned child is in: `Cgroup` when it runs in a
+    /// cgroup of its own, otherwise `ProcessGroup` (never `Auto`).
+    pub const fn in_effect(cgroup_contained: bool) -> Self {
+        if cgroup_contained {
+            Self::Cgroup
+        } else {
+            Self::ProcessGroup
+        }
+    }
+
     /// `auto`, `cgroup` or `process-group`.
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -302,11 +302,7 @@ impl Worker {
     /// `cgroup` when the worker runs in a cgroup of its own, otherwise
     /// `process-group` (DESIGN §17.2–17.3).
     pub fn containment_mode(&self) -> &'static str {
-        if self.cgroup_contained {
-            "cgroup"
-        } else {
-            "process-group"
-        }
+        crate::cgroup::Containment::in_effect(self.cgroup_contained).as_str()
     }
 
     /// Whether an earlier failure ended this worker.
