@@ -17,4 +17,15 @@ pub extern "C" fn __asan_default_options() -> *const std::ffi::c_char {
     c"detect_stack_use_after_return=0".as_ptr()
 }
 
-fuzz_target!(|data: &[u8]| quirl_lua_testkit::lua_programs::run(data));
+fuzz_target!(
+    init: {
+        // The worker binaries' allocation path: lmem.c with the C library's
+        // malloc/realloc/free (DESIGN §15.6, "The allocator"), here under
+        // AddressSanitizer and LeakSanitizer. The stable replay of this
+        // target (`generated_programs.rs`) runs the `mlua` allocator path.
+        // SAFETY: this binary declares no `#[global_allocator]`: Rust's
+        // allocator is `System`, whose blocks are the C library's.
+        unsafe { quirl_lua_testkit::lua_programs::declare_system_allocator() };
+    },
+    |data: &[u8]| quirl_lua_testkit::lua_programs::run(data)
+);

@@ -15,6 +15,9 @@
 //! and the B1 rows of `quirl-lua-bench`.
 
 use quirl_lua_protocol::records::{Operation, Policy, PolicySettings};
+/// The worker binaries' allocation path, for a harness that runs VMs the same
+/// way (the `lua_programs` fuzz target; see its safety rule).
+pub use quirl_lua_reference_worker::declare_system_allocator;
 use quirl_lua_reference_worker::{Verdict, Vm, VmConfig};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
