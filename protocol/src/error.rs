@@ -174,6 +174,14 @@ impl PartialEq for ProtocolError {
 impl Eq for ProtocolError {}
 
 impl ProtocolError {
+    /// [`ErrorContext::with_context`], callable without importing the
+    /// trait (as before the trait existed): the same builder, which
+    /// appends `context` after the context already there.
+    #[must_use]
+    pub fn with_context(self, context: impl Into<String>) -> Self {
+        ErrorContext::with_context(self, context)
+    }
+
     /// Create an error of `kind` with a human-readable message.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self {

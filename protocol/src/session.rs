@@ -23,7 +23,7 @@
 //! send something else (such as an error response) instead.
 
 use crate::codec::WireFrame;
-use crate::error::{ErrorContext, ErrorKind, ProtocolError};
+use crate::error::{ErrorKind, ProtocolError};
 use crate::limits::HOST_CALLS_PER_REQUEST_MAX;
 use crate::records::results::check_free_form;
 use crate::records::{

@@ -4,7 +4,6 @@
 
 use crate::error::{Label, OpError, has_terminal_controls};
 use crate::records_from_lua::{Fields, ReadError};
-use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{
     CompletionConfig, EditorConfig, OperationResult, PickerConfig, PromptConfig, QuirlConfig,
     StatuslineConfig, ThemeColors, UiConfig,

@@ -20,7 +20,6 @@
 
 use crate::error::{Label, OpError};
 use mlua::{Lua, Table, Value};
-use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::limits::JSON_DEPTH_MAX;
 use serde_json::{Map, Number, Value as Json};
 use std::collections::HashSet;

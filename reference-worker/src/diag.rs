@@ -14,7 +14,6 @@
 //! the empty `0..0` span, and its message names `chunk:line`.
 
 use crate::error::{LABEL_SOURCE_BYTES_MAX, Label, OpError, clip};
-use quirl_lua_protocol::ErrorContext;
 
 /// Lua's `LUA_IDSIZE`: chunk ids are cut to this many bytes minus one.
 const LUA_IDSIZE: usize = 60;

@@ -73,6 +73,14 @@ impl ErrorContext for OpError {
 }
 
 impl OpError {
+    /// [`ErrorContext::with_context`], callable without importing the
+    /// trait (as before the trait existed): the same builder, which
+    /// appends `context` after the context already there.
+    #[must_use]
+    pub fn with_context(self, context: impl Into<String>) -> Self {
+        ErrorContext::with_context(self, context)
+    }
+
     /// A new error with empty details.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self(Box::new(ShellError::new(code, message)))

@@ -8,7 +8,6 @@
 
 use crate::error::{OpError, has_terminal_controls};
 use crate::records_from_lua;
-use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::limits::{EVENT_ACTIONS_MAX, EXTENSION_PROTOCOL_VERSION};
 use quirl_lua_protocol::records::{
     EventHandlerReport, EventKind, ExtensionAction, ExtensionCapability, ExtensionEvent,

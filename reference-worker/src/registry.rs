@@ -10,7 +10,6 @@
 
 use crate::error::OpError;
 use mlua::RegistryKey;
-use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{
     ContributionKind, EventKind, ExtensionCapability, PluginRegistrations, RegistrationError,
 };

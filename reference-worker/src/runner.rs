@@ -12,7 +12,6 @@ use crate::error::{
     has_terminal_controls,
 };
 use crate::records_from_lua::Fields;
-use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::ProtocolError;
 use quirl_lua_protocol::limits::ERROR_TEXT_BYTES_MAX;
 use quirl_lua_protocol::records::{

@@ -3,7 +3,7 @@
 
 use super::worker::FALLBACK_CONTEXT_BYTES_MAX;
 use super::{FrameInbox, Outbox, Responded, ended_error};
-use crate::error::{ErrorContext, ErrorKind, ProtocolError};
+use crate::error::{ErrorKind, ProtocolError};
 use crate::records::{CommandOutcome, ErrorCode, Operation, OperationKind, ShellError};
 use crate::session::{ParentEvent, ParentSession, SessionState};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! host calls out, with the respond-or-error path of SPEC §4.2 and DESIGN §15.10.
 
 use super::{FrameInbox, Outbox, ended_error};
-use crate::error::{ErrorContext, ErrorKind, ProtocolError};
+use crate::error::{ErrorKind, ProtocolError};
 use crate::limits::HOST_CALLS_PER_REQUEST_MAX;
 use crate::records::{
     HostResponse, OperationKind, OperationResult, ParentFrame, Request, ShellError,

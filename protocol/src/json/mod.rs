@@ -43,7 +43,7 @@ pub(crate) use decode::{Decode, Validate, decode_present};
 pub(crate) use macros::{decode_record, decode_tagged, string_enum};
 pub(crate) use parser::Parser;
 
-use crate::error::{ErrorContext, ErrorKind, ProtocolError};
+use crate::error::{ErrorKind, ProtocolError};
 
 type Result<T> = std::result::Result<T, ProtocolError>;
 

@@ -8,7 +8,7 @@
 
 use super::Result;
 use super::number::number_value;
-use crate::error::{ErrorContext, ErrorKind, ProtocolError};
+use crate::error::{ErrorKind, ProtocolError};
 use crate::limits::JSON_DEPTH_MAX;
 use serde_json::{Map, Value};
 use std::borrow::Cow;

@@ -3,7 +3,7 @@
 
 use super::Result;
 use super::parser::Parser;
-use crate::error::{ErrorContext, ErrorKind, ProtocolError};
+use crate::error::{ErrorKind, ProtocolError};
 use std::borrow::Cow;
 
 impl<'a> Parser<'a> {

@@ -126,6 +126,14 @@ impl ErrorContext for ShellError {
 }
 
 impl ShellError {
+    /// [`ErrorContext::with_context`], callable without importing the
+    /// trait (as before the trait existed): the same builder, which
+    /// appends `context` after the context already there.
+    #[must_use]
+    pub fn with_context(self, context: impl Into<String>) -> Self {
+        ErrorContext::with_context(self, context)
+    }
+
     /// An error record with a code and message and no details.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {

@@ -5,7 +5,6 @@
 //! Lua once a VM has stopped ([`StopSignal`]).
 
 use crate::error::OpError;
-use quirl_lua_protocol::ErrorContext;
 use std::fmt;
 
 /// Why a VM stopped. Set once, never cleared.

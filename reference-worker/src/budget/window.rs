@@ -12,7 +12,6 @@
 
 use super::Meter;
 use crate::error::OpError;
-use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::Policy;
 use std::time::Duration;
 

@@ -12,7 +12,6 @@
 //! sandbox keeps (`super::build_with`).
 
 use crate::error::OpError;
-use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{ContributionKind, ExtensionCapability};
 use std::collections::HashSet;
 

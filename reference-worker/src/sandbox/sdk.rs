@@ -20,7 +20,6 @@ use crate::error::OpError;
 use crate::records_from_lua::{self, ReadError};
 use crate::registry::{self, Callback, EventCallback, Registry};
 use mlua::{Function, Lua, Table, Value};
-use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::limits::{
     HOST_CALLS_PER_REQUEST_MAX, HOST_COMMAND_BYTES_MAX, HOST_OUTPUT_BYTES_MAX,
 };

@@ -9,7 +9,6 @@ use crate::error::{ErrorCode, OpError, has_terminal_controls};
 use crate::events;
 use crate::registry::contribution_title;
 use mlua::Value;
-use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::limits::{
     COMPLETION_ITEM_BYTES_MAX, COMPLETION_ITEMS_MAX, COMPLETION_RESULT_BYTES_MAX,
     PROMPT_RETURN_BYTES_MAX,

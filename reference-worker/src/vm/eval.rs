@@ -9,7 +9,6 @@ use crate::diag::Chunk;
 use crate::error::OpError;
 use mlua::chunk::ChunkMode;
 use mlua::{Function, Value};
-use quirl_lua_protocol::ErrorContext;
 use serde_json::Value as Json;
 
 /// Longest `eval` source whose compiled chunk is kept for reuse. Keeps the

@@ -44,7 +44,6 @@ use crate::sandbox::grants::{Capabilities, LUA_LOAD_GRANT, default_grants};
 use crate::sandbox::sdk::{self, HostPort, SdkState};
 use mlua::chunk::ChunkMode;
 use mlua::{Function, Lua, Value};
-use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::limits::SOURCE_BYTES_MAX;
 use quirl_lua_protocol::records::{Operation, Policy};
 use serde_json::Value as Json;
