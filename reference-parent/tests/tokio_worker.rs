@@ -35,6 +35,27 @@ fn policy(allow_process: bool, wall_time_ms: u64) -> Policy {
     .unwrap()
 }
 
+/// A guest that outlasts a 200 ms wall-time limit at any VM speed the
+/// budget allows: each full collection is charged by the heap it walks
+/// (DESIGN §15.6), ~1 s of CPU for the 100,000,000 units of `policy`
+/// (a plain `while true do end` spends them in ~0.25 s, close to the
+/// deadlines these tests set).
+const SLOW_GUEST: &str =
+    "local t = {} for i = 1, 300000 do t[i] = {} end while true do collectgarbage() end";
+
+/// A request stuck in a host call that never answers: only a deadline
+/// ends it, whatever the VM's speed.
+const STUCK_IN_A_HOST_CALL: &str = "return quirl.process.run('sleep').value";
+
+async fn never_answer(_: &HostCall) -> quirl_lua_reference_parent::tokio_worker::HostAnswer {
+    std::future::pending::<()>().await;
+    Ok(CommandOutcome {
+        status: 0,
+        stdout: None,
+        stderr: None,
+    })
+}
+
 fn config(allow_process: bool, wall_time_ms: u64) -> WorkerConfig {
     WorkerConfig::new(reference_worker(), policy(allow_process, wall_time_ms))
 }
@@ -120,7 +141,7 @@ async fn a_host_call_is_answered_by_an_async_function() {
 async fn a_stuck_guest_is_killed_at_the_deadline_and_restart_gives_a_working_worker() {
     let mut worker = Worker::spawn(config(false, 200)).await.unwrap();
     let pid = worker.pid();
-    let error = worker.eval("while true do end").await.unwrap_err();
+    let error = worker.eval(SLOW_GUEST).await.unwrap_err();
     assert_eq!(error.class(), ErrorClass::Deadline, "{error}");
     assert_eq!(error.code(), ErrorCode::ResourceLimit);
     assert!(
@@ -232,7 +253,7 @@ async fn without_a_host_function_the_configured_process_host_runs_granted_comman
 #[tokio::test]
 async fn a_pool_runs_calls_concurrently_and_restarts_a_member_after_a_deadline() {
     use quirl_lua_reference_parent::tokio_worker::WorkerPool;
-    let pool = WorkerPool::start(config(false, 5_000), 2).await.unwrap();
+    let pool = WorkerPool::start(config(true, 5_000), 2).await.unwrap();
     let before: Vec<u32> = pool.pids().into_iter().map(Option::unwrap).collect();
     assert_eq!(before.len(), 2);
     assert_ne!(before[0], before[1]);
@@ -240,10 +261,13 @@ async fn a_pool_runs_calls_concurrently_and_restarts_a_member_after_a_deadline()
     let (a, b) = tokio::join!(pool.eval("return 1"), pool.eval("return 2"));
     assert_eq!((a.unwrap(), b.unwrap()), (json!(1), json!(2)));
     let stuck = quirl_lua_protocol::records::Operation::Eval {
-        source: "while true do end".to_owned(),
+        source: STUCK_IN_A_HOST_CALL.to_owned(),
     };
     let soon = std::time::Instant::now() + Duration::from_millis(300);
-    let stuck = pool.call(stuck, Some(soon)).await.unwrap_err();
+    let stuck = pool
+        .call_with_host(stuck, Some(soon), never_answer)
+        .await
+        .unwrap_err();
     assert_eq!(stuck.class(), ErrorClass::Deadline, "{stuck}");
     // Exactly one member's worker was killed and reaped.
     let gone: Vec<u32> = before
@@ -371,7 +395,7 @@ async fn the_cancellation_token_kills_the_worker_mid_request() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         token.cancel();
     });
-    let error = worker.eval("while true do end").await.unwrap_err();
+    let error = worker.eval(SLOW_GUEST).await.unwrap_err();
     canceller.await.unwrap();
     assert_eq!(error.class(), ErrorClass::Cancelled, "{error}");
     assert_gone(pid);
@@ -420,7 +444,7 @@ async fn sixteen_host_calls_are_answered_and_a_seventeenth_is_a_violation() {
 async fn the_callers_deadline_replaces_the_policys() {
     use quirl_lua_protocol::records::Operation;
     let stuck = || Operation::Eval {
-        source: "while true do end".to_owned(),
+        source: SLOW_GUEST.to_owned(),
     };
     // Earlier than the policy's minute: the parent kills at it.
     let mut worker = Worker::spawn(config(false, 60_000)).await.unwrap();
