@@ -487,7 +487,10 @@ fn a_parent_killed_with_sigkill_leaves_a_cgroup_the_next_parent_removes() {
             "--wall-time-ms",
             "60000",
             "eval",
-            "while true do end",
+            // Outlasts the test's search for it: its budget takes ~1 s of
+            // CPU (collections charged by the heap), not ~0.25 s as a
+            // plain `while true do end` does.
+            "local t = {} for i = 1, 300000 do t[i] = {} end while true do collectgarbage() end",
         ])
         .env_remove("QUIRL_LUA_WORKER")
         .stdin(Stdio::null())
