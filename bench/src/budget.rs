@@ -3,9 +3,7 @@
 //!
 //! B1 runs generated Lua programs (the `lua_programs` fuzz target's
 //! grammar, `quirl_lua_testkit::lua_programs`) in-process with its budget and
-//! reports the thread CPU time per budget unit (a program's least over
-//! several runs for the slowest ones: a single run can carry a preemption
-//! of the shared machine); the baseline is a plain
+//! reports the thread CPU time per budget unit; the baseline is a plain
 //! `while true do end`, one VM instruction per unit.
 //!
 //! B2 measures, for a prompt segment declaring 8 ms under a 5 s wall time,
@@ -44,48 +42,23 @@ fn program_bytes(index: u64) -> Vec<u8> {
 /// target asserts a far looser bound (`CPU_NS_PER_UNIT_MAX`), since it runs
 /// under AddressSanitizer.
 const WORST_NS_PER_UNIT: f64 = 100.0;
-/// How many of the slowest programs of B1's first pass run again.
-const RERUN_SLOWEST: usize = 32;
-/// How many more times each of them runs.
-const RERUNS: usize = 4;
 
 pub fn b1(programs: u64, notes: &mut Vec<String>) -> Result<Vec<Row>, BoxError> {
     let units = lua_programs::INSTRUCTION_LIMIT as f64;
     let mut per_unit = Vec::new();
+    let mut worst = (0.0_f64, 0_u64);
     let mut endings = std::collections::BTreeMap::<String, u64>::new();
     for index in 0..programs {
         let source = lua_programs::program(&program_bytes(index));
         let outcome = lua_programs::run_source(&source);
         lua_programs::check(&source, &outcome);
-        per_unit.push(outcome.cpu_ns as f64 / units);
+        let ns = outcome.cpu_ns as f64 / units;
+        if ns > worst.0 {
+            worst = (ns, index);
+        }
+        per_unit.push(ns);
         *endings.entry(format!("{:?}", outcome.ending)).or_default() += 1;
     }
-    // A program's CPU per unit is the least of several runs: one run can
-    // carry a preemption or an interrupt of the shared machine, which is
-    // noise, not cost. The slowest programs of the first pass run again
-    // (the rest cannot become the worst by taking less time).
-    let first_pass_worst = per_unit.iter().copied().fold(0.0_f64, f64::max);
-    let mut slowest: Vec<usize> = (0..per_unit.len()).collect();
-    slowest.sort_by(|a, b| per_unit[*b].total_cmp(&per_unit[*a]));
-    slowest.truncate(RERUN_SLOWEST);
-    for &position in &slowest {
-        let index = position as u64;
-        let source = lua_programs::program(&program_bytes(index));
-        for _ in 0..RERUNS {
-            let outcome = lua_programs::run_source(&source);
-            per_unit[position] = per_unit[position].min(outcome.cpu_ns as f64 / units);
-        }
-    }
-    let worst = per_unit
-        .iter()
-        .enumerate()
-        .fold((0.0_f64, 0_u64), |worst, (index, ns)| {
-            if *ns > worst.0 {
-                (*ns, index as u64)
-            } else {
-                worst
-            }
-        });
     let mut baseline = Vec::new();
     for _ in 0..20 {
         let outcome = lua_programs::run_source("while true do end");
@@ -94,12 +67,10 @@ pub fn b1(programs: u64, notes: &mut Vec<String>) -> Result<Vec<Row>, BoxError> 
     let ours = Summary::of_nanos(&mut per_unit).ok_or("no programs")?;
     let base = Summary::of_nanos(&mut baseline).ok_or("no baseline")?;
     notes.push(format!(
-        "B1: {programs} generated programs, budget {} units, endings {endings:?}; worst {:.0} ns/unit (program {}; each of the {RERUN_SLOWEST} slowest programs the least of {} runs; a single run's worst {:.0} ns/unit); the fuzz target asserts at most {} ns/unit under ASan",
+        "B1: {programs} generated programs, budget {} units, endings {endings:?}; worst {:.0} ns/unit (program {}); the fuzz target asserts at most {} ns/unit under ASan",
         lua_programs::INSTRUCTION_LIMIT,
         worst.0,
         worst.1,
-        RERUNS + 1,
-        first_pass_worst,
         lua_programs::CPU_NS_PER_UNIT_MAX
     ));
     Ok(vec![Row {
