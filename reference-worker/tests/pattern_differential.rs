@@ -455,6 +455,11 @@ fn hand_checked_results_agree_with_c_lua() {
             lua_match("a", "%1"),
             "error: [string \"harness\"]:36: invalid capture index %1",
         ),
+        // A back-reference to a position capture compares nothing and
+        // fails (its length is CAP_POSITION); it must cost no more.
+        (find("aa", "()%1"), "ok: 1[nil:nil]"),
+        (find("A\u{e9}b) bbbb.a", "[ab]+[^b]-()%1"), "ok: 1[nil:nil]"),
+        (gsub("abc", "()%1", "x"), r#"ok: 2["abc",number:0]"#),
         (
             gsub("a", "a", "%"),
             "error: [string \"harness\"]:46: invalid use of '%' in replacement string",
@@ -488,6 +493,23 @@ fn a_catastrophic_pattern_ends_by_the_instruction_budget() {
         }
         other => panic!("expected an instruction trip, got {other:?}"),
     }
+}
+
+/// A back-reference to a position capture (`()%1`) compares no bytes, so
+/// it is charged as one step, not by its length field (CAP_POSITION read as
+/// a size would be ~2^58 units). Found by `generated_patterns_match_c_lua`
+/// in CI: the unlimited meter stopped on `[ab]+[^b]-()%1`.
+#[test]
+fn a_back_reference_to_a_position_capture_costs_a_step() {
+    let (lua, meter) = metered(10_000, Arc::new(AtomicBool::new(false)));
+    let found: MultiValue = lua
+        .load(r#"return ("ab"):rep(100):find("()%1")"#)
+        .eval()
+        .unwrap();
+    assert!(meter.stopped().is_none(), "{:?}", meter.stopped());
+    assert_eq!(found.len(), 1);
+    assert_eq!(found.iter().next(), Some(&Value::Nil));
+    assert!(meter.used_units() < 10_000, "{}", meter.used_units());
 }
 
 #[test]
