@@ -350,18 +350,7 @@ impl Worker {
         if clean && problems.is_empty() {
             return Ok(());
         }
-        let mut error = Error::new(
-            ErrorClass::WorkerCrashed,
-            ErrorCode::Lua,
-            "the Lua worker did not exit cleanly",
-        );
-        if let Some(status) = status {
-            error = error.with_context(format!("worker {} {}", self.pid, describe_status(status)));
-        }
-        for problem in problems {
-            error = error.with_context(format!("cleanup: {problem}"));
-        }
-        Err(error)
+        Err(unclean_exit(self.pid, status, problems))
     }
 
     fn unavailable(&self) -> Error {
@@ -506,6 +495,27 @@ impl std::fmt::Debug for Worker {
 }
 
 /// Close input, kill the group, reap, and wait for the pipe to be released.
+/// The error of a shutdown that did not end cleanly (both supervisors): the
+/// worker's exit status, then each cleanup problem, in the order met.
+pub(crate) fn unclean_exit(
+    pid: u32,
+    status: Option<std::process::ExitStatus>,
+    problems: Vec<String>,
+) -> Error {
+    let mut error = Error::new(
+        ErrorClass::WorkerCrashed,
+        ErrorCode::Lua,
+        "the Lua worker did not exit cleanly",
+    );
+    if let Some(status) = status {
+        error = error.with_context(format!("worker {pid} {}", describe_status(status)));
+    }
+    for problem in problems {
+        error = error.with_context(format!("cleanup: {problem}"));
+    }
+    error
+}
+
 fn retire(mut live: Live) -> (Option<std::process::ExitStatus>, Vec<String>) {
     live.transport.close_input();
     let termination = live.process.kill_tree_and_reap();

@@ -384,18 +384,7 @@ impl Worker {
         if problems.is_empty() && status.is_some_and(|status| status.success()) {
             return Ok(());
         }
-        let mut error = Error::new(
-            ErrorClass::WorkerCrashed,
-            ErrorCode::Lua,
-            "the Lua worker did not exit cleanly",
-        );
-        if let Some(status) = status {
-            error = error.with_context(format!("worker {} {}", self.pid, describe_status(status)));
-        }
-        for problem in problems {
-            error = error.with_context(format!("cleanup: {problem}"));
-        }
-        Err(error)
+        Err(super::unclean_exit(self.pid, status, problems))
     }
 
     /// The worker's process id (also its process-group and session id).
