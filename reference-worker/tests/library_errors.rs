@@ -24,6 +24,11 @@ const CALLS: &[&str] = &[
     r#"string.rep()"#,
     r#"("x"):rep()"#,
     r#"string.rep("x", 1e100)"#,
+    // A length past what a string may hold is Lua's error before any
+    // reservation (Lua's own strings.lua)
+    r#"string.rep("aa", math.maxinteger // 2 + 10)"#,
+    r#"string.rep("", math.maxinteger // 2 + 10, "aa")"#,
+    r#"string.rep("aa", 1 << 30)"#,
     r#"string.rep("x", 2, {})"#,
     r#"string.rep({}, 2)"#,
     r#"string.sub()"#,
@@ -112,6 +117,12 @@ const CALLS: &[&str] = &[
     r#"table.move({}, 1, math.maxinteger, 2)"#,
     r#"table.move(setmetatable({}, {}), -1, math.maxinteger, 1)"#,
     r#"table.move({}, 1, 1, 1, 5)"#,
+    // Long loops that the first metamethod ends (Lua's own sort.lua,
+    // `checkmove`): charged for the moves made, not those asked for.
+    r#"table.move(setmetatable({}, {__newindex = function() error("first") end}), 1, math.maxinteger, 0)"#,
+    r#"table.move(setmetatable({}, {__index = function() error("first") end}), 0, math.maxinteger - 1, 1)"#,
+    r#"table.insert(setmetatable({}, {__len = function() return math.maxinteger - 1 end, __index = function() error("first") end}), 1, 0)"#,
+    r#"table.remove(setmetatable({}, {__len = function() return math.maxinteger end, __index = function(_, k) if k > 1 then error("second") end end}), 1)"#,
     r#"table.sort({3, "a", 1})"#,
     r#"table.sort({1, 2, 3}, 1)"#,
     r#"table.sort()"#,

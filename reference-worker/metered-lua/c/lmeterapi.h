@@ -65,6 +65,18 @@ LUA_API void lua_meter_raise (lua_State *L);
     if (n_ > 0 && lua_meter_charge(L, n_) != LUAQ_RUNNING) \
       lua_meter_raise(L); }
 
+/*
+** Charge a loop of element moves as it goes ('done': moves made so far):
+** the first LUAQ_LIB_SMALL are covered by the call, then one unit per
+** element in batches of LUAQ_LIB_SMALL. A loop that an error (a
+** metamethod) ends early pays for the moves it made, as stock Lua does
+** them, not for all it was asked to make ('table.move' of 2^63 elements
+** whose first '__newindex' fails).
+*/
+#define luaQ_libmoved(L,done) \
+  { if ((done) > 0 && ((done) & (LUAQ_LIB_SMALL - 1)) == 0) \
+      luaQ_libcharge(L, LUAQ_LIB_SMALL); }
+
 /* Comparisons and searches go in windows: the first, and the largest */
 #define LUAQ_FIRST_WINDOW	256
 #define LUAQ_LAST_WINDOW	(1024 * 1024)
