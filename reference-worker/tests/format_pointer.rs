@@ -51,6 +51,12 @@ out[#out + 1] = 'missing: ' .. select(2, pcall(string.format, '%p'))
 out[#out + 1] = 'same table: ' .. tostring(string.format('%p', values[1][2]) == string.format('%p', values[1][2]))
 out[#out + 1] = 'two tables: ' .. tostring(string.format('%p', {}) ~= string.format('%p', values[1][2]))
 out[#out + 1] = 'same short string: ' .. tostring(string.format('%p', 'x') == string.format('%p', 'x'))
+-- Strings are told apart as Lua tells them apart: a long string is its own
+-- object, whatever its text (Lua's own pm.lua relies on it).
+local long2 = ('long string '):rep(10)
+out[#out + 1] = 'same long string: ' .. tostring(string.format('%p', long) == string.format('%p', long))
+out[#out + 1] = 'two long strings, one text: ' .. tostring(long == long2 and string.format('%p', long) ~= string.format('%p', long2))
+out[#out + 1] = 'short and long: ' .. tostring(string.format('%p', 'x') ~= string.format('%p', long))
 out[#out + 1] = 'in text: ' .. shape(string.format('[%p]', values[1][2]):sub(2, -2), 0)
 return table.concat(out, '\n')
 "##;

@@ -9,6 +9,7 @@
 
 #include "lprefix.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -682,37 +683,33 @@ LUA_API unsigned int lua_meter_pivot (lua_State *L) {
 }
 
 
-/* Registry keys of the object numbers (their addresses) */
+/* Registry key of the object numbers (their addresses) */
 static const char objectids_key = 0;
-static const char stringids_key = 0;
 
 /*
 ** The number of the object at 'idx', given the first time it is asked
 ** for: unique while the object lives, never an address (tostring and %p
-** in the sandbox). Strings are numbered by content. Returns 0 for values
-** without identity. May raise memory errors.
+** in the sandbox). Returns 0 for values without identity and for strings
+** (see 'lua_meter_pointerid'). May raise memory errors.
 */
 LUA_API lua_Integer lua_meter_objectid (lua_State *L, int idx) {
   int t = lua_type(L, idx);
-  const void *key = (t == LUA_TSTRING) ? &stringids_key : &objectids_key;
   lua_Integer id;
   if (!G(L)->meter.sandbox)
     return 0;
-  if (t != LUA_TSTRING && t != LUA_TTABLE && t != LUA_TFUNCTION &&
-      t != LUA_TTHREAD && t != LUA_TUSERDATA && t != LUA_TLIGHTUSERDATA)
+  if (t != LUA_TTABLE && t != LUA_TFUNCTION && t != LUA_TTHREAD &&
+      t != LUA_TUSERDATA && t != LUA_TLIGHTUSERDATA)
     return 0;
   idx = lua_absindex(L, idx);
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TTABLE) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &objectids_key) != LUA_TTABLE) {
     lua_pop(L, 1);
     lua_createtable(L, 0, 0);
-    if (t != LUA_TSTRING) {  /* objects are numbered while they live */
-      lua_createtable(L, 0, 1);
-      lua_pushliteral(L, "k");
-      lua_setfield(L, -2, "__mode");
-      lua_setmetatable(L, -2);
-    }
+    lua_createtable(L, 0, 1);  /* objects are numbered while they live */
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
     lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &objectids_key);
   }
   lua_pushvalue(L, idx);
   if (lua_rawget(L, -2) == LUA_TNUMBER)
@@ -725,6 +722,72 @@ LUA_API lua_Integer lua_meter_objectid (lua_State *L, int idx) {
   }
   lua_pop(L, 2);
   return id;
+}
+
+
+/*
+** Speck48/96 (Beaulieu et al., 2013): a keyed permutation of 48-bit
+** values, so distinct addresses give distinct numbers, and without the
+** key a number tells nothing of the address it came from. 48 bits hold
+** every user-space address of x86-64 and AArch64 (4-level tables); the
+** bits above, where there are any, are kept, so the whole map is still
+** one-to-one. The numbers are as long as addresses (at most 15 digits),
+** so widths pad them as Lua pads an address.
+*/
+#define MASK24		0xFFFFFFu
+#define ror24(x,r)	((((x) >> (r)) | ((x) << (24 - (r)))) & MASK24)
+#define rol24(x,r)	((((x) << (r)) | ((x) >> (24 - (r)))) & MASK24)
+
+static uint64_t speck48 (uint64_t block, uint64_t key0, uint64_t key1) {
+  uint32_t x = (uint32_t)(block >> 24) & MASK24;
+  uint32_t y = (uint32_t)block & MASK24;
+  uint32_t k = (uint32_t)key0 & MASK24;
+  uint32_t l[3];
+  uint32_t i;
+  l[0] = (uint32_t)(key0 >> 24) & MASK24;
+  l[1] = (uint32_t)key1 & MASK24;
+  l[2] = (uint32_t)(key1 >> 24) & MASK24;
+  for (i = 0; i < 23; i++) {
+    x = ((ror24(x, 8) + y) & MASK24) ^ k;
+    y = rol24(y, 3) ^ x;
+    l[i % 3] = ((ror24(l[i % 3], 8) + k) & MASK24) ^ i;
+    k = rol24(k, 3) ^ l[i % 3];
+  }
+  return ((uint64_t)x << 24) | y;
+}
+
+
+/*
+** What '%p' shows for the value at 'idx' in the sandbox, written to
+** 'buff' ('#<n>', at most 21 bytes and the terminator): an object's
+** number ('lua_meter_objectid'); a string's, the permutation of its
+** address under a key of this process. A string is identified as Lua
+** identifies it: equal short strings are one object, two long strings
+** with the same text are two (Lua's own pm.lua checks that '%p' tells
+** them apart), and none is kept alive by being shown. Returns 0 (and
+** writes nothing) outside the sandbox and for values without identity.
+** May raise memory errors.
+*/
+LUA_API int lua_meter_pointerid (lua_State *L, int idx, char *buff,
+                                 size_t size) {
+  if (!G(L)->meter.sandbox)
+    return 0;
+  if (lua_type(L, idx) == LUA_TSTRING) {
+    const uint64_t low = ((uint64_t)1 << 48) - 1;
+    uint64_t address = (uint64_t)(size_t)lua_topointer(L, idx);
+    uint64_t n = (address & ~low) |
+                 speck48(address & low, luaQ_mix(0x7374726E67496430ull),
+                         luaQ_mix(0x506F696E74657231ull));
+    snprintf(buff, size, "#%llu", (unsigned long long)n);
+    return 1;
+  }
+  else {
+    lua_Integer id = lua_meter_objectid(L, idx);
+    if (id <= 0)
+      return 0;
+    snprintf(buff, size, "#" LUA_INTEGER_FMT, (LUAI_UACINT)id);
+    return 1;
+  }
 }
 
 /* }====================================================== */

@@ -48,6 +48,8 @@ LUA_API int lua_meter_check (lua_State *L);
 LUA_API void lua_meter_status (lua_State *L, lua_MeterStatus *out);
 LUA_API lua_Integer lua_meter_remaining_ns (lua_State *L);
 LUA_API lua_Integer lua_meter_objectid (lua_State *L, int idx);
+LUA_API int lua_meter_pointerid (lua_State *L, int idx, char *buff,
+                                 size_t size);
 LUA_API unsigned int lua_meter_pivot (lua_State *L);
 LUA_API int lua_meter_sandboxed (lua_State *L);
 LUA_API int lua_meter_reserve (lua_State *L, double bytes);
