@@ -359,8 +359,31 @@ fn utf8_scans_are_charged() {
         "local s = string.rep('\\x80', 100000) local step = utf8.codes('') while true do step(s, 0) end",
         "local s = string.rep('\\xC3\\xA9', 50000) while true do local n = utf8.len(s) end",
         "local s = string.rep('\\xC3\\xA9', 50000) while true do local n = utf8.offset(s, -1) end",
+        // Long walks: forward over characters, back over continuation bytes.
+        "local s = string.rep('\\xC3\\xA9', 50000) while true do local n = utf8.offset(s, 50000) end",
+        "local s = 'a' .. string.rep('\\x80', 100000) while true do local n = utf8.offset(s, 0, #s) end",
         "local s = string.rep('a', 100000) while true do for p, c in utf8.codes(s) do end end",
     ]);
+}
+
+#[test]
+fn utf8_offset_is_charged_for_the_bytes_it_walks_not_for_the_whole_string() {
+    // Stepping through 192 KiB of text one character at a time walks it
+    // once: the loop's ~1.2 M instructions and ~12,000 units of walking.
+    // Charged by the string's length at every call (as it once was), it
+    // would cost ~1.2 * 10^9 units and trip this 20 M budget where stock
+    // Lua finishes in milliseconds.
+    let walk = "local s = string.rep('a\\xC3\\xA9\\xE2\\x82\\xAC', 32768)\n\
+                local pos, chars = 1, 0\n\
+                while pos <= #s do\n\
+                  chars, pos = chars + 1, utf8.offset(s, 2, pos)\n\
+                end\n\
+                return chars";
+    let budgets = Budgets {
+        instruction_limit: 20_000_000,
+        ..SMALL
+    };
+    assert_eq!(success(eval(&mut vm_with(budgets), walk)), json!(3 * 32768));
 }
 
 #[test]
