@@ -367,7 +367,7 @@ fn utf8_scans_are_charged() {
 }
 
 #[test]
-fn utf8_offset_is_charged_for_the_bytes_it_walks_not_for_the_whole_string() {
+fn utf8_offset_and_len_are_charged_for_the_bytes_they_walk_not_for_the_whole_string() {
     // Stepping through 192 KiB of text one character at a time walks it
     // once: the loop's ~1.2 M instructions and ~12,000 units of walking.
     // Charged by the string's length at every call (as it once was), it
@@ -384,6 +384,12 @@ fn utf8_offset_is_charged_for_the_bytes_it_walks_not_for_the_whole_string() {
         ..SMALL
     };
     assert_eq!(success(eval(&mut vm_with(budgets), walk)), json!(3 * 32768));
+    // utf8.len stops at the first invalid byte, and so does its charge:
+    // 20,000 checks of a 1 MiB text invalid at its start cost the loop.
+    let check = "local s = '\\xFF' .. string.rep('a', 1 << 20)\n\
+                 for i = 1, 20000 do assert(not utf8.len(s)) end\n\
+                 return utf8.len(s, 2)";
+    assert_eq!(success(eval(&mut vm_with(budgets), check)), json!(1 << 20));
 }
 
 #[test]
