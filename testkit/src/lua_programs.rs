@@ -189,7 +189,7 @@ fn call(bytes: &mut Bytes<'_>) -> String {
     let t = bytes.pick(TABLES);
     let f = bytes.pick(FUNCTIONS);
     let v = value(bytes);
-    match bytes.below(52) {
+    match bytes.below(54) {
         0 => format!("string.rep({s}, {n}, {s2})"),
         1 => format!("string.rep({s}, {n})"),
         2 => format!("string.pack({s}, {n}, {n})"),
@@ -259,6 +259,10 @@ fn call(bytes: &mut Bytes<'_>) -> String {
         50 => format!(
             "select(2, pcall(function() local t = {{}} for i = 1, {n} do t[i * 1048575] = i end return t[1048575] end))"
         ),
+        // Found by Lua's own test suite (2026-12-05): a back-reference to a
+        // position capture, and `%p` of strings (a keyed permutation).
+        51 => format!("select(2, pcall(string.find, {s}, '(.-)()%2', {n}))"),
+        52 => format!("string.format('%p %p', {s}, {s2} .. {s})"),
         _ => format!("coroutine.status(coroutine.create({f}))"),
     }
 }
