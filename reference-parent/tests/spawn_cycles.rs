@@ -136,6 +136,7 @@ fn failed_spawns_leave_nothing(containment: Containment, policy: &Policy) {
 
 #[test]
 fn a_thousand_spawn_eval_kill_cycles_per_mode_leave_no_zombie_descriptor_cgroup_or_process() {
+    // DESIGN §17.4-a: a killed worker leaves nothing.
     thousand_cycles(Containment::ProcessGroup);
     let report = containment_report(Containment::Auto);
     if report.cgroup.is_none() {

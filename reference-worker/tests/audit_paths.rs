@@ -35,6 +35,7 @@ fn assert_ends_by_the_budget(sources: &[&str]) {
 
 #[test]
 fn comparisons_of_strings_of_unequal_lengths_are_charged_by_the_bytes_compared() {
+    // DESIGN §15.6-b: an audit path ends by the budget.
     // `l_strcmp` compares the common prefix (segment by segment, `\0`
     // included) before the lengths decide: a megabyte per comparison.
     assert_ends_by_the_budget(&[
@@ -51,6 +52,7 @@ fn comparisons_of_strings_of_unequal_lengths_are_charged_by_the_bytes_compared()
 
 #[test]
 fn a_call_metamethod_that_leads_back_to_itself_ends_by_the_budget() {
+    // DESIGN §15.6-b: an audit path ends by the budget.
     // Each step of the `__call` chain inserts the callee and resolves again,
     // inside one call instruction.
     assert_ends_by_the_budget(&[
@@ -65,6 +67,7 @@ fn a_call_metamethod_that_leads_back_to_itself_ends_by_the_budget() {
 
 #[test]
 fn long_elseif_chains_are_charged_while_they_compile() {
+    // DESIGN §15.6-b: an audit path ends by the budget.
     // 60,000 branches, ~2 MB of source: the compiler's work on each branch
     // (jump lists patched per branch) is charged before anything runs.
     let mut source = String::from("local x = 0 if x == 0 then x = 1\n");
@@ -84,6 +87,7 @@ fn long_elseif_chains_are_charged_while_they_compile() {
 
 #[test]
 fn long_set_classes_are_charged_for_each_scan() {
+    // DESIGN §15.6-b: an audit path ends by the budget.
     // Each matcher step against a 4 KB set scans the set.
     assert_ends_by_the_budget(&[
         "local s = string.rep('a', 100000) local set = '[' .. string.rep('b', 4000) .. 'a]'
@@ -148,6 +152,7 @@ fn mappings() -> Vec<(u64, u64)> {
 
 #[test]
 fn math_randomseed_returns_neither_an_address_nor_the_clock() {
+    // DESIGN §15.3-a: no address from `math.randomseed()`.
     // Stock Lua seeds with `time(NULL)` and the address of the state, and
     // `math.randomseed()` returns both.
     let values = success(eval(
@@ -214,6 +219,7 @@ fn rank_correlation(xs: &[f64], ys: &[f64]) -> f64 {
 
 #[test]
 fn next_order_over_tables_and_functions_tells_nothing_of_their_addresses() {
+    // DESIGN §15.3-a: no address from the order of `next`.
     // The VM is ours (this crate links it to mlua); a plain state shows
     // the table layout the sandbox's states have. Stock Lua puts a pointer
     // key at `address mod (size - 1 | 1)`, so the order of `next` follows
@@ -274,6 +280,7 @@ fn memory_observed(verdict: Verdict) -> (u64, u64) {
 // the final string was refused).
 #[test]
 fn buffer_boxes_count_against_the_memory_limit() {
+    // DESIGN §15.6-d: `luaL_Buffer` boxes count against the memory limit.
     const LIMIT: u64 = 8 * 1024 * 1024;
     let budgets = Budgets {
         allow_process: false,

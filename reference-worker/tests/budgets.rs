@@ -50,6 +50,7 @@ fn observed(source: &str) -> Vec<String> {
 
 #[test]
 fn close_handlers_after_a_hook_trip_are_stopped() {
+    // DESIGN §15.8-a: no guest code runs to any effect after a stop.
     assert_trips_instructions(&[
         // The example: the body trips, the handler would loop.
         "do local x <close> = setmetatable({}, {__close = function() while true do end end}) while true do end end",
@@ -368,6 +369,7 @@ fn utf8_scans_are_charged() {
 
 #[test]
 fn utf8_offset_and_len_are_charged_for_the_bytes_they_walk_not_for_the_whole_string() {
+    // DESIGN §15.6-c: charged for the walk made, not the string.
     // Stepping through 192 KiB of text one character at a time walks it
     // once: the loop's ~1.2 M instructions and ~12,000 units of walking.
     // Charged by the string's length at every call (as it once was), it
@@ -714,6 +716,7 @@ fn format_shows_no_addresses() {
 
 #[test]
 fn error_records_show_no_addresses() {
+    // DESIGN §15.3-a: no address in error values.
     for source in [
         "error({})",
         "error(pcall)",

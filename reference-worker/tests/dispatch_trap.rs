@@ -150,6 +150,7 @@ fn a_forced_dispatch_counts_exactly_one_unit() {
 
 #[test]
 fn a_limit_trips_exactly_while_every_dispatch_is_forced() {
+    // DESIGN §15.6-a: the limit trips at the first unit past it.
     // The limit trips at the first unit past it (DESIGN §15.6), also while
     // a hook keeps every dispatch on the slow path and a deep recursion
     // keeps reallocating the stack.

@@ -88,6 +88,7 @@ fn percent_p_accepts_refuses_and_pads_as_stock_lua_does() {
 
 #[test]
 fn percent_p_prints_numbers_where_lua_prints_addresses() {
+    // DESIGN §15.3-a: `%p` shows a number, never an address.
     let text = success(eval(
         &mut vm(),
         "local t = {} return string.format('%p %p %5p|%-5p|', t, 'x', t, t)",

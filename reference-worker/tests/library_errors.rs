@@ -217,6 +217,7 @@ fn shapes(call: &str) -> Vec<String> {
 
 #[test]
 fn guests_see_luas_own_library_errors() {
+    // DESIGN §15.6-c: calls Lua ends early (long moves, `rep` past Lua's bound) end as in Lua, not by a charge for work never done.
     let mut vm = vm();
     let mut mismatches = Vec::new();
     for call in CALLS {

@@ -82,6 +82,7 @@ fn finish(mut child: Child) -> Option<i32> {
 // beyond the declared length before it acts.
 #[test]
 fn worker_locks_down_after_initialize_and_still_serves() {
+    // DESIGN §18.3-a: locked down before answering `initialize`.
     let mut child = spawn(&[]);
     let pid = child.id();
     send(&mut child, &initialize());
@@ -386,6 +387,7 @@ fn the_filter_kills_x32_and_i386_entry_points() {
 #[cfg(debug_assertions)]
 #[test]
 fn the_landlock_domain_refuses_every_file_after_initialize() {
+    // DESIGN §18.3-a: the Landlock domain is in force after `initialize`.
     use quirl_lua_reference_worker::lockdown::probe::{LANDLOCK_DENIED_EXIT, LANDLOCK_OPENED_EXIT};
     let abi = quirl_lua_reference_worker::lockdown::landlock::kernel_abi();
     for (args, expected) in [

@@ -501,6 +501,7 @@ fn a_catastrophic_pattern_ends_by_the_instruction_budget() {
 /// in CI: the unlimited meter stopped on `[ab]+[^b]-()%1`.
 #[test]
 fn a_back_reference_to_a_position_capture_costs_a_step() {
+    // DESIGN §15.6-c: a back-reference pays for the bytes it compares.
     let (lua, meter) = metered(10_000, Arc::new(AtomicBool::new(false)));
     let found: MultiValue = lua
         .load(r#"return ("ab"):rep(100):find("()%1")"#)
@@ -529,6 +530,7 @@ fn a_cancelled_match_stops_at_the_next_batch() {
 
 #[test]
 fn step_counts_are_deterministic() {
+    // DESIGN §15.6-a: the same program is charged the same units.
     let source = format!(
         "return ({:?}):find({:?})",
         "a".repeat(16) + "b",

@@ -268,6 +268,7 @@ fn the_string_metatable_cannot_be_reached() {
 
 #[test]
 fn guest_finalizers_are_refused() {
+    // DESIGN §15.5-a: a raw `__gc` is refused.
     let mut vm = vm_with(BIG);
     let error = failure(eval(&mut vm, "setmetatable({}, {__gc = function() end})"));
     assert!(error.message.contains("__gc"));

@@ -94,6 +94,7 @@ fn batch_with(mode: &str, batch_args: &[&str], lines: &str) -> Vec<String> {
 // request, the host-call limit), then `quirl-lua` exits: nothing is left.
 #[test]
 fn process_group_mode_leaves_no_setsid_escapee() {
+    // DESIGN §17.4-a: escapees of the group are killed and reaped too.
     let mark = marker(1);
     let per_line = 16;
     let line = format!(
@@ -120,6 +121,7 @@ fn process_group_mode_leaves_no_setsid_escapee() {
 // restart budget of one per line), and nothing is left.
 #[test]
 fn cgroup_mode_leaves_no_setsid_escapee_after_quirl_lua_exits() {
+    // DESIGN §17.4-a: escapees of the group are killed and reaped too.
     let report = containment_report(Containment::Auto);
     if report.cgroup.is_none() {
         quirl_lua_testkit::environment::skip(
