@@ -395,6 +395,45 @@ fn utf8_offset_and_len_are_charged_for_the_bytes_they_walk_not_for_the_whole_str
 }
 
 #[test]
+fn library_calls_that_end_early_pay_for_what_they_did() {
+    // DESIGN §15.6-c: each loop makes 20,000 calls that Lua ends at their
+    // first element or byte. Charged for all they were asked to do (as they
+    // once were), each would cost ~4 * 10^7 units or more and trip this
+    // 20 M budget; charged for what they did, the loops cost their own
+    // instructions.
+    let budgets = Budgets {
+        instruction_limit: 20_000_000,
+        ..SMALL
+    };
+    for (source, expected) in [
+        (
+            "local s = '\\xFF' .. string.rep('a', 2000) local n = 0\n\
+             for i = 1, 20000 do if not pcall(utf8.codepoint, s, 1, -1) then n = n + 1 end end\n\
+             return n",
+            json!(20000),
+        ),
+        (
+            "local t = setmetatable({}, {__index = function() error('first') end}) local n = 0\n\
+             for i = 1, 20000 do if not pcall(table.unpack, t, 1, 2000) then n = n + 1 end end\n\
+             return n",
+            json!(20000),
+        ),
+        (
+            "local s = 'z' .. string.rep('1', 1 << 20) local n = 0\n\
+             for i = 1, 20000 do if tonumber(s, 10) == nil then n = n + 1 end end\n\
+             return n",
+            json!(20000),
+        ),
+    ] {
+        assert_eq!(
+            success(eval(&mut vm_with(budgets), source)),
+            expected,
+            "{source}"
+        );
+    }
+}
+
+#[test]
 fn literal_finds_are_charged_for_what_they_scan_not_for_the_rest_of_the_subject() {
     // DESIGN §15.6: a literal find is charged per 64 bytes scanned. A split
     // loop over 1 MiB with 16,384 separators (one per 64 bytes) scans the
