@@ -57,7 +57,7 @@
 //! | `pcall`, `xpcall`, error objects | dispatch; a stop is raised without a message handler (`luaQ_raise`) | `budgets::message_handlers_after_a_trip_are_stopped`, `budgets::errors_inside_a_message_handler_at_the_bottom_of_a_deep_stack_end_by_the_budget`, `sandbox::protected_calls_cannot_swallow_a_limit` |
 //! | error messages that name an operand or a function; tracebacks | `ldebug.c.patch`: `findsetreg`, per 64 instructions; `lauxlib.c.patch`: `pushglobalfuncname`, per 2 loaded slots | `budgets::error_messages_that_scan_a_large_function_are_charged` |
 //! | `tostring` | allocation; objects print as numbers (`lauxlib.c.patch`: `luaL_tolstring`) | `budgets::tostring_shows_no_addresses_and_stays_unique` |
-//! | `tonumber` | `lbaselib.c.patch`: `luaB_tonumber` per 16 bytes; `lobject.c.patch` | `budgets::string_to_number_conversions_are_charged` |
+//! | `tonumber` | `lbaselib.c.patch`: `luaB_tonumber` per 16 bytes scanned, after the scan; `lobject.c.patch` | `budgets::string_to_number_conversions_are_charged`, `budgets::library_calls_that_end_early_pay_for_what_they_did` |
 //! | `string.len`, `string.char` | dispatch; the result by allocation | — |
 //! | `string.byte`, `utf8.codepoint`, `string.unpack` results | `lstrlib.c.patch`: `str_byte`, `str_unpack`; `lutf8lib.c.patch`: `codepoint` | `budgets::pack_formats_are_charged_per_byte` |
 //! | `string.rep` | `lstrlib.c.patch`: `str_rep`, per copy; a result past the headroom is a memory trip | `budgets::string_rep_with_empty_pieces_does_not_loop`, `sandbox::memory_bombs_trip_the_memory_limit` |
@@ -67,11 +67,11 @@
 //! | `string.find` (literal) | `lstrlib.c.patch`: `lmemfind`, growing windows, each charged per 64 bytes | `budgets::literal_finds_are_charged_for_what_they_scan_not_for_the_rest_of_the_subject` |
 //! | `string.pack`, `packsize`, `unpack` | `lstrlib.c.patch`: `str_pack`, `str_packsize`, `str_unpack` per format byte; `z` per 64 bytes | `budgets::pack_formats_are_charged_per_byte`, `budgets::scans_that_end_in_an_error_are_charged` |
 //! | `string.match`, `gmatch`, `gsub`, non-literal `find` | `lstrlib.c.patch`: `chargesteps` per matcher step, `setmatch` by the set's length | `sandbox::catastrophic_patterns_trip_the_instruction_budget`, `pattern_differential::a_catastrophic_pattern_ends_by_the_instruction_budget`, `pattern_differential::step_counts_are_deterministic`, `audit_paths::long_set_classes_are_charged_for_each_scan` |
-//! | `table.concat`, `insert`, `remove`, `move`, `unpack`, `sort` | `ltablib.c.patch`: `tconcat`, `tinsert`, `tremove`, `tmove`, `tunpack` per element, `sort_comp` per comparison | `sandbox::native_loops_are_charged_before_they_run`, `budgets::formatting_and_conversions_are_charged` |
+//! | `table.concat`, `insert`, `remove`, `move`, `unpack`, `sort` | `ltablib.c.patch`: `tconcat`, `tinsert`, `tremove`, `tmove`, `tunpack` per element as they go (`luaQ_libmoved`), `sort_comp` per comparison | `sandbox::native_loops_end_by_the_budget`, `budgets::library_calls_that_end_early_pay_for_what_they_did`, `budgets::formatting_and_conversions_are_charged` |
 //! | `table.sort` comparator | dispatch; the default comparator on strings as `<` | `budgets::long_strings_in_vm_operations_are_charged` |
 //! | `table.pack` | allocation | — |
 //! | `utf8.char` | allocation | — |
-//! | `utf8.len`, `utf8.offset` | `lutf8lib.c.patch`: `utflen`, `byteoffset`, per 16 bytes | `budgets::utf8_scans_are_charged` |
+//! | `utf8.len`, `utf8.offset` | `lutf8lib.c.patch`: `utflen`, `byteoffset`, per 16 bytes walked, after the walk | `budgets::utf8_scans_are_charged`, `budgets::utf8_offset_and_len_are_charged_for_the_bytes_they_walk_not_for_the_whole_string` |
 //! | `utf8.codes` step | `lutf8lib.c.patch`: `iter_aux`, per 16 bytes advanced | `budgets::utf8_scans_are_charged` |
 //! | `math.*` | dispatch (numeric strings as above) | `budgets::string_to_number_conversions_are_charged` |
 //! | `coroutine.create`, `wrap` | dispatch, in every thread | `budgets::short_lived_coroutines_are_charged_every_instruction_they_run`, `budgets::many_short_generators_cost_about_what_they_run`, `sandbox::coroutines_cannot_hide_instructions_from_the_budget` |
