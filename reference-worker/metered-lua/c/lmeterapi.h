@@ -84,7 +84,12 @@ LUA_API void lua_meter_raise (lua_State *L);
 #define LUAQ_LAST_WINDOW	(1024 * 1024)
 
 /* Native work of the libraries: what one unit pays for */
-#define LUAQ_LIB_BYTES		64  /* bytes copied or scanned by memchr/memcmp */
+#define LUAQ_LIB_BYTES		64  /* bytes copied, or searched by 'memmem' */
+/* Bytes compared or scanned by 'memcmp'/'memchr', which the C library runs
+   vectorised: about the time of one instruction of the VM (BENCHMARKS.md,
+   "What a unit costs, idiom by idiom") */
+#define LUAQ_MEM_BYTES		256
+#define LUAQ_SHORT_NEEDLE	64  /* a literal 'find' by memchr and memcmp */
 #define LUAQ_LIB_SCAN_BYTES	16  /* bytes scanned one at a time */
 #define LUAQ_LIB_SMALL		64  /* elements and bytes covered by the call */
 #define LUAQ_HEAP_BYTES_PER_UNIT	64  /* bytes of heap a collection traverses */
