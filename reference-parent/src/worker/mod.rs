@@ -494,7 +494,6 @@ impl std::fmt::Debug for Worker {
     }
 }
 
-/// Close input, kill the group, reap, and wait for the pipe to be released.
 /// The error of a shutdown that did not end cleanly (both supervisors): the
 /// worker's exit status, then each cleanup problem, in the order met.
 pub(crate) fn unclean_exit(
@@ -516,6 +515,7 @@ pub(crate) fn unclean_exit(
     error
 }
 
+/// Close input, kill the group, reap, and wait for the pipe to be released.
 fn retire(mut live: Live) -> (Option<std::process::ExitStatus>, Vec<String>) {
     live.transport.close_input();
     let termination = live.process.kill_tree_and_reap();
