@@ -57,7 +57,7 @@ pub fn pool_rate(
     let pool = WorkerPool::start(
         "bench",
         config(command)?,
-        PoolOptions::new().size(size).spares(0),
+        PoolOptions::new().with_size(size).with_spares(0),
     )?;
     drive(size, 1, |_| {
         pool.eval(script).map(drop).map_err(|e| e.to_string())
@@ -138,12 +138,12 @@ pub struct TripPool {
 impl TripPool {
     pub fn start(command: &WorkerCommand, spares: usize) -> Result<Self, BoxError> {
         let config = WorkerConfig::new(command.clone(), trip_policy()?)
-            .containment(crate::supervise::containment());
+            .with_containment(crate::supervise::containment());
         let options = PoolOptions::new()
-            .size(1)
-            .spares(spares)
-            .max_restarts(quirl_lua_reference_parent::lifecycle::MAX_RESTARTS_MAX)
-            .restart_window(Some(Duration::from_secs(1)));
+            .with_size(1)
+            .with_spares(spares)
+            .with_max_restarts(quirl_lua_reference_parent::lifecycle::MAX_RESTARTS_MAX)
+            .with_restart_window(Some(Duration::from_secs(1)));
         Ok(Self {
             pool: WorkerPool::start("trip", config, options)?,
             spares,

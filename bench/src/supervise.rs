@@ -12,8 +12,9 @@ use quirl_lua_protocol::records::{
 use quirl_lua_reference_parent::lifecycle::{PoolOptions, WorkerPool};
 use std::sync::OnceLock;
 
+use quirl_lua_reference_parent::Cancel;
 use quirl_lua_reference_parent::process_host::{
-    Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest, run_command,
+    Environment, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest, run_command,
 };
 use quirl_lua_reference_parent::{Containment, ErrorClass, Worker, WorkerCommand, WorkerConfig};
 
@@ -37,7 +38,7 @@ pub fn containment() -> Containment {
 }
 
 pub fn config(command: &WorkerCommand) -> Result<WorkerConfig, BoxError> {
-    Ok(WorkerConfig::new(command.clone(), policy()?).containment(containment()))
+    Ok(WorkerConfig::new(command.clone(), policy()?).with_containment(containment()))
 }
 
 /// The framed bytes of the `eval "return 1"` request and its response at
@@ -141,7 +142,7 @@ pub fn cold_starts_in(
     n: usize,
     containment: Containment,
 ) -> Result<(Vec<Duration>, Vec<Duration>), BoxError> {
-    let config = config(command)?.containment(containment);
+    let config = config(command)?.with_containment(containment);
     let mut initialized = Vec::with_capacity(n);
     let mut answered = Vec::with_capacity(n);
     for _ in 0..n {
@@ -198,7 +199,7 @@ pub fn kill_latency_in(
         instruction_limit: 100_000_000,
         wall_time_ms: wall_ms,
     })?;
-    let config = WorkerConfig::new(command.clone(), policy).containment(containment);
+    let config = WorkerConfig::new(command.clone(), policy).with_containment(containment);
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let mut worker = Worker::spawn(config.clone())?;
@@ -291,7 +292,7 @@ pub fn parent_cost_per_worker(
 ) -> Result<(f64, f64), BoxError> {
     let rss_before = rss_of("self")?;
     let heap_before = crate::alloc::live();
-    let pool = WorkerPool::start("rss", config(command)?, PoolOptions::new().size(size))?;
+    let pool = WorkerPool::start("rss", config(command)?, PoolOptions::new().with_size(size))?;
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..size)
             .map(|_| scope.spawn(|| pool.eval("return 1").map(drop)))

@@ -5,17 +5,27 @@
 //! error record ([`ShellError`]: code, message, context, help) for people
 //! and for JSON output. Codes follow SPEC §11.3:
 //!
-//! | class | code | worker afterwards |
-//! |---|---|---|
-//! | [`Guest`](ErrorClass::Guest) | the code in the worker's error response | healthy, reusable |
-//! | [`Deadline`](ErrorClass::Deadline), [`Cancelled`](ErrorClass::Cancelled) | `resource_limit` | killed, handle poisoned |
-//! | [`ProtocolViolation`](ErrorClass::ProtocolViolation) | `validation` (`resource_limit` for an oversized frame) | killed, handle poisoned |
-//! | [`WorkerCrashed`](ErrorClass::WorkerCrashed) | `lua` | reaped, handle poisoned |
-//! | [`Unavailable`](ErrorClass::Unavailable) | `lua` | (already gone) |
-//! | [`Spawn`](ErrorClass::Spawn) | `process_spawn` (or the worker's code if it refused `initialize`) | killed and reaped |
-//! | [`InvalidInput`](ErrorClass::InvalidInput) | `validation` / `invalid_argument` | untouched: nothing was sent |
-//! | [`Quarantined`](ErrorClass::Quarantined) | `lua` | none was used (restart budget spent) |
-//! | [`Overloaded`](ErrorClass::Overloaded) | `resource_limit` | none was used (pool queue full) |
+//! | class | code | [`limit`](Error::limit) | what happened to the worker |
+//! |---|---|---|---|
+//! | [`Guest`](ErrorClass::Guest) | the code in the worker's error response | — | nothing: it stays in use |
+//! | [`Limit`](ErrorClass::Limit) | `resource_limit` | the kind the worker named | retired: its VM is never reused, the next call runs on a fresh worker |
+//! | [`Deadline`](ErrorClass::Deadline) | `resource_limit` | `deadline` | killed and reaped; the next call runs on a fresh worker |
+//! | [`Cancelled`](ErrorClass::Cancelled) | `resource_limit` | `cancellation` | killed and reaped; the next call runs on a fresh worker |
+//! | [`ProtocolViolation`](ErrorClass::ProtocolViolation) | `validation` (`resource_limit` for an oversized frame) | — | killed and reaped; the next call runs on a fresh worker |
+//! | [`WorkerCrashed`](ErrorClass::WorkerCrashed) | `lua` | — | it died; reaped; the next call runs on a fresh worker |
+//! | [`Spawn`](ErrorClass::Spawn) | `process_spawn` (or the worker's code if it refused `initialize`) | — | none is running: what was started was killed and reaped; the next call tries again |
+//! | [`InvalidInput`](ErrorClass::InvalidInput) | `validation` / `invalid_argument` | — | untouched: nothing was sent |
+//! | [`Unavailable`](ErrorClass::Unavailable) | `lua` | — | none was used: the pool or plugin host was shut down |
+//! | [`Quarantined`](ErrorClass::Quarantined) | `lua` | — | none was used: the restart budget is spent |
+//! | [`Overloaded`](ErrorClass::Overloaded) | `resource_limit` | — | none was used: the pool's queue was full |
+//!
+//! This holds for every driver alike: the blocking [`Worker`](crate::Worker)
+//! and the pools of [`lifecycle`](crate::lifecycle), and (feature `tokio`)
+//! `tokio_worker::Worker` and `tokio_worker::WorkerPool`. No call is ever
+//! sent into a worker that ended: the next call starts a fresh one (a pool
+//! takes a warm spare when it has one). [`Error::worker_ended`] says
+//! whether this error ended a worker; [`Error::limit`] which limit ended
+//! the request, without parsing any text.
 //!
 //! Context entries are bounded so the record always stays within the v1
 //! error-record bounds, however much cleanup has to report.
@@ -26,6 +36,7 @@ use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::ErrorKind as ProtocolErrorKind;
 use quirl_lua_protocol::records::{ErrorCode, ShellError};
 
+use crate::supervision::limit::LimitKind;
 use quirl_lua_protocol::limits::{
     ERROR_ITEMS_MAX as ITEMS_MAX, ERROR_TEXT_BYTES_MAX as TEXT_BYTES_MAX,
 };
@@ -39,9 +50,16 @@ const CONTEXT_ENTRY_BYTES_MAX: usize = 4 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorClass {
-    /// The guest's code failed (a well-formed error response): Lua error,
-    /// instruction or memory limit, … The worker stays usable.
+    /// The guest's code failed (a well-formed error response that names no
+    /// tripped limit: a Lua error, a denied grant, a byte bound …). The
+    /// worker stays in use.
     Guest,
+    /// The guest tripped a resource limit inside the worker (instructions,
+    /// memory, the worker's own wall time, host calls, cancellation; see
+    /// [`Error::limit`]): the worker answered `resource_limit` and was
+    /// retired, since a VM whose limit tripped is never reused (SPEC
+    /// §13.1); the next call runs on a fresh worker.
+    Limit,
     /// The request's absolute deadline passed; the worker was killed.
     Deadline,
     /// The request was cancelled; the worker was killed.
@@ -50,9 +68,10 @@ pub enum ErrorClass {
     ProtocolViolation,
     /// The worker died, exited or closed its stream without answering.
     WorkerCrashed,
-    /// The handle was poisoned by an earlier failure (or shut down).
+    /// The pool or plugin host was shut down; no worker was used.
     Unavailable,
-    /// The worker could not be started or refused to initialize.
+    /// The worker could not be started, refused to initialize, or could
+    /// not load its plugin again after a restart.
     Spawn,
     /// The caller's input was rejected before anything was sent.
     InvalidInput,
@@ -69,6 +88,7 @@ impl ErrorClass {
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Guest => "guest",
+            Self::Limit => "limit",
             Self::Deadline => "deadline",
             Self::Cancelled => "cancelled",
             Self::ProtocolViolation => "protocol_violation",
@@ -81,16 +101,31 @@ impl ErrorClass {
         }
     }
 
-    /// Whether an error of this class ended the worker and poisoned the handle.
-    pub const fn poisons(self) -> bool {
+    /// Whether an error of this class ends the worker that served it
+    /// (killed, reaped or retired; see the module's table). A single error
+    /// says it for itself: [`Error::worker_ended`].
+    pub const fn ends_worker(self) -> bool {
         matches!(
             self,
-            Self::Deadline
+            Self::Limit
+                | Self::Deadline
                 | Self::Cancelled
                 | Self::ProtocolViolation
                 | Self::WorkerCrashed
-                | Self::Unavailable
                 | Self::Spawn
+        )
+    }
+
+    /// Whether an error of this class is a worker failure that counts
+    /// against a pool's restart budget (DESIGN §17.7): the worker died or
+    /// was killed for a reason of its own (a deadline, a crash, a protocol
+    /// violation) or could not be started. Guest errors, limit trips (a
+    /// healthy worker that retired by design), cancellations by the host
+    /// and refusals are not.
+    pub const fn is_worker_failure(self) -> bool {
+        matches!(
+            self,
+            Self::Deadline | Self::ProtocolViolation | Self::WorkerCrashed | Self::Spawn
         )
     }
 }
@@ -106,6 +141,8 @@ impl fmt::Display for ErrorClass {
 pub struct Error {
     class: ErrorClass,
     protocol_kind: Option<ProtocolErrorKind>,
+    limit: Option<LimitKind>,
+    worker_ended: bool,
     record: Box<ShellError>,
 }
 
@@ -127,18 +164,16 @@ impl ErrorContext for Error {
 
 impl Error {
     pub(crate) fn new(class: ErrorClass, code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::from_record(class, ShellError::new(code, message))
+    }
+
+    /// An error of `class` around an existing record (a worker's answer).
+    pub(crate) fn from_record(class: ErrorClass, record: ShellError) -> Self {
         Self {
             class,
             protocol_kind: None,
-            record: Box::new(ShellError::new(code, message)),
-        }
-    }
-
-    /// A guest error carried by a well-formed error response.
-    pub(crate) fn guest(record: ShellError) -> Self {
-        Self {
-            class: ErrorClass::Guest,
-            protocol_kind: None,
+            limit: None,
+            worker_ended: class.ends_worker(),
             record: Box::new(record),
         }
     }
@@ -146,6 +181,20 @@ impl Error {
     /// Rebuild an error of a different class around an existing record.
     pub(crate) fn with_class(mut self, class: ErrorClass) -> Self {
         self.class = class;
+        self.worker_ended = class.ends_worker();
+        self
+    }
+
+    pub(crate) fn with_limit(mut self, limit: LimitKind) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Say whether this error ended a worker, where the class alone does
+    /// not tell (a pool refusing calls after its token fired is
+    /// `Cancelled` but ended nothing).
+    pub(crate) fn with_worker_ended(mut self, ended: bool) -> Self {
+        self.worker_ended = ended;
         self
     }
 
@@ -186,6 +235,21 @@ impl Error {
     /// The primary message.
     pub fn message(&self) -> &str {
         &self.record.message
+    }
+
+    /// The limit that ended the request, if one did: the kind the worker
+    /// named in its `resource_limit` answer ([`ErrorClass::Limit`], SPEC
+    /// §11.4), [`LimitKind::Deadline`] for the parent's deadline and
+    /// [`LimitKind::Cancellation`] for a cancellation.
+    pub fn limit(&self) -> Option<LimitKind> {
+        self.limit
+    }
+
+    /// Whether this error ended the worker that served it (killed and
+    /// reaped, or retired after a tripped limit). The next call on the
+    /// same handle or pool runs on a fresh worker either way.
+    pub fn worker_ended(&self) -> bool {
+        self.worker_ended
     }
 
     /// The protocol sub-kind, when the failure was a protocol violation
@@ -265,10 +329,20 @@ mod tests {
     }
 
     #[test]
-    fn poisoning_classes_are_the_supervision_failures() {
-        assert!(!ErrorClass::Guest.poisons());
-        assert!(!ErrorClass::InvalidInput.poisons());
-        assert!(ErrorClass::Deadline.poisons());
-        assert!(ErrorClass::ProtocolViolation.poisons());
+    fn the_classes_say_what_happened_to_the_worker() {
+        assert!(!ErrorClass::Guest.ends_worker());
+        assert!(!ErrorClass::InvalidInput.ends_worker());
+        assert!(!ErrorClass::Quarantined.ends_worker());
+        assert!(ErrorClass::Limit.ends_worker());
+        assert!(ErrorClass::Deadline.ends_worker());
+        assert!(ErrorClass::ProtocolViolation.ends_worker());
+        // DESIGN §17.7: a limit trip and a cancellation are no failure.
+        assert!(!ErrorClass::Limit.is_worker_failure());
+        assert!(!ErrorClass::Cancelled.is_worker_failure());
+        assert!(ErrorClass::WorkerCrashed.is_worker_failure());
+        assert!(ErrorClass::Deadline.is_worker_failure());
+        let refused = Error::new(ErrorClass::Cancelled, ErrorCode::ResourceLimit, "closed")
+            .with_worker_ended(false);
+        assert!(!refused.worker_ended());
     }
 }

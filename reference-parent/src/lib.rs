@@ -4,10 +4,12 @@
 //!
 //! ```no_run
 //! use quirl_lua_reference_parent::{
-//!     ErrorClass, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
+//!     ErrorClass, LimitKind, Policy, PolicySettings, Worker, WorkerCommand, WorkerConfig,
 //! };
 //!
-//! // `quirl-lua --internal-lua-worker-v1` (or any worker speaking the protocol).
+//! // An installed worker: `quirl-worker`, or `quirl-lua --internal-lua-worker-v1`
+//! // (or any worker speaking the protocol). Not `WorkerCommand::current_exe()`
+//! // in your own binary: that would start your program again as the worker.
 //! let command = WorkerCommand::new("/usr/local/bin/quirl-lua").arg("--internal-lua-worker-v1");
 //! let policy = Policy::new(PolicySettings {
 //!     allow_process: false,
@@ -18,69 +20,72 @@
 //! let mut worker = Worker::spawn(WorkerConfig::new(command, policy))?;
 //! assert_eq!(worker.eval("return 6 * 7")?, serde_json::json!(42));
 //!
-//! // A native call no Lua hook can interrupt: the parent kills the worker's
-//! // whole process tree at the deadline, reaps it and poisons the handle.
-//! let error = worker.eval("table.move({}, 1, 90000000, 2)").unwrap_err();
-//! assert_eq!(error.class(), ErrorClass::Deadline);
-//! assert_eq!(worker.eval("return 1").unwrap_err().class(), ErrorClass::Unavailable);
+//! // A runaway guest trips its instruction budget inside the worker, which
+//! // answers and is retired: a VM whose limit tripped is never reused.
+//! let error = worker.eval("while true do end").unwrap_err();
+//! assert_eq!((error.class(), error.limit()), (ErrorClass::Limit, Some(LimitKind::Instructions)));
+//!
+//! // A guest stuck past the deadline (a host command that never ends, a
+//! // native call no hook interrupts) is killed by the parent, whole tree.
+//! // Either way the next call runs on a fresh worker.
+//! assert_eq!(worker.eval("return 1")?, serde_json::json!(1));
+//! assert_eq!(worker.restarts(), 1);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! Modules, one job each:
-//! - [`worker`]: the [`Worker`] handle — spawn + initialize, one request at a
-//!   time under an absolute deadline, failure → kill, reap, drain, poison;
+//! - `supervision` (private): the clock-free supervision core — every
+//!   decision of every driver: the request's steps over the protocol
+//!   crate's [`ParentConnection`], how a request ended as a typed
+//!   [`Error`], retirement and restarts, the restart budget, the pool's
+//!   dispatch, queue, spares, quarantine and stats (DESIGN §17.1);
+//! - [`worker`]: the blocking driver, [`Worker`]; [`tokio_worker`]
+//!   (feature `tokio`): the async drivers, `Worker` and `WorkerPool`;
+//! - [`lifecycle`]: the blocking pools, [`lifecycle::WorkerPool`] and
+//!   [`lifecycle::PluginHost`] (generations, reload);
 //! - `child_process` (private; [`rlimits`] and [`worker_command`] are
-//!   public): the child-process machinery — spawning in a new session with
-//!   a sanitized environment and descriptors, the kill that cannot hit a
-//!   reused PGID and the reap, the pipes and the one `ppoll` wait, signals,
-//!   child setup, resource limits, `/proc/PID/stat` (DESIGN §17.2–§17.4,
-//!   §18.1); its head comment maps each job to its file;
+//!   public): spawning in a new session with a sanitized environment and
+//!   descriptors, the kill that cannot hit a reused PGID and the reap, the
+//!   pipes and the one `ppoll` wait, signals, child setup, resource
+//!   limits, `/proc/PID/stat` (DESIGN §17.2–§17.4, §18.1);
 //! - `cgroup` (private; [`Containment`] is public): one cgroup v2 per
-//!   child when the kernel allows it, with `cgroup.kill` as the end of
-//!   every child (DESIGN §17.2);
-//! - the wire side is the protocol crate's [`ParentConnection`]
-//!   (decoder, session, SPEC §9.5 end of stream) — no private copy;
+//!   child when the kernel allows it (DESIGN §17.2);
 //! - [`process_host`]: answering `quirl.process.run` (DESIGN §16);
+//! - [`cancel`]: the cancellation token workers, pools and the process
+//!   host share;
 //! - [`callback_deadline`]: callbacks held to their declared deadlines;
-//! - [`worker_command`]: which program is the worker; [`error`]: typed errors;
-//! - [`rlimits`]: the resource limits a worker gets before `exec` (DESIGN §18.1).
-//!
-//! - `tokio_worker` (feature `tokio`): the async supervisor, a tokio
-//!   `Worker` with the same spawning, deadlines and kill → reap → drain →
-//!   poison as [`Worker`], and async host-call answering (SPEC §13.2,
-//!   §17);
-//!
-//! - [`lifecycle`]: plugin generations, restart budget and quarantine, pools
-//!   and statistics, built from the outside on [`Worker`] values — a
-//!   poisoned worker is never reused, a new one is spawned.
+//! - [`error`]: typed errors, with [`LimitKind`].
 //!
 //! [`ParentConnection`]: quirl_lua_protocol::ParentConnection
+//! [`tokio_worker`]: https://docs.rs/quirl-lua-reference-parent/latest/quirl_lua_reference_parent/tokio_worker/
 
 // docs.rs (`[package.metadata.docs.rs]` passes `--cfg docsrs`) labels the
 // feature-gated items with the feature they need.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod callback_deadline;
+pub mod cancel;
 mod cgroup;
 mod child_process;
 pub mod error;
 pub mod lifecycle;
 pub mod process_host;
+mod supervision;
 #[cfg(test)]
 mod test_environment;
-pub mod worker;
-
-// Re-exports at the paths these public modules had before they moved under
-// `child_process` (public API kept).
-pub use child_process::{rlimits, worker_command};
-
-pub use cgroup::{Containment, ContainmentReport, containment_report};
-pub use error::{Error, ErrorClass};
-pub use process_host::Cancel;
-pub use quirl_lua_protocol::records::{Policy, PolicySettings};
-pub use rlimits::WorkerLimits;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-pub use worker::tokio_worker;
+pub mod tokio_worker;
+pub mod worker;
+
+pub use child_process::{rlimits, worker_command};
+
+pub use cancel::Cancel;
+pub use cgroup::{Containment, ContainmentReport, containment_report};
+pub use error::{Error, ErrorClass};
+pub use quirl_lua_protocol::records::{Policy, PolicySettings};
+pub use rlimits::WorkerLimits;
+pub use supervision::exchange::HostAnswer;
+pub use supervision::limit::LimitKind;
 pub use worker::{Worker, WorkerConfig};
 pub use worker_command::{WORKER_ARGUMENT, WORKER_COMMAND_ENV, WorkerCommand};

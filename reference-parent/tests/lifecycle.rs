@@ -17,7 +17,7 @@ use quirl_lua_protocol::records::ErrorCode;
 use quirl_lua_reference_parent::lifecycle::{
     MemberState, PluginHost, PluginManifest, PoolOptions, WorkerPool,
 };
-use quirl_lua_reference_parent::{ErrorClass, WorkerConfig};
+use quirl_lua_reference_parent::{ErrorClass, LimitKind, WorkerConfig};
 use serde_json::json;
 
 use support::{
@@ -27,20 +27,20 @@ use support::{
 
 fn manifest(name: &str, path: &std::path::Path, wall_time_ms: u64) -> PluginManifest {
     PluginManifest::new(name, path)
-        .worker(scripted_worker())
-        .policy(policy(wall_time_ms))
+        .with_worker(scripted_worker())
+        .with_policy(policy(wall_time_ms))
 }
 
 fn eval_pool(size: usize, wall_time_ms: u64, options: PoolOptions) -> WorkerPool {
     let config = WorkerConfig::new(scripted_worker(), policy(wall_time_ms));
-    WorkerPool::start("test-pool", config, options.size(size)).unwrap()
+    WorkerPool::start("test-pool", config, options.with_size(size)).unwrap()
 }
 
 #[test]
 fn a_plugin_that_times_out_four_times_is_quarantined_and_then_fails_fast() {
     let scratch = Scratch::new("quarantine");
     let path = scratch.write("loop.lua", LOOPING_PLUGIN);
-    let host = PluginHost::start(manifest("looping", &path, 50).max_restarts(3)).unwrap();
+    let host = PluginHost::start(manifest("looping", &path, 50).with_max_restarts(3)).unwrap();
     let mut pids = member_pids(&host.stats());
 
     // The first failure plus three failed restarts.
@@ -90,7 +90,7 @@ fn a_plugin_that_times_out_four_times_is_quarantined_and_then_fails_fast() {
 fn quarantine_holds_until_an_explicit_reset() {
     let scratch = Scratch::new("reset");
     let path = scratch.write("plugin.lua", &plugin_source("v1"));
-    let host = PluginHost::start(manifest("resettable", &path, 200).max_restarts(1)).unwrap();
+    let host = PluginHost::start(manifest("resettable", &path, 200).with_max_restarts(1)).unwrap();
     for _ in 0..2 {
         assert_eq!(
             host.eval("crash()").unwrap_err().class(),
@@ -156,7 +156,7 @@ fn a_crash_is_replaced_by_a_fresh_worker_of_the_same_generation() {
 fn guest_errors_do_not_spend_the_restart_budget() {
     let scratch = Scratch::new("guest");
     let path = scratch.write("plugin.lua", &plugin_source("v1"));
-    let host = PluginHost::start(manifest("guest", &path, 1_000).max_restarts(0)).unwrap();
+    let host = PluginHost::start(manifest("guest", &path, 1_000).with_max_restarts(0)).unwrap();
     let pid = host.stats().members[0].pid;
     // The double refuses load_plugin of a source with a syntax error as a
     // guest error; the worker stays usable.
@@ -175,7 +175,7 @@ fn guest_errors_do_not_spend_the_restart_budget() {
 fn reload_picks_up_a_changed_source() {
     let scratch = Scratch::new("reload");
     let path = scratch.write("plugin.lua", &plugin_source("v1"));
-    let host = PluginHost::start(manifest("reloading", &path, 1_000).pool_size(2)).unwrap();
+    let host = PluginHost::start(manifest("reloading", &path, 1_000).with_pool_size(2)).unwrap();
     assert_eq!(host.generation(), 1);
     assert_eq!(
         host.render_prompt("version", json!({})).unwrap(),
@@ -208,7 +208,7 @@ fn reload_picks_up_a_changed_source() {
 fn a_reload_with_a_syntax_error_leaves_the_old_generation_serving() {
     let scratch = Scratch::new("bad-reload");
     let path = scratch.write("plugin.lua", &plugin_source("v1"));
-    let host = PluginHost::start(manifest("steady", &path, 1_000).pool_size(2)).unwrap();
+    let host = PluginHost::start(manifest("steady", &path, 1_000).with_pool_size(2)).unwrap();
     let pids = member_pids(&host.stats());
 
     scratch.write("plugin.lua", "local x = = syntax error\n");
@@ -263,7 +263,7 @@ fn a_reload_whose_load_times_out_leaves_the_old_generation_serving() {
 fn a_plugin_that_fails_to_load_does_not_start() {
     let scratch = Scratch::new("bad-start");
     let path = scratch.write("plugin.lua", "syntax error\n");
-    let error = PluginHost::start(manifest("broken", &path, 1_000).pool_size(2)).unwrap_err();
+    let error = PluginHost::start(manifest("broken", &path, 1_000).with_pool_size(2)).unwrap_err();
     assert_eq!(error.class(), ErrorClass::Guest);
     assert!(error.to_string().contains("while starting plugin `broken`"));
 }
@@ -347,7 +347,7 @@ fn poisoning_one_member_does_not_fail_requests_on_the_other() {
 
 #[test]
 fn a_full_queue_fails_at_once_and_a_waiting_caller_is_served_in_turn() {
-    let pool = eval_pool(1, 10_000, PoolOptions::new().queue_capacity(1));
+    let pool = eval_pool(1, 10_000, PoolOptions::new().with_queue_capacity(1));
     std::thread::scope(|scope| {
         let busy = scope.spawn(|| pool.eval("spin(300)"));
         assert!(eventually(Duration::from_secs(5), || pool.stats().busy == 1));
@@ -368,7 +368,7 @@ fn a_full_queue_fails_at_once_and_a_waiting_caller_is_served_in_turn() {
 
 #[test]
 fn a_queue_wait_is_bounded() {
-    let options = PoolOptions::new().queue_timeout(Duration::from_millis(50));
+    let options = PoolOptions::new().with_queue_timeout(Duration::from_millis(50));
     let pool = eval_pool(1, 10_000, options);
     std::thread::scope(|scope| {
         let busy = scope.spawn(|| pool.eval("spin(500)"));
@@ -382,7 +382,7 @@ fn a_queue_wait_is_bounded() {
 
 #[test]
 fn quarantine_closes_the_idle_members_of_a_pool() {
-    let pool = eval_pool(2, 1_000, PoolOptions::new().max_restarts(0));
+    let pool = eval_pool(2, 1_000, PoolOptions::new().with_max_restarts(0));
     let pids = member_pids(&pool.stats());
     assert_eq!(
         pool.eval("crash()").unwrap_err().class(),
@@ -492,41 +492,70 @@ fn shutdown_cancels_busy_calls_and_wakes_queued_callers() {
 }
 
 #[test]
-fn a_worker_that_retired_after_an_error_is_replaced_and_counted_as_a_failure() {
-    // Without a spare the next call finds the retirement (with one, the
-    // slot is swapped at once: `lifecycle_spares.rs`).
-    let pool = eval_pool(1, 1_000, PoolOptions::new().max_restarts(1).spares(0));
+fn a_worker_retired_after_a_tripped_limit_is_replaced_and_is_no_failure() {
+    // DESIGN §17.7: a limit trip is a healthy worker retiring by design; the
+    // restart budget (1 here) governs failures only. Without a spare the
+    // member's next call starts the fresh worker (with one, the slot is
+    // swapped at once: `lifecycle_spares.rs`).
+    let pool = eval_pool(
+        1,
+        1_000,
+        PoolOptions::new().with_max_restarts(1).with_spares(0),
+    );
     let first = member_pids(&pool.stats())[0];
-    let error = pool.eval("retire()").unwrap_err();
-    assert_eq!(error.class(), ErrorClass::Guest);
-    assert_eq!(error.code(), ErrorCode::ResourceLimit);
-    // The worker has exited by now or is about to; either way the next
-    // call runs on a fresh worker and succeeds.
-    assert_eq!(pool.eval("return 8").unwrap(), json!(8));
+    for round in 0..20 {
+        let error = pool.eval("retire()").unwrap_err();
+        assert_eq!(error.class(), ErrorClass::Limit, "{error}");
+        assert_eq!(error.limit(), Some(LimitKind::Instructions));
+        assert!(error.worker_ended());
+        // The next call runs on a fresh worker and succeeds: the trip
+        // never costs it.
+        assert_eq!(pool.eval("return 8").unwrap(), json!(8), "round {round}");
+    }
     let stats = pool.stats();
     assert!(!stats.quarantined);
-    assert_eq!(stats.failures_in_window, 1, "a retirement is a failure");
-    assert_eq!((stats.totals.retirements, stats.totals.restarts), (1, 1));
-    assert_eq!(stats.totals.invocations, 2);
-    assert_eq!((stats.totals.successes, stats.totals.guest_errors), (1, 1));
+    assert_eq!(stats.failures_in_window, 0, "a retirement is no failure");
+    assert_eq!(
+        (
+            stats.totals.limit_trips,
+            stats.totals.retirements,
+            stats.totals.restarts
+        ),
+        (20, 20, 20)
+    );
+    assert_eq!(stats.totals.invocations, 40);
+    assert_eq!(stats.totals.successes, 20);
     assert!(leftovers(first).is_empty());
+    // A worker that trips and would keep serving is retired all the same.
+    let pid = member_pids(&pool.stats())[0];
+    assert_eq!(pool.eval("trip()").unwrap_err().class(), ErrorClass::Limit);
+    assert!(leftovers(pid).is_empty());
+    assert_eq!(pool.eval("return 9").unwrap(), json!(9));
+}
 
-    // The second retirement spends the budget: the call that finds it
-    // fails with the quarantine error, and nothing ran.
-    pool.eval("retire()").unwrap_err();
-    let error = pool.eval("return 9").unwrap_err();
+// DESIGN §17.7: with the default options, four crashes quarantine a pool.
+#[test]
+fn four_crashes_quarantine_a_pool_with_the_default_options() {
+    let pool = eval_pool(1, 1_000, PoolOptions::new());
+    for crash in 0..3 {
+        let error = pool.eval("crash()").unwrap_err();
+        assert_eq!(error.class(), ErrorClass::WorkerCrashed, "crash {crash}");
+        assert_eq!(pool.eval("return 1").unwrap(), json!(1));
+    }
+    assert!(!pool.is_quarantined());
+    pool.eval("crash()").unwrap_err();
+    assert!(pool.is_quarantined());
+    let error = pool.eval("return 1").unwrap_err();
     assert_eq!(error.class(), ErrorClass::Quarantined, "{error}");
     let stats = pool.stats();
-    assert!(stats.quarantined);
-    assert_eq!(stats.totals.retirements, 2);
-    assert_eq!(stats.totals.successes, 1);
+    assert_eq!((stats.totals.crashes, stats.failures_in_window), (4, 4));
 }
 
 #[test]
 fn the_callers_cancellation_token_cancels_the_whole_pool() {
     let token = quirl_lua_reference_parent::Cancel::new();
-    let config = WorkerConfig::new(scripted_worker(), policy(30_000)).cancel_token(token.clone());
-    let pool = WorkerPool::start("cancellable", config, PoolOptions::new().size(2)).unwrap();
+    let config = WorkerConfig::new(scripted_worker(), policy(30_000)).with_cancel(token.clone());
+    let pool = WorkerPool::start("cancellable", config, PoolOptions::new().with_size(2)).unwrap();
     std::thread::scope(|scope| {
         let busy = scope.spawn(|| pool.eval("while true do end"));
         assert!(eventually(Duration::from_secs(5), || pool.stats().busy == 1));
@@ -556,7 +585,13 @@ fn a_callback_past_its_declared_deadline_is_killed_and_restarted_like_any_deadli
     // a restarted worker.
     let scratch = Scratch::new("callback-deadline");
     let path = scratch.write("loop.lua", LOOPING_PLUGIN);
-    let host = PluginHost::start(manifest("looping", &path, 5_000).max_restarts(3)).unwrap();
+    // No spare: the replacement starts on the next call, so the count is
+    // exact (with one, the slot would be swapped at each checkin).
+    let host = PluginHost::start(
+        manifest("looping", &path, 5_000)
+            .with_pool(PoolOptions::new().with_max_restarts(3).with_spares(0)),
+    )
+    .unwrap();
     for attempt in 0..2 {
         let started = Instant::now();
         let error = host.render_prompt("version", json!({})).unwrap_err();

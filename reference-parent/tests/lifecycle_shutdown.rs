@@ -32,9 +32,9 @@ fn check_shutdown(worker: WorkerCommand) {
     let scratch = Scratch::new("shutdown");
     let path = scratch.write("plugin.lua", &plugin_source("v1"));
     let manifest = PluginManifest::new("busy", &path)
-        .worker(worker.clone())
-        .policy(policy(30_000))
-        .pool(PoolOptions::new().size(4).queue_capacity(8));
+        .with_worker(worker.clone())
+        .with_policy(policy(30_000))
+        .with_pool(PoolOptions::new().with_size(4).with_queue_capacity(8));
     let host = PluginHost::start(manifest).unwrap();
     let mut pids = member_pids(&host.stats());
     assert_eq!(pids.len(), 4);
@@ -90,9 +90,9 @@ fn check_shutdown(worker: WorkerCommand) {
 
     // Dropping a host that was never shut down does the same.
     let manifest = PluginManifest::new("dropped", &path)
-        .worker(worker)
-        .policy(policy(30_000))
-        .pool_size(3);
+        .with_worker(worker)
+        .with_policy(policy(30_000))
+        .with_pool_size(3);
     let host = PluginHost::start(manifest).unwrap();
     let mut pids = member_pids(&host.stats());
     assert!(eventually(Duration::from_secs(10), || host.stats().spares == 1));

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use quirl_lua_reference_parent::Cancel;
 use quirl_lua_reference_parent::process_host::{
-    Cancel, CommandOutcomeData, Environment, ErrorCode, Grants, HostError, ProcessAccess,
+    CommandOutcomeData, Environment, ErrorCode, Grants, HostError, ProcessAccess,
     ProcessHostConfig, ProcessRequest, run_command,
 };
 
@@ -590,7 +591,7 @@ fn a_file_without_a_known_format_is_not_run_by_a_shell() {
 /// A token with no wake descriptor: the host must fall back to a tick.
 struct FlagOnly(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
-impl quirl_lua_reference_parent::process_host::CancelSignal for FlagOnly {
+impl quirl_lua_reference_parent::cancel::CancelSignal for FlagOnly {
     fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }

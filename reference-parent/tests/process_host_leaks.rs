@@ -7,9 +7,9 @@
 use std::time::{Duration, Instant};
 
 use quirl_lua_reference_parent::process_host::{
-    Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest, run_command,
+    Environment, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest, run_command,
 };
-use quirl_lua_reference_parent::{Containment, containment_report};
+use quirl_lua_reference_parent::{Cancel, Containment, containment_report};
 
 fn count(directory: &str) -> usize {
     std::fs::read_dir(directory).unwrap().count()

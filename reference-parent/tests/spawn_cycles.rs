@@ -21,7 +21,7 @@ use quirl_lua_reference_parent::{
 
 fn cycle(config: &WorkerConfig) {
     let mut worker = Worker::spawn(config.clone()).unwrap();
-    let expected = match config.configured_containment() {
+    let expected = match config.containment() {
         Containment::ProcessGroup => "process-group",
         _ => "cgroup",
     };
@@ -59,8 +59,8 @@ fn thousand_cycles(containment: Containment) {
     })
     .unwrap();
     let config = WorkerConfig::new(command, policy)
-        .startup_timeout(Duration::from_secs(10))
-        .containment(containment);
+        .with_startup_timeout(Duration::from_secs(10))
+        .with_containment(containment);
     // Warm up: anything the runtime opens lazily is in the baseline.
     for _ in 0..5 {
         cycle(&config);
@@ -101,7 +101,7 @@ fn thousand_cycles(containment: Containment) {
 fn failed_spawns_leave_nothing(containment: Containment, policy: &Policy) {
     let command = WorkerCommand::new(quirl_lua_testkit::bins::fake_worker()).arg("echo");
     let config =
-        |command: WorkerCommand| WorkerConfig::new(command, *policy).containment(containment);
+        |command: WorkerCommand| WorkerConfig::new(command, *policy).with_containment(containment);
     let no_dir = config(command.current_dir("/nonexistent/quirl-spawn-cycles"));
     let no_program = config(WorkerCommand::new("/nonexistent/quirl-spawn-cycles"));
     let fds_before = procfs::fd_count();

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use quirl_lua_reference_parent::Cancel;
 use quirl_lua_reference_parent::process_host::{
-    Cancel, Environment, ErrorCode, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest,
-    run_command,
+    Environment, ErrorCode, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest, run_command,
 };
 use quirl_lua_reference_parent::{Containment, containment_report};
 

@@ -12,8 +12,9 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use quirl_lua_reference_parent::Cancel;
 use quirl_lua_reference_parent::process_host::{
-    Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest, adopt_orphans,
+    Environment, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest, adopt_orphans,
     run_command,
 };
 use quirl_lua_reference_parent::{Containment, containment_report};

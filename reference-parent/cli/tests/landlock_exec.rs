@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use quirl_lua_reference_parent::Cancel;
 use quirl_lua_reference_parent::process_host::{
-    Cancel, CommandOutcomeData, Environment, ErrorCode, GrantRule, Grants, HostError,
-    ProcessAccess, ProcessHostConfig, ProcessRequest, landlock_support, run_command,
+    CommandOutcomeData, Environment, ErrorCode, GrantRule, Grants, HostError, ProcessAccess,
+    ProcessHostConfig, ProcessRequest, landlock_support, run_command,
 };
 
 const PATH: &str = "/usr/local/bin:/usr/bin:/bin";

@@ -187,11 +187,15 @@ fn forbidden_system_calls_kill_the_worker_with_sigsys() {
             "{probe}: {context}"
         );
         assert!(worker.is_poisoned());
-        assert_eq!(
-            worker.eval("return 1").unwrap_err().class(),
-            ErrorClass::Unavailable
-        );
         assert_nothing_left(pid);
+        // The next call runs on a fresh worker (DESIGN §17.4), which the
+        // same probe kills the same way.
+        let again = worker.eval("return 1").unwrap_err();
+        assert_eq!(again.class(), ErrorClass::WorkerCrashed, "{probe}");
+        assert_ne!(worker.pid(), pid);
+        let fresh = worker.pid();
+        drop(worker);
+        assert_nothing_left(fresh);
     }
 }
 
@@ -228,7 +232,7 @@ fn no_lockdown_switches_the_filter_and_the_limits_off() {
         worker_command(&["--no-lockdown", "--lockdown-test-probe=execve"]),
         policy(),
     )
-    .limits(WorkerLimits::unlimited());
+    .with_limits(WorkerLimits::unlimited());
     let mut worker = Worker::spawn(config).unwrap();
     let pid = worker.pid();
     // The probe's execve of a missing program just fails with ENOENT.

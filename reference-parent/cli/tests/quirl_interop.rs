@@ -45,7 +45,7 @@ fn spawn(program: PathBuf) -> Worker {
     })
     .unwrap();
     let config = WorkerConfig::new(WorkerCommand::new(program).arg(WORKER_ARGUMENT), policy)
-        .startup_timeout(Duration::from_secs(20));
+        .with_startup_timeout(Duration::from_secs(20));
     Worker::spawn(config).unwrap()
 }
 

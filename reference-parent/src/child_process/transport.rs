@@ -25,28 +25,11 @@ use rustix::io::Errno;
 
 use super::poll::{self, PollFlags};
 use super::signals::write_without_sigpipe;
-use crate::process_host::Cancel;
+use crate::cancel::Cancel;
+pub(crate) use crate::supervision::classify::Interrupt;
 
 /// Bytes read per `read(2)` from the worker's stderr.
 pub(crate) const READ_CHUNK_BYTES: usize = 64 * 1024;
-
-/// Why a wait on the transport ended without the wanted progress.
-#[derive(Debug)]
-pub(crate) enum Interrupt {
-    /// The absolute deadline passed.
-    Deadline,
-    /// The cancellation token fired.
-    Cancelled,
-    /// The worker process exited (pidfd readable) and its output holds no
-    /// more bytes right now.
-    WorkerExited,
-    /// The worker's stderr reached end of file.
-    OutputClosed,
-    /// The worker's stdin is closed (`EPIPE`).
-    InputClosed,
-    /// An unexpected I/O error on a pipe or in `ppoll`.
-    Io(io::Error),
-}
 
 /// The parent's ends of one worker's protocol pipes.
 pub(crate) struct Transport {

@@ -263,6 +263,17 @@ fn wait_for(pid: Pid) -> io::Result<ExitStatus> {
     }
 }
 
+impl Termination {
+    /// What the supervision core is told of it (DESIGN §17.4).
+    pub(crate) fn into_end(self) -> crate::supervision::classify::WorkerEnd {
+        crate::supervision::classify::WorkerEnd {
+            exited_zero: self.status.is_some_and(|status| status.success()),
+            status: self.status.map(describe_status),
+            problems: self.problems,
+        }
+    }
+}
+
 /// A sentence describing a wait status, e.g. `exited with status 0`.
 pub(crate) fn describe_status(status: ExitStatus) -> String {
     if let Some(code) = status.code() {

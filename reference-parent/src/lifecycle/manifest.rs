@@ -1,13 +1,12 @@
-//! What a pool or plugin host is started from: [`PoolOptions`] (size,
-//! restart budget, queue) and [`PluginManifest`] (one plugin: name, source
-//! file, policy, grants, declared environment, and its pool options).
+//! What a plugin host is started from: [`PluginManifest`] (one plugin:
+//! name, source file, policy, grants, declared environment, and its
+//! [`PoolOptions`]).
 //!
-//! Both are plain data with builder methods; they are checked when a pool
-//! or host starts, and a bad value is an [`ErrorClass::InvalidInput`] error
-//! before any process is spawned.
+//! Plain data with builder methods named `with_FIELD` and getters named
+//! `FIELD`; checked when the host starts, a bad value is an
+//! [`ErrorClass::InvalidInput`] error before any process is spawned.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::limits::SOURCE_BYTES_MAX;
@@ -16,173 +15,12 @@ use quirl_lua_protocol::records::{ErrorCode, Policy};
 use crate::child_process::worker_command::WorkerCommand;
 use crate::error::{Error, ErrorClass};
 use crate::process_host::{Environment, Grants, ProcessAccess, ProcessHostConfig};
+use crate::supervision::pool::PoolOptions;
+use crate::supervision::pool::options::invalid;
 use crate::worker::WorkerConfig;
 
-/// Default restart budget: failures tolerated inside the window.
-pub const DEFAULT_MAX_RESTARTS: u32 = 3;
-/// Default forgiveness window: a failure counts against the budget for
-/// five minutes.
-pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(300);
-/// Default number of callers that may wait for an idle member.
-pub const DEFAULT_QUEUE_CAPACITY: usize = 64;
-/// Default longest wait for an idle member.
-pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Largest pool.
-pub const POOL_SIZE_MAX: usize = 64;
-/// Largest restart budget.
-pub const MAX_RESTARTS_MAX: u32 = 10_000;
-/// Largest queue.
-pub const QUEUE_CAPACITY_MAX: usize = 65_536;
-/// Default number of warm spare workers a pool keeps (DESIGN §17.7).
-pub const DEFAULT_SPARES: usize = 1;
-/// Most warm spares a pool may keep.
-pub const SPARES_MAX: usize = 8;
 /// Longest plugin name, in bytes.
 pub const PLUGIN_NAME_BYTES_MAX: usize = 128;
-
-/// Size, restart budget and queue of a pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolOptions {
-    size: usize,
-    max_restarts: u32,
-    restart_window: Option<Duration>,
-    queue_capacity: usize,
-    queue_timeout: Duration,
-    spares: usize,
-}
-
-impl Default for PoolOptions {
-    fn default() -> Self {
-        Self {
-            size: 1,
-            max_restarts: DEFAULT_MAX_RESTARTS,
-            restart_window: Some(DEFAULT_RESTART_WINDOW),
-            queue_capacity: DEFAULT_QUEUE_CAPACITY,
-            queue_timeout: DEFAULT_QUEUE_TIMEOUT,
-            spares: DEFAULT_SPARES,
-        }
-    }
-}
-
-impl PoolOptions {
-    /// One member, [`DEFAULT_MAX_RESTARTS`] within [`DEFAULT_RESTART_WINDOW`],
-    /// a queue of [`DEFAULT_QUEUE_CAPACITY`] waiting at most
-    /// [`DEFAULT_QUEUE_TIMEOUT`].
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Number of workers (1..=[`POOL_SIZE_MAX`]).
-    #[must_use]
-    pub fn size(mut self, size: usize) -> Self {
-        self.size = size;
-        self
-    }
-
-    /// Failures tolerated inside the window before quarantine
-    /// (0..=[`MAX_RESTARTS_MAX`]; 0 quarantines on the first failure).
-    #[must_use]
-    pub fn max_restarts(mut self, max_restarts: u32) -> Self {
-        self.max_restarts = max_restarts;
-        self
-    }
-
-    /// How long a failure counts against the budget; `None`: for ever
-    /// (until [`reset`](super::WorkerPool::reset)). A zero window is refused.
-    #[must_use]
-    pub fn restart_window(mut self, window: Option<Duration>) -> Self {
-        self.restart_window = window;
-        self
-    }
-
-    /// Callers that may wait for an idle member (0..=[`QUEUE_CAPACITY_MAX`];
-    /// 0: a call fails at once when every member is busy).
-    #[must_use]
-    pub fn queue_capacity(mut self, capacity: usize) -> Self {
-        self.queue_capacity = capacity;
-        self
-    }
-
-    /// Longest wait in the queue before the call fails as overloaded.
-    #[must_use]
-    pub fn queue_timeout(mut self, timeout: Duration) -> Self {
-        self.queue_timeout = timeout;
-        self
-    }
-
-    /// Warm spare workers kept ready (0..=[`SPARES_MAX`], default
-    /// [`DEFAULT_SPARES`]): spawned, initialized and loaded with the plugin
-    /// in the background, so that replacing a failed or retired member
-    /// costs its caller no cold start (DESIGN §17.7). 0 keeps no spare: a
-    /// replacement starts on the caller's path.
-    #[must_use]
-    pub fn spares(mut self, spares: usize) -> Self {
-        self.spares = spares;
-        self
-    }
-
-    /// Number of warm spares.
-    pub fn spare_count(&self) -> usize {
-        self.spares
-    }
-
-    /// Number of workers.
-    pub fn pool_size(&self) -> usize {
-        self.size
-    }
-
-    /// The restart budget.
-    pub fn restart_budget(&self) -> u32 {
-        self.max_restarts
-    }
-
-    /// The forgiveness window.
-    pub fn forgiveness_window(&self) -> Option<Duration> {
-        self.restart_window
-    }
-
-    /// The queue bound.
-    pub fn waiting_capacity(&self) -> usize {
-        self.queue_capacity
-    }
-
-    /// The queue wait bound.
-    pub fn waiting_timeout(&self) -> Duration {
-        self.queue_timeout
-    }
-
-    pub(crate) fn validate(&self) -> Result<(), Error> {
-        if self.size == 0 || self.size > POOL_SIZE_MAX {
-            return Err(invalid(format!(
-                "pool size {} is outside 1..={POOL_SIZE_MAX}",
-                self.size
-            )));
-        }
-        if self.max_restarts > MAX_RESTARTS_MAX {
-            return Err(invalid(format!(
-                "max_restarts {} is above {MAX_RESTARTS_MAX}",
-                self.max_restarts
-            )));
-        }
-        if self.restart_window == Some(Duration::ZERO) {
-            return Err(invalid("the restart window must not be zero")
-                .with_help("use None to never forgive failures"));
-        }
-        if self.spares > SPARES_MAX {
-            return Err(invalid(format!(
-                "spares {} is above {SPARES_MAX}",
-                self.spares
-            )));
-        }
-        if self.queue_capacity > QUEUE_CAPACITY_MAX {
-            return Err(invalid(format!(
-                "queue capacity {} is above {QUEUE_CAPACITY_MAX}",
-                self.queue_capacity
-            )));
-        }
-        Ok(())
-    }
-}
 
 /// One plugin: where its source is, how its workers run, and its pool.
 #[derive(Debug, Clone)]
@@ -219,14 +57,14 @@ impl PluginManifest {
 
     /// The policy every worker of the plugin is initialized with.
     #[must_use]
-    pub fn policy(mut self, policy: Policy) -> Self {
+    pub fn with_policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
         self
     }
 
     /// Add a capability grant (e.g. `process.spawn:git`).
     #[must_use]
-    pub fn grant(mut self, grant: impl Into<String>) -> Self {
+    pub fn with_grant(mut self, grant: impl Into<String>) -> Self {
         self.grants.push(grant.into());
         self
     }
@@ -234,7 +72,7 @@ impl PluginManifest {
     /// Declare an environment entry for the processes the plugin runs
     /// through `quirl.process.run`, on top of `PATH` and `HOME`.
     #[must_use]
-    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn with_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.environment.push((name.into(), value.into()));
         self
     }
@@ -242,14 +80,17 @@ impl PluginManifest {
     /// Working directory of the processes the plugin runs (default: this
     /// process's working directory when the host starts).
     #[must_use]
-    pub fn working_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+    pub fn with_working_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.working_dir = Some(dir.into());
         self
     }
 
-    /// The worker command (default: this executable in worker mode).
+    /// The worker command (default: this executable in worker mode, which
+    /// is right only where this executable *is* a worker, as `quirl-lua`
+    /// is: a host should name its worker binary, see
+    /// [`WorkerCommand`]).
     #[must_use]
-    pub fn worker(mut self, command: WorkerCommand) -> Self {
+    pub fn with_worker(mut self, command: WorkerCommand) -> Self {
         self.worker = Some(command);
         self
     }
@@ -264,25 +105,35 @@ impl PluginManifest {
         self
     }
 
-    /// Pool size, restart budget and queue.
+    /// Pool size, restart budget, queue and spares.
     #[must_use]
-    pub fn pool(mut self, options: PoolOptions) -> Self {
+    pub fn with_pool(mut self, options: PoolOptions) -> Self {
         self.options = options;
         self
     }
 
-    /// Number of workers (shorthand for [`PoolOptions::size`]).
+    /// Number of workers (shorthand for [`PoolOptions::with_size`]).
     #[must_use]
-    pub fn pool_size(mut self, size: usize) -> Self {
-        self.options = self.options.size(size);
+    pub fn with_pool_size(mut self, size: usize) -> Self {
+        self.options = self.options.with_size(size);
         self
     }
 
-    /// Restart budget (shorthand for [`PoolOptions::max_restarts`]).
+    /// Restart budget (shorthand for [`PoolOptions::with_max_restarts`]).
     #[must_use]
-    pub fn max_restarts(mut self, max_restarts: u32) -> Self {
-        self.options = self.options.max_restarts(max_restarts);
+    pub fn with_max_restarts(mut self, max_restarts: u32) -> Self {
+        self.options = self.options.with_max_restarts(max_restarts);
         self
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// The grants.
+    pub fn grants(&self) -> &[String] {
+        &self.grants
     }
 
     /// The plugin's name.
@@ -296,7 +147,7 @@ impl PluginManifest {
     }
 
     /// The pool options.
-    pub fn options(&self) -> PoolOptions {
+    pub fn pool(&self) -> PoolOptions {
         self.options
     }
 
@@ -379,9 +230,9 @@ impl PluginManifest {
             })?,
         };
         let host = self.process_host_config()?;
-        let mut config = WorkerConfig::new(command, self.policy).process_host(host);
+        let mut config = WorkerConfig::new(command, self.policy).with_process_host(host);
         if !self.grants.is_empty() {
-            config = config.grants(self.grants.clone());
+            config = config.with_grants(self.grants.clone());
         }
         Ok(config)
     }
@@ -424,33 +275,10 @@ fn validate_name(name: &str) -> Result<(), Error> {
     Ok(())
 }
 
-fn invalid(message: impl Into<String>) -> Error {
-    Error::new(
-        ErrorClass::InvalidInput,
-        ErrorCode::InvalidArgument,
-        message,
-    )
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pool_options_refuse_out_of_range_values() {
-        assert!(PoolOptions::new().validate().is_ok());
-        for bad in [
-            PoolOptions::new().size(0),
-            PoolOptions::new().size(POOL_SIZE_MAX + 1),
-            PoolOptions::new().max_restarts(MAX_RESTARTS_MAX + 1),
-            PoolOptions::new().restart_window(Some(Duration::ZERO)),
-            PoolOptions::new().queue_capacity(QUEUE_CAPACITY_MAX + 1),
-        ] {
-            let error = bad.validate().unwrap_err();
-            assert_eq!(error.class(), ErrorClass::InvalidInput, "{bad:?}");
-        }
-    }
 
     #[test]
     fn plugin_names_are_bounded_and_printable() {
@@ -471,9 +299,9 @@ mod tests {
     #[test]
     fn declared_environment_reaches_the_process_host() {
         let manifest = PluginManifest::new("p", "/dev/null")
-            .worker(WorkerCommand::new("/bin/true"))
-            .grant("process.spawn:echo")
-            .env("PLUGIN_MODE", "test");
+            .with_worker(WorkerCommand::new("/bin/true"))
+            .with_grant("process.spawn:echo")
+            .with_env("PLUGIN_MODE", "test");
         assert!(manifest.worker_config().is_ok());
         let host = manifest.process_host_config().unwrap();
         let names: Vec<&str> = host.environment().iter().map(|(name, _)| name).collect();
@@ -486,8 +314,8 @@ mod tests {
         assert!(host.grants().allows("echo"));
         assert!(!host.grants().allows("sh"));
         let bad = PluginManifest::new("p", "/dev/null")
-            .worker(WorkerCommand::new("/bin/true"))
-            .env("1BAD", "x");
+            .with_worker(WorkerCommand::new("/bin/true"))
+            .with_env("1BAD", "x");
         assert_eq!(
             bad.worker_config().unwrap_err().class(),
             ErrorClass::InvalidInput

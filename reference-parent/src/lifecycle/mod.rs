@@ -13,17 +13,23 @@
 //! - [`PoolStats`] / [`MemberStats`] are serializable snapshots;
 //!   [`ShutdownReport`] says what a shutdown did.
 //!
-//! What this module is not: a scheduler with priorities, or a process
-//! supervisor that outlives its handle. Every call runs on the caller's
-//! thread; the one thread a pool owns keeps its warm spares and is joined
-//! when the pool shuts down.
+//! This module is the blocking driver of the supervision core's pool
+//! (`crate::supervision::pool`): the same policy is offered to async hosts
+//! as `tokio_worker::WorkerPool` (feature `tokio`). What this module is
+//! not: a scheduler with priorities, or a process supervisor that outlives
+//! its handle. Every call runs on the caller's thread; the one thread a
+//! pool owns keeps its warm spares and is joined when the pool shuts down.
 //!
 //! ```no_run
 //! use std::time::Duration;
+//! use quirl_lua_reference_parent::WorkerCommand;
 //! use quirl_lua_reference_parent::lifecycle::{PluginHost, PluginManifest};
 //!
 //! let host = PluginHost::start(
-//!     PluginManifest::new("git-prompt", "plugins/git.lua").pool_size(2).max_restarts(3),
+//!     PluginManifest::new("git-prompt", "plugins/git.lua")
+//!         .with_worker(WorkerCommand::new("/usr/local/bin/quirl-worker"))
+//!         .with_pool_size(2)
+//!         .with_max_restarts(3),
 //! )?;
 //! let text = host.render_prompt("branch", serde_json::json!({}))?;
 //! host.reload()?; // picks up an edited file; a broken edit keeps the old code serving
@@ -49,28 +55,30 @@
 //!
 //! # Restart budget and quarantine
 //!
-//! These rules apply per plugin (per pool), across all of its members.
+//! These rules apply per plugin (per pool), across all of its members,
+//! and they are the supervision core's (`supervision::pool`), so the
+//! async `tokio_worker::WorkerPool` keeps them exactly alike.
 //!
-//! 1. A **failure** is a call or a restart that ends a worker for a reason
-//!    attributable to the plugin or the worker: the request's deadline
-//!    passed and the parent killed it (`timeouts`); it crashed, exited or
-//!    closed its stream (`crashes`); it violated the protocol
-//!    (`violations`); a replacement could not be started, initialized or
-//!    loaded with the plugin (`spawn_failures`); or it retired its VM after
-//!    answering with an error (`retirements`) — the reference worker does
-//!    so after a tripped budget (instructions, memory, its own wall time),
-//!    answering `resource_limit` and ending its session. A retirement is
-//!    noticed when the next call reaches that worker, which then runs on a
-//!    fresh worker (or fails with the quarantine error if this failure
-//!    spent the budget); nothing runs twice.
-//! 2. Not failures: guest errors after which the worker stays usable (Lua
-//!    errors, and limits a worker reports without ending its session);
-//!    cancellations by the host (a cancelled token, shutdown); calls
-//!    refused by quarantine, a full queue or shutdown; a failed reload
-//!    (the serving generation is not harmed).
-//! 3. After a failure, the member's next call starts a fresh worker
-//!    (`restarts` counts these), as long as the failure did not spend the
-//!    budget.
+//! 1. A **failure** is a call or a start that ends a worker for a reason
+//!    of the worker's own: the request's deadline passed and the parent
+//!    killed it (`timeouts`); it crashed, exited or closed its stream
+//!    (`crashes`); it violated the protocol (`violations`); a worker could
+//!    not be started, initialized or loaded with the plugin
+//!    (`spawn_failures`); or it was found dead when a call reached it
+//!    (`found_dead`; the call then ran on a fresh worker).
+//! 2. Not failures: guest errors (the worker stays in use); **limit
+//!    trips** (`limit_trips`: the guest spent its instructions, memory or
+//!    wall time, the worker answered `resource_limit` and was retired by
+//!    design, `retirements`) — a pool that runs untrusted code must not be
+//!    quarantined by runaway scripts, unless
+//!    [`PoolOptions::with_limit_trips_as_failures`] says so; cancellations by
+//!    the host (a cancelled token, shutdown); calls refused by quarantine, a
+//!    full queue or shutdown; a failed reload (the serving generation is
+//!    not harmed).
+//! 3. A worker that ended (any of the above, or a limit trip) is never
+//!    sent another request: its member takes a warm spare at once, or
+//!    starts a fresh worker on its next call (`restarts` counts both), as
+//!    long as the pool is not quarantined.
 //! 4. **Forgiveness window.** A failure counts against the budget for
 //!    `restart_window` (default 5 minutes, [`DEFAULT_RESTART_WINDOW`]) and
 //!    is then forgotten. Successes forgive nothing: a plugin that fails
@@ -114,24 +122,27 @@
 //! A pool keeps [`PoolOptions::spares`] (default [`DEFAULT_SPARES`], at
 //! most [`SPARES_MAX`]) warm spare workers, started by its keeper thread
 //! off the callers' path: spawned, initialized, loaded with the serving
-//! generation's plugin and warmed with one `eval "return nil"`. A member
-//! that needs a fresh worker takes a spare instead of a cold start (still
-//! a restart); after a call answered with a tripped limit the slot takes
-//! the spare at once, and the keeper checks whether the old worker retired
-//! (then it is counted exactly as a retirement found by the next call) or
-//! kept its session (then it is killed, and nothing is counted). The next
-//! spare starts 20 ms after one is taken. A spare start that fails is a
-//! failure against the restart budget and pauses spares until a restart
-//! on a caller's path succeeds, a reload, or a reset. Quarantine, reload
-//! and shutdown close spares; shutdown joins the keeper.
+//! generation's plugin and warmed with one `eval "return nil"`. When a
+//! call returns with its worker ended (a failure, or a tripped limit that
+//! retired it), the member's slot takes a ready spare at once (a
+//! restart), so the next call pays no cold start; a member whose worker
+//! ended while no spare was ready takes one when its next call is
+//! dispatched, or else starts a fresh worker on that caller's path. The
+//! next spare starts 20 ms after one is taken. A spare start that fails is
+//! a failure against the restart budget and pauses spares until a start on
+//! a caller's path succeeds, a reload, or a reset. Quarantine, reload and
+//! shutdown close spares; shutdown joins the keeper.
 //!
 //! # Stats
 //!
 //! [`PluginHost::stats`] returns a [`PoolStats`]: name, generation,
 //! quarantine state, budget and window, queue, refused calls, the sum of
 //! the member counters (`invocations`, `successes`, `guest_errors`,
-//! `timeouts`, `crashes`, `violations`, `cancellations`, `spawn_failures`,
-//! `restarts`), the last error code and class, latency percentiles
+//! `limit_trips`, `timeouts`, `crashes`, `violations`, `cancellations`,
+//! `spawn_failures`,
+//! `restarts`, `limit_trips`, `retirements`, `found_dead`; at any
+//! snapshot `invocations` is the sum of the outcome counters plus the
+//! busy members), the last error code and class, latency percentiles
 //! (p50/p90/p99/max over each member's last [`LATENCY_SAMPLES_MAX`] calls,
 //! measured from dispatch to return, including a restart), the spares
 //! (`spares`, `spare_capacity`, `spare_pids`, `spares_started`,
@@ -151,23 +162,23 @@
 //! clean. Dropping a host or pool shuts it down with
 //! [`DEFAULT_SHUTDOWN_BOUND`].
 
-mod budget;
 mod manifest;
 mod plugin;
 mod pool;
-mod stats;
 mod worker_pool;
 
 use std::time::Duration;
 
-pub use manifest::{
+pub use crate::supervision::pool::options::{
     DEFAULT_MAX_RESTARTS, DEFAULT_QUEUE_CAPACITY, DEFAULT_QUEUE_TIMEOUT, DEFAULT_RESTART_WINDOW,
-    DEFAULT_SPARES, MAX_RESTARTS_MAX, PLUGIN_NAME_BYTES_MAX, POOL_SIZE_MAX, PluginManifest,
-    PoolOptions, QUEUE_CAPACITY_MAX, SPARES_MAX,
+    DEFAULT_SPARES, MAX_RESTARTS_MAX, POOL_SIZE_MAX, PoolOptions, QUEUE_CAPACITY_MAX, SPARES_MAX,
 };
+pub use crate::supervision::stats::{
+    Counters, LATENCY_SAMPLES_MAX, Latency, MemberState, MemberStats, PoolStats,
+};
+pub use manifest::{PLUGIN_NAME_BYTES_MAX, PluginManifest};
 pub use plugin::{PluginHost, Reload};
 pub use pool::ShutdownReport;
-pub use stats::{Counters, LATENCY_SAMPLES_MAX, Latency, MemberState, MemberStats, PoolStats};
 pub use worker_pool::WorkerPool;
 
 /// How long dropping a host or pool waits for busy members.

@@ -11,12 +11,12 @@ use quirl_lua_protocol::records::{
 use serde_json::Value;
 
 use crate::error::Error;
+use crate::supervision::pool::Program;
+use crate::supervision::stats::PoolStats;
 use crate::worker::Worker;
 
-use super::DEFAULT_SHUTDOWN_BOUND;
 use super::manifest::PluginManifest;
-use super::pool::{Core, Program, ShutdownReport, start_generation};
-use super::stats::PoolStats;
+use super::pool::{Driver, ShutdownReport, start_generation};
 
 /// A plugin and the pool of workers that run it.
 ///
@@ -24,7 +24,7 @@ use super::stats::PoolStats;
 /// Callbacks are dispatched to an idle member; see the
 /// [module documentation](super) for restarts, quarantine and reloads.
 pub struct PluginHost {
-    core: Core,
+    core: Driver,
     manifest: PluginManifest,
     /// Serializes reloads (each one starts a whole generation).
     reloading: Mutex<()>,
@@ -55,30 +55,17 @@ impl PluginHost {
         manifest.validate()?;
         let source = manifest.read_source()?;
         let config = manifest.worker_config()?;
-        let token = config
-            .configured_cancel_token()
-            .cloned()
-            .unwrap_or_default();
-        let options = manifest.options();
-        let (generation, workers) = start_generation(
-            &config,
-            &token,
-            1,
+        let core = Driver::start(
+            manifest.name().to_owned(),
+            config,
+            manifest.pool(),
             Some((source, source_name(&manifest))),
-            options.pool_size(),
         )
         .map_err(|error| {
             error.with_context(format!("while starting plugin `{}`", manifest.name()))
         })?;
         Ok(Self {
-            core: Core::new(
-                manifest.name().to_owned(),
-                options,
-                config,
-                token,
-                generation,
-                workers,
-            ),
+            core,
             manifest,
             reloading: Mutex::new(()),
         })
@@ -113,22 +100,16 @@ impl PluginHost {
         let source = self.manifest.read_source().map_err(failed)?;
         let (generation, workers) = start_generation(
             self.core.config(),
-            self.core.shutdown_token(),
             number,
             Some((source, source_name(&self.manifest))),
-            self.core.options().pool_size(),
+            self.core.options().size(),
         )
         .map_err(failed)?;
         let registrations = match &generation.program {
             Program::Plugin { registrations, .. } => registrations.clone(),
             Program::Bare => PluginRegistrations::default(),
         };
-        self.core
-            .install(generation, workers)
-            .map_err(|(error, workers)| {
-                drop(workers);
-                failed(error)
-            })?;
+        self.core.install(generation, workers).map_err(failed)?;
         Ok(Reload {
             generation: number,
             previous,
@@ -139,13 +120,13 @@ impl PluginHost {
     /// Render the prompt segment `name`.
     pub fn render_prompt(&self, name: &str, context: Value) -> Result<Option<String>, Error> {
         self.core
-            .call(|worker, _| worker.render_prompt(name, context.clone()))
+            .call(|worker, _| worker.render_prompt(name, context))
     }
 
     /// Ask the completion provider registered for `command`.
     pub fn complete(&self, command: &str, context: Value) -> Result<Value, Error> {
         self.core
-            .call(|worker, _| worker.complete(command, context.clone()))
+            .call(|worker, _| worker.complete(command, context))
     }
 
     /// Run the plugin command `name`; `timeout` defaults to the policy's
@@ -159,13 +140,13 @@ impl PluginHost {
         self.core.call(|worker, _| {
             let timeout =
                 timeout.unwrap_or_else(|| Duration::from_millis(worker.policy().wall_time_ms()));
-            worker.plugin_command(name, context.clone(), timeout)
+            worker.plugin_command(name, context, timeout)
         })
     }
 
     /// Dispatch an extension event to the plugin's subscribers.
     pub fn event(&self, event: ExtensionEvent) -> Result<Vec<EventHandlerReport>, Error> {
-        self.core.call(|worker, _| worker.event(event.clone()))
+        self.core.call(|worker, _| worker.event(event))
     }
 
     /// Invoke a registered contribution.
@@ -176,7 +157,7 @@ impl PluginHost {
         context: Value,
     ) -> Result<Value, Error> {
         self.core
-            .call(|worker, _| worker.contribution(kind, name, context.clone()))
+            .call(|worker, _| worker.contribution(kind, name, context))
     }
 
     /// Evaluate a chunk in a member's plugin VM (its globals are the
@@ -187,14 +168,13 @@ impl PluginHost {
 
     /// Run one operation on a member.
     pub fn call(&self, operation: Operation) -> Result<OperationResult, Error> {
-        self.core
-            .call(|worker, _| worker.call(operation.clone(), None))
+        self.core.call(|worker, _| worker.call(operation, None))
     }
 
     /// Run `f` on an idle member's worker; see [`WorkerPool::with_worker`](super::WorkerPool::with_worker).
     pub fn with_worker<T>(
         &self,
-        mut f: impl FnMut(&mut Worker) -> Result<T, Error>,
+        f: impl FnOnce(&mut Worker) -> Result<T, Error>,
     ) -> Result<T, Error> {
         self.core.call(|worker, _| f(worker))
     }
@@ -248,15 +228,9 @@ impl PluginHost {
     /// The host's threads (the spare keeper, and short-lived ones that
     /// close idle workers in parallel) are all joined before this returns.
     /// Idempotent; dropping the host does the same with
-    /// [`DEFAULT_SHUTDOWN_BOUND`].
+    /// [`DEFAULT_SHUTDOWN_BOUND`](super::DEFAULT_SHUTDOWN_BOUND).
     pub fn shutdown(&self, bound: Duration) -> ShutdownReport {
         self.core.shutdown(bound)
-    }
-}
-
-impl Drop for PluginHost {
-    fn drop(&mut self) {
-        let _ = self.core.shutdown(DEFAULT_SHUTDOWN_BOUND);
     }
 }
 

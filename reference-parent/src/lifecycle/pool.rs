@@ -1,199 +1,102 @@
-//! The pool core shared by [`WorkerPool`](super::WorkerPool) and
-//! [`PluginHost`](super::PluginHost): members, dispatch, the bounded queue,
-//! the restart budget, quarantine, reload installation, stats and shutdown.
+//! The blocking pool driver shared by [`WorkerPool`](super::WorkerPool) and
+//! [`PluginHost`](super::PluginHost): the supervision core's
+//! [`PoolCore`] behind a mutex, condition variables for waiting callers
+//! and the keeper, and the keeper thread.
 //!
-//! A call runs on the caller's thread: it takes an idle member out of the
-//! pool under the lock (waiting in the queue if none is idle), runs the
+//! A call runs on the caller's thread: it takes a member out of the core
+//! under the lock (waiting in the queue if none is idle), runs the
 //! request with the lock released, and puts the member back. The lock is
-//! never held while a worker runs, starts or is killed, so one member's slow
-//! or failing request never blocks the others.
+//! never held while a worker runs, starts or is killed, so one member's
+//! slow or failing request never blocks the others. Every decision
+//! (dispatch, the budget, quarantine, spares, counters) is the core's.
 //!
-//! A pool configured with warm spares (DESIGN §17.7) owns one thread, the
-//! *keeper*: it starts spares off the callers' path, checks whether a
-//! worker swapped out after a tripped limit retired, and exits when the
-//! pool shuts down ([`Core::shutdown`] joins it). [`Shared::shutdown_members`] also
-//! starts scoped threads to retire idle workers in parallel, joined before
-//! it returns.
-//!
-//! This file holds the types and the core (construction, reload
-//! installation, the errors); the jobs live in submodules: `dispatch`
-//! (checkout, running a call, checkin), `spares` (the keeper, suspects,
-//! quarantine), `snapshot` (stats) and `shutdown`.
-
-mod dispatch;
-mod shutdown;
-mod snapshot;
-mod spares;
-
-use std::collections::VecDeque;
-use std::ops::Deref;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
-use std::time::Instant;
+//! A pool configured with warm spares owns one thread, the *keeper*: it
+//! starts spares off the callers' path and exits when the pool closes
+//! ([`Driver::shutdown`] joins it). Shutdown also starts scoped threads to
+//! close idle workers in parallel, joined before it returns.
 
 use quirl_lua_protocol::ErrorContext;
-use quirl_lua_protocol::records::{ErrorCode, PluginRegistrations};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
+use crate::cancel::Cancel;
 use crate::error::{Error, ErrorClass};
-use crate::process_host::Cancel;
-use crate::worker::{Worker, WorkerConfig};
+use crate::supervision::pool::{Chore, Dispatch, Generation, PoolCore, PoolOptions, Program};
+use crate::supervision::stats::PoolStats;
+use crate::worker::{PIPE_RELEASE_WAIT, SHUTDOWN_GRACE, Worker, WorkerConfig};
 
-use super::budget::RestartBudget;
-use super::manifest::PoolOptions;
-use super::stats::{Counters, LatencyRing};
-
-pub use shutdown::ShutdownReport;
-
-/// One code generation: what every worker of the pool is loaded with.
-#[derive(Debug)]
-pub(crate) struct Generation {
-    pub(crate) number: u64,
-    pub(crate) program: Program,
+/// What a shutdown did ([`PluginHost::shutdown`](super::PluginHost::shutdown),
+/// [`WorkerPool::shutdown`](super::WorkerPool::shutdown), and the async
+/// pool's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Idle workers closed (input closed, exit awaited, group killed, reaped).
+    pub retired: usize,
+    /// Busy members whose request was cancelled (their workers were killed
+    /// and reaped by the calls that held them).
+    pub cancelled: usize,
+    /// Busy members that had not come back when the bound passed. Their
+    /// callers still hold them; each worker is killed and reaped when its
+    /// call returns.
+    pub still_busy: usize,
+    /// Workers that did not exit cleanly by themselves, and other cleanup
+    /// problems, one sentence each.
+    pub problems: Vec<String>,
+    /// Warm spares closed.
+    pub spares_retired: usize,
+    /// How long shutdown took.
+    pub elapsed: Duration,
 }
 
-/// What a fresh worker is given after `initialize`.
-#[derive(Debug)]
-pub(crate) enum Program {
-    /// Nothing: a pool of plain eval workers.
-    Bare,
-    /// A plugin, loaded with `load_plugin` into every worker.
-    Plugin {
-        source: String,
-        source_name: String,
-        registrations: PluginRegistrations,
-    },
+impl ShutdownReport {
+    /// Whether every worker was accounted for in time without problems.
+    pub fn is_clean(&self) -> bool {
+        self.still_busy == 0 && self.problems.is_empty()
+    }
 }
 
-/// A pool: the shared core plus its keeper thread, if it keeps spares.
-pub(crate) struct Core {
+/// A blocking pool: the shared state plus its keeper thread.
+pub(crate) struct Driver {
+    name: String,
     shared: Arc<Shared>,
     keeper: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl Deref for Core {
-    type Target = Shared;
-
-    fn deref(&self) -> &Shared {
-        &self.shared
-    }
-}
-
-pub(crate) struct Shared {
-    name: String,
-    options: PoolOptions,
+struct Shared {
     config: WorkerConfig,
-    /// Fired once, at shutdown: cancels every request and start in flight.
-    shutdown_token: Cancel,
-    state: Mutex<State>,
+    /// Fired once, at shutdown (or by the caller): cancels every request
+    /// and start in flight.
+    token: Cancel,
+    core: Mutex<PoolCore<Worker>>,
+    /// Wakes queued callers and a shutdown waiting for busy members.
     changed: Condvar,
-    /// Wakes the keeper: a spare was taken, a worker awaits its
-    /// retirement check, the generation changed, or the pool is closing.
+    /// Wakes the keeper.
     keeper_wake: Condvar,
 }
 
-struct State {
-    generation: Arc<Generation>,
-    members: Vec<Member>,
-    /// Where the round-robin scan for an idle member starts.
-    cursor: usize,
-    /// Tickets of waiting callers, first come first served.
-    queue: VecDeque<u64>,
-    next_ticket: u64,
-    budget: RestartBudget,
-    quarantine: Option<Quarantine>,
-    closing: bool,
-    rejected: u64,
-    last_error: Option<(ErrorCode, &'static str)>,
-    /// Warm spares, ready to take a member's slot.
-    spares: Vec<Spare>,
-    /// The keeper is starting a spare.
-    spare_starting: bool,
-    /// A spare start failed: no further spare is started until a restart
-    /// on a caller's path succeeds, a reload installs a generation, or a
-    /// reset (DESIGN §17.7).
-    spares_paused: bool,
-    /// Workers swapped out after answering with a tripped limit, waiting
-    /// for the keeper to check whether they retired.
-    suspects: Vec<Suspect>,
-    spare_counters: SpareCounters,
-    /// No spare start before this instant (see
-    /// [`SPARE_RESTART_DELAY`](spares::SPARE_RESTART_DELAY)).
-    spares_not_before: Option<Instant>,
-}
-
-struct Spare {
-    generation: u64,
-    worker: Worker,
-}
-
-struct Suspect {
-    index: usize,
-    worker: Worker,
-}
-
-#[derive(Default, Clone, Copy)]
-struct SpareCounters {
-    started: u64,
-    used: u64,
-    failures: u64,
-}
-
-struct Quarantine {
-    since: Instant,
-    failures: usize,
-    cause: String,
-}
-
-struct Member {
-    slot: Slot,
-    /// Generation of the member's current (or last) worker.
-    generation: u64,
-    pid: Option<u32>,
-    /// A worker of a newer generation, installed by a reload while the
-    /// member was busy; it replaces the old worker when the call returns.
-    pending: Option<Worker>,
-    counters: Counters,
-    latency: LatencyRing,
-    last_error: Option<(ErrorCode, &'static str)>,
-}
-
-enum Slot {
-    Idle(Box<Worker>),
-    Busy,
-    /// No worker; the next call dispatched here starts one.
-    /// `after_failure`: that start is a restart.
-    Vacant {
-        after_failure: bool,
-    },
-}
-
-/// A member taken out of the pool for one call.
-struct Checkout {
-    index: usize,
-    worker: Option<Worker>,
-    generation: Arc<Generation>,
-}
-
-impl Core {
-    /// Start `workers` (already spawned and loaded with `generation`) as
-    /// the pool's members, and the keeper thread if the pool keeps spares.
-    pub(crate) fn new(
+impl Driver {
+    /// Start `options.size()` workers of generation 1 (`plugin`: source
+    /// and name) and the keeper if the pool keeps spares. Any failure
+    /// kills and reaps every worker started.
+    pub(crate) fn start(
         name: String,
-        options: PoolOptions,
         config: WorkerConfig,
-        shutdown_token: Cancel,
-        generation: Generation,
-        workers: Vec<Worker>,
-    ) -> Self {
-        let shared = Arc::new(Shared::new(
-            name,
-            options,
+        options: PoolOptions,
+        plugin: Option<(String, String)>,
+    ) -> Result<Self, Error> {
+        options.validate()?;
+        let token = config.cancel().cloned().unwrap_or_default();
+        let config = config.with_cancel(token.clone());
+        let (generation, workers) = start_generation(&config, 1, plugin, options.size())?;
+        let shared = Arc::new(Shared {
             config,
-            shutdown_token,
-            generation,
-            workers,
-        ));
-        let keeper = (options.spare_count() > 0)
+            token,
+            core: Mutex::new(PoolCore::new(name.clone(), options, generation, workers)),
+            changed: Condvar::new(),
+            keeper_wake: Condvar::new(),
+        });
+        let keeper = (options.spares() > 0)
             .then(|| {
                 let shared = Arc::clone(&shared);
                 std::thread::Builder::new()
@@ -202,66 +105,11 @@ impl Core {
                     .ok()
             })
             .flatten();
-        if keeper.is_none() && options.spare_count() > 0 {
-            // No thread, no spares: replacements start on the caller's
-            // path, as with `spares(0)`.
-            shared.lock().spares_paused = true;
-        }
-        Self {
+        Ok(Self {
+            name,
             shared,
             keeper: Mutex::new(keeper),
-        }
-    }
-}
-
-impl Shared {
-    fn new(
-        name: String,
-        options: PoolOptions,
-        config: WorkerConfig,
-        shutdown_token: Cancel,
-        generation: Generation,
-        workers: Vec<Worker>,
-    ) -> Self {
-        let number = generation.number;
-        let members = workers
-            .into_iter()
-            .map(|worker| Member {
-                generation: number,
-                pid: Some(worker.pid()),
-                slot: Slot::Idle(Box::new(worker)),
-                pending: None,
-                counters: Counters::default(),
-                latency: LatencyRing::default(),
-                last_error: None,
-            })
-            .collect();
-        Self {
-            name,
-            options,
-            config,
-            shutdown_token,
-            state: Mutex::new(State {
-                generation: Arc::new(generation),
-                members,
-                cursor: 0,
-                queue: VecDeque::new(),
-                next_ticket: 0,
-                budget: RestartBudget::new(options.restart_budget(), options.forgiveness_window()),
-                quarantine: None,
-                closing: false,
-                rejected: 0,
-                last_error: None,
-                spares: Vec::new(),
-                spare_starting: false,
-                spares_paused: false,
-                suspects: Vec::new(),
-                spare_counters: SpareCounters::default(),
-                spares_not_before: None,
-            }),
-            changed: Condvar::new(),
-            keeper_wake: Condvar::new(),
-        }
+        })
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -269,131 +117,264 @@ impl Shared {
     }
 
     pub(crate) fn config(&self) -> &WorkerConfig {
-        &self.config
+        &self.shared.config
     }
 
     pub(crate) fn options(&self) -> PoolOptions {
-        self.options
-    }
-
-    pub(crate) fn shutdown_token(&self) -> &Cancel {
-        &self.shutdown_token
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while the lock is held leaves counters at worst stale;
-        // the slots are only ever replaced whole.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.shared.lock().options()
     }
 
     /// The generation now serving.
     pub(crate) fn generation(&self) -> Arc<Generation> {
-        Arc::clone(&self.lock().generation)
+        self.shared.lock().generation()
     }
 
-    /// Install a new generation whose workers were started by the caller.
-    /// On refusal (the pool is shutting down) the workers are handed back.
+    /// Dispatch one call to a member and run `f` on its worker (starting
+    /// a worker first if the member has none). A worker that ended is
+    /// replaced before any request is sent into it (by a warm spare, or by
+    /// the worker handle's own restart), so `f` runs once.
+    pub(crate) fn call<T>(
+        &self,
+        f: impl FnOnce(&mut Worker, &Generation) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let shared = &self.shared;
+        let queue_deadline = Instant::now() + shared.lock().options().queue_timeout();
+        let mut ticket = None;
+        let mut core = shared.lock();
+        let mut lease = loop {
+            let now = Instant::now();
+            match core.checkout(ticket, shared.token.is_cancelled(), now, queue_deadline) {
+                Dispatch::Run(lease) => {
+                    if core.has_waiters() {
+                        // The next in line may find another idle member.
+                        shared.changed.notify_all();
+                    }
+                    break lease;
+                }
+                Dispatch::Refused(error) => {
+                    drop(core);
+                    shared.changed.notify_all();
+                    return Err(error);
+                }
+                Dispatch::Queued(held) => {
+                    ticket = Some(held);
+                    let wait = queue_deadline.saturating_duration_since(now);
+                    core = shared
+                        .changed
+                        .wait_timeout(core, wait)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+            }
+        };
+        drop(core);
+        let mut worker = match lease.worker.take() {
+            Some(worker) => worker,
+            None => match start_worker(&shared.config, &lease.generation) {
+                Ok(worker) => {
+                    shared.lock().started(&mut lease, &worker);
+                    shared.keeper_wake.notify_one();
+                    worker
+                }
+                Err(error) => {
+                    let error = error.with_context(format!(
+                        "could not start a worker for member {}",
+                        lease.index
+                    ));
+                    let retire = shared.lock().start_failed(lease, &error, Instant::now());
+                    shared.notify_after_checkin();
+                    drop(retire);
+                    return Err(error);
+                }
+            },
+        };
+        let generation = Arc::clone(&lease.generation);
+        let result = f(&mut worker, &generation);
+        let retire =
+            shared
+                .lock()
+                .checkin(lease, worker, result.as_ref().map(|_| ()), Instant::now());
+        shared.notify_after_checkin();
+        // Killed and reaped here, outside the lock.
+        drop(retire);
+        result
+    }
+
+    /// Install a new generation whose workers the caller started.
     pub(crate) fn install(
         &self,
         generation: Generation,
         workers: Vec<Worker>,
-    ) -> Result<(), (Error, Vec<Worker>)> {
-        let mut state = self.lock();
-        if state.closing {
-            drop(state);
-            return Err((self.shut_down_error(), workers));
-        }
-        let number = generation.number;
-        state.generation = Arc::new(generation);
-        let mut retire = Vec::new();
-        for (member, fresh) in state.members.iter_mut().zip(workers) {
-            match std::mem::replace(
-                &mut member.slot,
-                Slot::Vacant {
-                    after_failure: false,
-                },
-            ) {
-                Slot::Busy => {
-                    member.slot = Slot::Busy;
-                    retire.extend(member.pending.replace(fresh));
-                }
-                Slot::Idle(old) => {
-                    retire.push(*old);
-                    member.pid = Some(fresh.pid());
-                    member.generation = number;
-                    member.slot = Slot::Idle(Box::new(fresh));
-                }
-                Slot::Vacant { .. } => {
-                    member.pid = Some(fresh.pid());
-                    member.generation = number;
-                    member.slot = Slot::Idle(Box::new(fresh));
-                }
+    ) -> Result<(), Error> {
+        let installed = self.shared.lock().install(generation, workers);
+        self.shared.changed.notify_all();
+        self.shared.keeper_wake.notify_one();
+        match installed {
+            Ok(retire) => {
+                drop(retire);
+                Ok(())
+            }
+            Err((error, workers)) => {
+                drop(workers);
+                Err(error)
             }
         }
-        // Spares of the old generation go; the keeper starts new ones.
-        retire.extend(state.spares.drain(..).map(|spare| spare.worker));
-        state.spares_paused = false;
-        drop(state);
+    }
+
+    pub(crate) fn stats(&self) -> PoolStats {
+        let containment = crate::cgroup::containment_report(self.shared.config.containment());
+        self.shared
+            .lock()
+            .stats(Instant::now(), containment, "blocking")
+    }
+
+    pub(crate) fn is_quarantined(&self) -> bool {
+        self.shared.lock().is_quarantined()
+    }
+
+    pub(crate) fn reset(&self) -> bool {
+        let was = self.shared.lock().reset();
+        self.shared.changed.notify_all();
+        self.shared.keeper_wake.notify_one();
+        was
+    }
+
+    /// Refuse new calls, cancel the busy ones, close idle workers and
+    /// spares, wait up to `bound` for busy members, and join the keeper.
+    ///
+    /// Idle workers get their input closed and [`SHUTDOWN_GRACE`] to exit
+    /// by themselves when `bound` leaves room for it, and are killed
+    /// otherwise; either way they are reaped before this returns. Returns
+    /// within about `bound` (plus [`PIPE_RELEASE_WAIT`] if a killed worker's
+    /// pipe is held by an escaped process). Idempotent.
+    pub(crate) fn shutdown(&self, bound: Duration) -> ShutdownReport {
+        let started = Instant::now();
+        let deadline = started + bound;
+        let shared = &self.shared;
+        let closed = shared.lock().close();
+        shared.token.cancel();
+        shared.changed.notify_all();
+        shared.keeper_wake.notify_all();
+        let mut report = ShutdownReport {
+            retired: closed.idle.len(),
+            cancelled: if closed.first { closed.busy } else { 0 },
+            spares_retired: closed.spares.len(),
+            ..ShutdownReport::default()
+        };
+        let mut workers = closed.idle;
+        workers.extend(closed.spares);
+        report.problems = retire_all(workers, deadline);
+        let mut core = shared.lock();
+        loop {
+            let busy = core.busy();
+            let now = Instant::now();
+            if busy == 0 || now >= deadline {
+                report.still_busy = busy;
+                break;
+            }
+            core = shared
+                .changed
+                .wait_timeout(core, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        let name = core.name().to_owned();
+        drop(core);
+        if report.still_busy > 0 {
+            report.problems.push(format!(
+                "{name}: {} busy member(s) did not return within {} ms; each worker is killed and reaped when its call returns",
+                report.still_busy,
+                bound.as_millis()
+            ));
+        }
+        let keeper = self
+            .keeper
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(keeper) = keeper
+            && keeper.join().is_err()
+        {
+            report
+                .problems
+                .push(format!("{name}: the spare keeper thread panicked"));
+        }
+        report.elapsed = started.elapsed();
+        report
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, PoolCore<Worker>> {
+        // A panic while the lock is held leaves counters at worst stale;
+        // the slots are only ever replaced whole.
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wake whoever waits for a member or for the pool to quiesce (queued
+    /// callers, a shutdown), and the keeper (a spare may have been taken).
+    fn notify_after_checkin(&self) {
         self.changed.notify_all();
         self.keeper_wake.notify_one();
-        drop(retire);
-        Ok(())
     }
 
-    fn shut_down_error(&self) -> Error {
-        Error::new(
-            ErrorClass::Unavailable,
-            ErrorCode::Lua,
-            format!("`{}` was shut down", self.name),
-        )
-        .with_help("start a new pool or plugin host")
-    }
-
-    fn cancelled_error(&self) -> Error {
-        Error::new(
-            ErrorClass::Cancelled,
-            ErrorCode::ResourceLimit,
-            format!("`{}` was cancelled", self.name),
-        )
-        .with_context("its cancellation token fired; no further call is accepted")
-    }
-
-    fn quarantine_error(&self, state: &State) -> Error {
-        let mut error = Error::new(
-            ErrorClass::Quarantined,
-            ErrorCode::Lua,
-            format!("`{}` is quarantined", self.name),
-        );
-        if let Some(quarantine) = &state.quarantine {
-            let window = match state.budget.window() {
-                Some(window) => format!("within {} s", window.as_secs_f64()),
-                None => "in its lifetime".to_owned(),
+    /// The keeper thread: start spares until the pool closes. Anything it
+    /// holds when the pool closes is killed and reaped before it returns.
+    fn keep(&self) {
+        loop {
+            let chore = {
+                let mut core = self.lock();
+                loop {
+                    match core.keeper_chore(self.token.is_cancelled(), Instant::now()) {
+                        Chore::Wait(None) => {
+                            core = self
+                                .keeper_wake
+                                .wait(core)
+                                .unwrap_or_else(PoisonError::into_inner);
+                        }
+                        Chore::Wait(Some(at)) => {
+                            let wait = at.saturating_duration_since(Instant::now());
+                            core = self
+                                .keeper_wake
+                                .wait_timeout(core, wait)
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .0;
+                        }
+                        chore => break chore,
+                    }
+                }
             };
-            error = error
-                .with_context(format!(
-                    "{} worker failures {window} exceeded the restart budget of {}; quarantined {} ms ago",
-                    quarantine.failures,
-                    state.budget.max_restarts(),
-                    quarantine.since.elapsed().as_millis()
-                ))
-                .with_context(format!("last failure: {}", quarantine.cause));
+            match chore {
+                Chore::Start(generation) => {
+                    // One `eval "return nil"` warms the spare (its first
+                    // request pays for page faults and a compile); it
+                    // changes no global.
+                    let started = start_worker(&self.config, &generation).and_then(|mut worker| {
+                        worker.eval("return nil")?;
+                        Ok(worker)
+                    });
+                    let retire = self.lock().spare_started(
+                        generation.number,
+                        started,
+                        self.token.is_cancelled(),
+                        Instant::now(),
+                    );
+                    self.changed.notify_all();
+                    drop(retire);
+                }
+                Chore::Stop(spares) => {
+                    drop(spares);
+                    return;
+                }
+                Chore::Wait(_) => {}
+            }
         }
-        error.with_help("fix the plugin, reload it if needed, then reset it to lift the quarantine")
     }
+}
 
-    fn overloaded(&self, state: &State, why: String) -> Error {
-        Error::new(
-            ErrorClass::Overloaded,
-            ErrorCode::ResourceLimit,
-            format!("`{}` is overloaded", self.name),
-        )
-        .with_context(why)
-        .with_context(format!(
-            "pool size {}, queue capacity {}",
-            state.members.len(),
-            self.options.waiting_capacity()
-        ))
-        .with_help("retry later, or raise the pool size or queue capacity")
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.shutdown(super::DEFAULT_SHUTDOWN_BOUND);
     }
 }
 
@@ -401,10 +382,9 @@ impl Shared {
 /// Any failure kills and reaps what was started.
 pub(crate) fn start_worker(
     config: &WorkerConfig,
-    token: &Cancel,
     generation: &Generation,
 ) -> Result<Worker, Error> {
-    let mut worker = Worker::spawn(config.clone().cancel_token(token.clone()))?;
+    let mut worker = Worker::spawn(config.clone())?;
     if let Program::Plugin {
         source,
         source_name,
@@ -421,7 +401,6 @@ pub(crate) fn start_worker(
 /// failure kills and reaps every worker started so far.
 pub(crate) fn start_generation(
     config: &WorkerConfig,
-    token: &Cancel,
     number: u64,
     plugin: Option<(String, String)>,
     count: usize,
@@ -430,7 +409,7 @@ pub(crate) fn start_generation(
     let program = match plugin {
         None => Program::Bare,
         Some((source, source_name)) => {
-            let mut first = Worker::spawn(config.clone().cancel_token(token.clone()))?;
+            let mut first = Worker::spawn(config.clone())?;
             let registrations = first.load_plugin(&source, &source_name)?;
             workers.push(first);
             Program::Plugin {
@@ -442,7 +421,53 @@ pub(crate) fn start_generation(
     };
     let generation = Generation { number, program };
     while workers.len() < count {
-        workers.push(start_worker(config, token, &generation)?);
+        workers.push(start_worker(config, &generation)?);
     }
     Ok((generation, workers))
+}
+
+/// Close idle workers: graceful when `deadline` leaves room, in parallel,
+/// joined before returning.
+fn retire_all(workers: Vec<Worker>, deadline: Instant) -> Vec<String> {
+    let graceful =
+        deadline.saturating_duration_since(Instant::now()) >= SHUTDOWN_GRACE + PIPE_RELEASE_WAIT;
+    if !graceful {
+        // Dropping kills the group and reaps; no grace to wait for.
+        drop(workers);
+        return Vec::new();
+    }
+    if workers.len() <= 1 {
+        return workers.into_iter().filter_map(retire_one).collect();
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = workers
+            .into_iter()
+            .enumerate()
+            .map(|(index, worker)| {
+                std::thread::Builder::new()
+                    .name(format!("quirl-lua-retire-{index}"))
+                    .spawn_scoped(scope, move || retire_one(worker))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|handle| match handle {
+                Ok(handle) => handle.join().unwrap_or_else(|_| {
+                    Some("a retiring thread panicked; its worker was dropped".to_owned())
+                }),
+                // The worker moved into the closure that never ran was
+                // dropped with it: killed and reaped.
+                Err(error) => Some(format!("could not start a retiring thread: {error}")),
+            })
+            .collect()
+    })
+}
+
+fn retire_one(worker: Worker) -> Option<String> {
+    let pid = worker.pid();
+    worker
+        .shutdown()
+        .err()
+        .filter(|error| error.class() != ErrorClass::Unavailable)
+        .map(|error| format!("worker {pid}: {error}"))
 }

@@ -9,12 +9,11 @@ use quirl_lua_protocol::records::{Operation, OperationResult};
 use serde_json::Value;
 
 use crate::error::Error;
+use crate::supervision::pool::PoolOptions;
+use crate::supervision::stats::PoolStats;
 use crate::worker::{Worker, WorkerConfig};
 
-use super::DEFAULT_SHUTDOWN_BOUND;
-use super::manifest::PoolOptions;
-use super::pool::{Core, ShutdownReport, start_generation};
-use super::stats::PoolStats;
+use super::pool::{Driver, ShutdownReport};
 
 /// A pool of supervised workers that run whatever each call sends.
 ///
@@ -22,7 +21,7 @@ use super::stats::PoolStats;
 /// member serves a call is up to dispatch: code that needs state across
 /// calls should use a pool of one.
 pub struct WorkerPool {
-    core: Core,
+    core: Driver,
 }
 
 impl WorkerPool {
@@ -31,7 +30,7 @@ impl WorkerPool {
     /// be started and initialized.
     ///
     /// Every worker of the pool observes one cancellation token: the one
-    /// set on `config` with [`WorkerConfig::cancel_token`], or a fresh one.
+    /// set on `config` with [`WorkerConfig::with_cancel`], or a fresh one.
     /// Cancelling it kills every request in flight (counted as
     /// cancellations, not failures) and makes later calls fail at once with
     /// [`Cancelled`](crate::ErrorClass::Cancelled); [`shutdown`](Self::shutdown)
@@ -41,17 +40,10 @@ impl WorkerPool {
         config: WorkerConfig,
         options: PoolOptions,
     ) -> Result<Self, Error> {
-        options.validate()?;
         let name = name.into();
-        let token = config
-            .configured_cancel_token()
-            .cloned()
-            .unwrap_or_default();
-        let (generation, workers) = start_generation(&config, &token, 1, None, options.pool_size())
+        let core = Driver::start(name.clone(), config, options, None)
             .map_err(|error| error.with_context(format!("while starting pool `{name}`")))?;
-        Ok(Self {
-            core: Core::new(name, options, config, token, generation, workers),
-        })
+        Ok(Self { core })
     }
 
     /// Evaluate a chunk on an idle member.
@@ -62,25 +54,16 @@ impl WorkerPool {
     /// Run one operation on an idle member (default deadline: the policy's
     /// wall time).
     pub fn call(&self, operation: Operation) -> Result<OperationResult, Error> {
-        self.core
-            .call(|worker, _| worker.call(operation.clone(), None))
+        self.core.call(|worker, _| worker.call(operation, None))
     }
 
-    /// Run `f` on an idle member's worker. A worker that `f` leaves
-    /// poisoned is replaced on its member's next call, and counts against
-    /// the restart budget.
-    ///
-    /// `f` runs a second time, on a fresh worker, only if its first run
-    /// found the worker retired before anything ran (it ended its session
-    /// after answering its previous request with an error, as the reference
-    /// worker does after a tripped budget): the first run's request then
-    /// failed with [`Unavailable`](crate::ErrorClass::Unavailable) without
-    /// running.
-    /// A closure that makes several requests should stop at the first
-    /// error so that this holds.
+    /// Run `f` on an idle member's worker (several requests in a row on
+    /// one worker, for example). A worker that `f` leaves ended (a
+    /// failure, or a tripped limit) is replaced before its member's next
+    /// call, and a worker failure counts against the restart budget.
     pub fn with_worker<T>(
         &self,
-        mut f: impl FnMut(&mut Worker) -> Result<T, Error>,
+        f: impl FnOnce(&mut Worker) -> Result<T, Error>,
     ) -> Result<T, Error> {
         self.core.call(|worker, _| f(worker))
     }
@@ -109,12 +92,6 @@ impl WorkerPool {
     /// Stop the pool: see [`PluginHost::shutdown`](super::PluginHost::shutdown).
     pub fn shutdown(&self, bound: Duration) -> ShutdownReport {
         self.core.shutdown(bound)
-    }
-}
-
-impl Drop for WorkerPool {
-    fn drop(&mut self) {
-        let _ = self.core.shutdown(DEFAULT_SHUTDOWN_BOUND);
     }
 }
 

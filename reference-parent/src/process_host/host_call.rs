@@ -71,7 +71,8 @@ impl From<CommandOutcomeData> for CommandOutcome {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::process_host::{Cancel, Environment, Grants, ProcessAccess};
+    use crate::cancel::Cancel;
+    use crate::process_host::{Environment, Grants, ProcessAccess};
     use quirl_lua_protocol::encode_parent_frame;
     use quirl_lua_protocol::records::ErrorCode;
     use quirl_lua_protocol::records::ParentFrame;

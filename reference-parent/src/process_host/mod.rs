@@ -17,8 +17,9 @@
 //!
 //! ```no_run
 //! use std::time::{Duration, Instant};
+//! use quirl_lua_reference_parent::Cancel;
 //! use quirl_lua_reference_parent::process_host::{
-//!     run_command, Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest,
+//!     run_command, Environment, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest,
 //! };
 //!
 //! let config = ProcessHostConfig::new(
@@ -165,7 +166,6 @@
 //!   PID keeps those ids from being reused. See `tree.rs` for the sweep of
 //!   descendants that left the group, and its one documented gap.
 
-mod cancel;
 pub(crate) mod command_language;
 mod exec;
 mod exec_image;
@@ -178,7 +178,9 @@ pub(crate) mod orphans;
 mod tree;
 mod wrappers;
 
-pub use cancel::{Cancel, CancelSignal};
+// The token the host waits on (`cancel::CancelSignal`) lives with the
+// workers and pools that share it; the submodules name it `super::cancel`.
+use crate::cancel;
 pub use command_language::{COMMAND_BYTES_MAX, parse_command};
 pub use exec::{
     CommandOutcomeData, OUTCOME_ENCODED_BYTES_MAX, OUTPUT_BYTES_MAX, ProcessRequest, run_command,

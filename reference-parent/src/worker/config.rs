@@ -7,11 +7,12 @@ use std::time::Duration;
 use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{ErrorCode, Policy};
 
+use crate::cancel::Cancel;
 use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind, Containment};
 use crate::child_process::rlimits::WorkerLimits;
 use crate::child_process::worker_command::WorkerCommand;
 use crate::error::{Error, ErrorClass};
-use crate::process_host::{Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig};
+use crate::process_host::{Environment, Grants, ProcessAccess, ProcessHostConfig};
 
 /// How long spawn + `initialize` may take by default.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -20,8 +21,8 @@ pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(5);
 /// response pipe to be gone before reporting an escaped holder.
 pub const PIPE_RELEASE_WAIT: Duration = Duration::from_millis(500);
 
-/// How long [`Worker::shutdown`](super::Worker::shutdown) lets a worker exit on its own after its
-/// input is closed, before it is killed.
+/// How long `shutdown` (of every driver) lets a worker exit on its own
+/// after its input is closed, before it is killed.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
 /// `pids.max` of a worker's cgroup (DESIGN §17.2): the reference worker is
@@ -44,20 +45,35 @@ pub fn worker_memory_max(policy: &Policy) -> u64 {
         .saturating_add(crate::child_process::rlimits::ADDRESS_SPACE_MARGIN_BYTES)
 }
 
-/// Everything needed to start and initialize a worker.
+/// Everything needed to start and initialize a worker, for every driver.
+///
+/// Builder methods are named `with_FIELD`, getters `FIELD` (as for
+/// [`PoolOptions`](crate::lifecycle::PoolOptions)).
+///
+/// ```no_run
+/// use quirl_lua_reference_parent::{Policy, WorkerCommand, WorkerConfig};
+///
+/// // An installed worker binary (`quirl-worker`, or `quirl-lua
+/// // --internal-lua-worker-v1`): never `WorkerCommand::current_exe()` in
+/// // a host's own binary, which would start the host again.
+/// let command = WorkerCommand::new("/usr/local/bin/quirl-worker");
+/// let config = WorkerConfig::new(command, Policy::quirl_script_profile())
+///     .with_grants(vec!["process.spawn:echo".to_owned()]);
+/// assert_eq!(config.grants(), Some(&["process.spawn:echo".to_owned()][..]));
+/// ```
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
-    pub(super) command: WorkerCommand,
-    pub(super) policy: Policy,
-    pub(super) grants: Option<Vec<String>>,
-    pub(super) process_enabled: bool,
-    pub(super) startup_timeout: Duration,
-    pub(super) cancel: Option<Cancel>,
-    pub(super) process_host: Option<ProcessHostConfig>,
-    pub(super) limits: WorkerLimits,
-    pub(super) containment: Containment,
-    pub(super) command_pids_max: Option<u64>,
-    pub(super) require_landlock: bool,
+    command: WorkerCommand,
+    policy: Policy,
+    grants: Option<Vec<String>>,
+    process_enabled: bool,
+    startup_timeout: Duration,
+    cancel: Option<Cancel>,
+    process_host: Option<ProcessHostConfig>,
+    limits: WorkerLimits,
+    containment: Containment,
+    command_pids_max: Option<u64>,
+    require_landlock: bool,
 }
 
 impl WorkerConfig {
@@ -79,41 +95,61 @@ impl WorkerConfig {
         }
     }
 
+    /// The worker command.
+    pub fn command(&self) -> &WorkerCommand {
+        &self.command
+    }
+
+    /// The policy sent with `initialize`.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
     /// `pids.max` of each host command's cgroup in the default process-host
     /// configuration (see [`ProcessHostConfig::command_pids_max`]).
     #[must_use]
-    pub fn command_pids_max(mut self, count: Option<u64>) -> Self {
+    pub fn with_command_pids_max(mut self, count: Option<u64>) -> Self {
         self.command_pids_max = count;
         self
     }
 
+    /// `pids.max` of each host command's cgroup.
+    pub fn command_pids_max(&self) -> Option<u64> {
+        self.command_pids_max
+    }
+
     /// Host commands fail closed where the Landlock execute ruleset cannot
-    /// be applied (DESIGN §16.6; CLI `--require-landlock`), in the default
-    /// process-host configuration and in one given with
-    /// [`process_host`](Self::process_host) alike. Default off: without
-    /// Landlock, grants are checked against the program list (DESIGN §16.2).
+    /// be applied (DESIGN §16.6), in the default process-host configuration
+    /// and in one given with [`with_process_host`](Self::with_process_host)
+    /// alike. Default off: without Landlock, grants are checked against the
+    /// program list (DESIGN §16.2).
     #[must_use]
-    pub fn require_landlock(mut self, required: bool) -> Self {
+    pub fn with_require_landlock(mut self, required: bool) -> Self {
         self.require_landlock = required;
         self
+    }
+
+    /// Whether host commands require Landlock.
+    pub fn require_landlock(&self) -> bool {
+        self.require_landlock
     }
 
     /// How the worker and its host commands are contained (default
     /// [`Containment::Auto`]: a cgroup each when cgroup v2 is writable,
     /// process groups otherwise; DESIGN §17.2–17.3).
     #[must_use]
-    pub fn containment(mut self, containment: Containment) -> Self {
+    pub fn with_containment(mut self, containment: Containment) -> Self {
         self.containment = containment;
         self
     }
 
     /// The containment this config asks for.
-    pub fn configured_containment(&self) -> Containment {
+    pub fn containment(&self) -> Containment {
         self.containment
     }
 
     /// The worker's own cgroup, in cgroup mode.
-    pub(super) fn worker_cgroup(&self) -> Result<Option<ChildCgroup>, Error> {
+    pub(crate) fn worker_cgroup(&self) -> Result<Option<ChildCgroup>, Error> {
         let failed = |why: String| {
             Error::new(
                 ErrorClass::Spawn,
@@ -121,7 +157,7 @@ impl WorkerConfig {
                 "could not contain the Lua worker in a cgroup",
             )
             .with_context(why)
-            .with_help("use --containment process-group (or auto) where cgroup v2 is not writable")
+            .with_help("use Containment::ProcessGroup (or Auto) where cgroup v2 is not writable")
         };
         let Some(hierarchy) = cgroup::resolve(self.containment).map_err(failed)? else {
             return Ok(None);
@@ -138,16 +174,26 @@ impl WorkerConfig {
     /// Resource limits of the worker process (default:
     /// [`WorkerLimits::for_policy`] of this config's policy).
     #[must_use]
-    pub fn limits(mut self, limits: WorkerLimits) -> Self {
+    pub fn with_limits(mut self, limits: WorkerLimits) -> Self {
         self.limits = limits;
         self
     }
 
+    /// The worker's resource limits.
+    pub fn limits(&self) -> &WorkerLimits {
+        &self.limits
+    }
+
     /// Capability grants sent with `initialize` (e.g. `process.spawn:echo`).
     #[must_use]
-    pub fn grants(mut self, grants: Vec<String>) -> Self {
+    pub fn with_grants(mut self, grants: Vec<String>) -> Self {
         self.grants = Some(grants);
         self
+    }
+
+    /// The grants sent with `initialize` (`None`: none are sent).
+    pub fn grants(&self) -> Option<&[String]> {
+        self.grants.as_deref()
     }
 
     /// Whether the parent offers a process host to this worker.
@@ -155,29 +201,40 @@ impl WorkerConfig {
     /// Host calls are accepted only when this is true *and* the policy
     /// allows processes; any other host call is a protocol violation.
     #[must_use]
-    pub fn process_enabled(mut self, enabled: bool) -> Self {
+    pub fn with_process_enabled(mut self, enabled: bool) -> Self {
         self.process_enabled = enabled;
         self
     }
 
-    /// Deadline for spawning and initializing the worker.
+    /// Whether the parent offers a process host.
+    pub fn process_enabled(&self) -> bool {
+        self.process_enabled
+    }
+
+    /// Deadline for spawning and initializing the worker (and loading its
+    /// plugin again after a restart).
     #[must_use]
-    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
+    pub fn with_startup_timeout(mut self, timeout: Duration) -> Self {
         self.startup_timeout = timeout;
         self
     }
 
-    /// Observe this token (e.g. one shared by several workers) instead of a
-    /// fresh one.
+    /// The startup deadline.
+    pub fn startup_timeout(&self) -> Duration {
+        self.startup_timeout
+    }
+
+    /// Observe this token (e.g. one shared by several workers, or a pool's)
+    /// instead of a fresh one.
     #[must_use]
-    pub fn cancel_token(mut self, token: Cancel) -> Self {
+    pub fn with_cancel(mut self, token: Cancel) -> Self {
         self.cancel = Some(token);
         self
     }
 
-    /// The token set with [`cancel_token`](Self::cancel_token), if any
+    /// The token set with [`with_cancel`](Self::with_cancel), if any
     /// (pools adopt it as their own).
-    pub fn configured_cancel_token(&self) -> Option<&Cancel> {
+    pub fn cancel(&self) -> Option<&Cancel> {
         self.cancel.as_ref()
     }
 
@@ -187,12 +244,19 @@ impl WorkerConfig {
     /// grants among [`grants`](Self::grants) (`process.spawn:NAME`), `PATH`
     /// and `HOME` from this process, and this process's working directory.
     #[must_use]
-    pub fn process_host(mut self, config: ProcessHostConfig) -> Self {
+    pub fn with_process_host(mut self, config: ProcessHostConfig) -> Self {
         self.process_host = Some(config);
         self
     }
 
-    pub(super) fn process_host_config(&self) -> Result<ProcessHostConfig, Error> {
+    /// The process-host configuration set with
+    /// [`with_process_host`](Self::with_process_host), if any.
+    pub fn process_host(&self) -> Option<&ProcessHostConfig> {
+        self.process_host.as_ref()
+    }
+
+    /// The process host every driver answers host calls with.
+    pub(crate) fn process_host_config(&self) -> Result<ProcessHostConfig, Error> {
         if let Some(config) = &self.process_host {
             let required = config.landlock_required() || self.require_landlock;
             return Ok(config.clone().require_landlock(required));

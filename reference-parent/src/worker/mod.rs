@@ -1,105 +1,97 @@
-//! The worker handle: one supervised worker process, one request at a time.
+//! The blocking driver: [`Worker`], one supervised worker slot on the
+//! caller's thread.
 //!
-//! [`Worker::spawn`] starts the worker command contained (see the private
-//! `worker_spawn` and `worker_kill` modules) and initializes it with a
-//! validated policy (DESIGN §17.2). Each request then runs under an absolute
-//! deadline — the policy's wall time unless the caller gives one — that
-//! also covers the host calls the worker makes while it runs (DESIGN §17.6).
-//! The calling thread does all the waiting itself, in one `ppoll` over the
-//! worker's output, its pidfd, the cancellation token and the deadline (see
-//! the private `transport` module, DESIGN §17.3); no thread is started.
+//! Every decision is the supervision core's (`crate::supervision`: the
+//! request's steps, how it ended, when a worker retires); this file does
+//! the I/O. [`Worker::spawn`] starts the worker command contained (the
+//! private `worker_spawn` and `worker_kill` modules, DESIGN §17.2) and
+//! initializes it with a validated policy. Each request then runs under an
+//! absolute deadline — the policy's wall time unless the caller gives one —
+//! that also covers the host calls the worker makes while it runs (DESIGN
+//! §17.6). The calling thread does all the waiting itself, in one `ppoll`
+//! over the worker's output, its pidfd, the cancellation token and the
+//! deadline (the private `transport` module, DESIGN §17.3); no thread is
+//! started. A host call is answered by the configured process host on the
+//! same thread, under a token that also fires when the worker dies, so a
+//! worker killed while its host command runs is reported as a crash at
+//! once (DESIGN §17.6).
 //!
-//! # Failure handling (DESIGN §17.4)
+//! # Failure and retirement (DESIGN §17.4)
 //!
 //! On a deadline, a cancellation, a crash or exit, a malformed, oversized or
 //! truncated frame, a wrong version, an identity mismatch or any other
 //! session violation, the handle, in this order: closes the worker's stdin;
-//! sends one `SIGKILL` to the worker's process group while the worker is
-//! still unreaped; waits (pidfd) for the worker to die and reaps it; drains
-//! the response pipe until end of file, which proves that no process of the
-//! group still holds it (bounded by [`PIPE_RELEASE_WAIT`]); marks itself
-//! poisoned; and returns a typed [`Error`] whose context says what happened,
-//! with any cleanup failure appended as context. Every later call fails at
-//! once with [`ErrorClass::Unavailable`]. Dropping the handle does the same
-//! kill, reap and drain.
+//! kills the worker's whole tree while the worker is still unreaped; reaps
+//! it; drains the response pipe until end of file (bounded by
+//! [`PIPE_RELEASE_WAIT`]); and returns a typed [`Error`] whose context says
+//! what happened, with any cleanup failure appended. After a tripped limit
+//! ([`ErrorClass::Limit`]) it retires the worker the same way: a VM whose
+//! limit tripped is never reused (SPEC §13.1).
 //!
-//! A guest error (a well-formed error response) is not a failure of the
-//! worker: it is returned as [`ErrorClass::Guest`] and the worker stays usable.
+//! The handle then has no process. Its next call starts a fresh one from
+//! the same configuration and loads the plugin it served again (a
+//! *restart*, [`Worker::restarts`]); no call is ever sent into a worker
+//! that ended. A worker found dead before a request is sent (killed from
+//! outside) is replaced the same way before anything is sent. Globals a
+//! chunk set in the old VM are gone with it. A guest error
+//! ([`ErrorClass::Guest`]) ends nothing: the worker stays in use.
 //!
-//! What this module is not: a pool, a restart policy or a plugin lifecycle.
-//! Those (the [`crate::lifecycle`] module, DESIGN §17.7) wrap [`Worker`]
-//! values; a poisoned worker is never reused, a new one is spawned.
-
+//! What this module is not: a pool, a restart budget or a plugin lifecycle.
+//! Those (the [`crate::lifecycle`] module, DESIGN §17.7) hold [`Worker`]
+//! values.
 //!
-//! Submodules, one job each: `config` ([`WorkerConfig`] and the supervision
-//! constants), `request` (one request's exchange and the mapping of its
-//! failures to errors) and, with the `tokio` feature, `tokio_worker` (the
-//! same supervision for async hosts).
+//! Submodule: `config` ([`WorkerConfig`] and the supervision constants).
 
 mod config;
-mod request;
-#[cfg(feature = "tokio")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-pub mod tokio_worker;
-mod typed;
 
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use quirl_lua_protocol::ErrorContext;
-use quirl_lua_protocol::ParentConnection;
 use quirl_lua_protocol::records::{
     ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext, ExecutionOutcome,
     ExtensionEvent, Operation, OperationResult, PluginRegistrations, Policy, QuirlConfig,
 };
+use quirl_lua_protocol::{ParentConnection, SessionState};
 use serde_json::Value;
 
-use crate::callback_deadline::{CallbackDeadlines, callback_deadline};
-use crate::child_process::poll;
-use crate::child_process::transport::Transport;
-use crate::child_process::worker_kill::{WorkerProcess, describe_status};
+use crate::callback_deadline::callback_deadline;
+use crate::cancel::{Cancel, CancelWaiter, WatchedCancel, readable};
+use crate::child_process::transport::{Interrupt, Transport, Watch};
+use crate::child_process::worker_kill::WorkerProcess;
 use crate::child_process::worker_spawn;
 use crate::error::{Error, ErrorClass};
-use crate::process_host::{Cancel, ProcessHostConfig};
+use crate::process_host::{ProcessHostConfig, run_host_call};
+use crate::supervision::classify::{self, WorkerEnd};
+use crate::supervision::exchange::{self, Step};
+use crate::supervision::flight::Flight;
+use crate::supervision::life::{AfterAnswer, FoundEnded, Life, Program};
+use crate::supervision::pool::PoolWorker;
+use crate::supervision::typed::{self, Typed, Under};
 
 pub use config::{
     DEFAULT_STARTUP_TIMEOUT, PIPE_RELEASE_WAIT, SHUTDOWN_GRACE, WORKER_PIDS_MAX, WorkerConfig,
     worker_memory_max,
 };
-use request::{Waiting, check_idle, run_request, violation};
 
-/// A supervised worker process.
+/// A supervised worker slot: one worker process at a time, replaced by a
+/// fresh one on the next call after it ended (see the module docs).
 pub struct Worker {
-    live: Option<Live>,
-    poisoned_by: Option<(ErrorClass, String)>,
-    cancel: Cancel,
-    /// The worker's registration with `cancel`: readable once it fires.
-    cancel_wake: Box<dyn AsFd + Send + Sync>,
-    policy: Policy,
+    config: WorkerConfig,
     process_host: ProcessHostConfig,
-    pid: u32,
-    /// Deadlines declared by the plugin this worker loaded (DESIGN §17.6).
-    callbacks: CallbackDeadlines,
+    cancel: Cancel,
+    /// The handle's registration with `cancel`: readable once it fires.
+    cancel_wake: CancelWaiter,
+    live: Option<Live>,
+    life: Life,
     cgroup_contained: bool,
 }
 
-/// The parts that exist only while the worker runs.
-pub(super) struct Live {
-    pub(super) process: WorkerProcess,
-    pub(super) transport: Transport,
-    pub(super) connection: ParentConnection,
-    /// The last response was a guest error: a worker may retire its VM
-    /// after one (the reference worker does after a tripped budget) and exit.
-    pub(super) after_guest_error: bool,
-}
-
-/// What the request in flight is, for error context.
-#[derive(Clone, Copy)]
-pub(super) struct Flight {
-    pub(super) id: u64,
-    pub(super) operation: &'static str,
-    pub(super) started: Instant,
-    pub(super) deadline: Instant,
+/// The parts that exist only while a worker process runs.
+struct Live {
+    process: WorkerProcess,
+    transport: Transport,
+    connection: ParentConnection,
 }
 
 impl Worker {
@@ -108,58 +100,26 @@ impl Worker {
     /// Any failure kills and reaps whatever was started.
     pub fn spawn(config: WorkerConfig) -> Result<Self, Error> {
         let process_host = config.process_host_config()?;
-        let cancel = config.cancel.clone().unwrap_or_default();
-        let registration = cancel.register().map_err(|error| {
+        let cancel = config.cancel().cloned().unwrap_or_default();
+        let cancel_wake = cancel.register().map_err(|error| {
             Error::new(
                 ErrorClass::Spawn,
                 ErrorCode::ProcessSpawn,
-                "could not create a cancellation wake pipe",
+                "could not create a cancellation wake descriptor",
             )
             .with_context(error.to_string())
         })?;
-        let cancel_wake: Box<dyn AsFd + Send + Sync> = Box::new(registration);
-        let cgroup = config.worker_cgroup()?;
-        let cgroup_contained = cgroup.is_some();
-        let spawned =
-            worker_spawn::spawn(&config.command, &config.limits, cgroup).map_err(|error| {
-                Error::new(
-                    ErrorClass::Spawn,
-                    ErrorCode::ProcessSpawn,
-                    "could not start the Lua worker",
-                )
-                .with_context(format!("worker command `{}`: {error}", config.command))
-                .with_help("check the worker command (--worker or QUIRL_LUA_WORKER)")
-            })?;
-        let pid = spawned.process.pid();
         let mut worker = Self {
-            live: Some(Live {
-                process: spawned.process,
-                transport: Transport::new(spawned.input, spawned.output),
-                connection: ParentConnection::new(),
-                after_guest_error: false,
-            }),
-            poisoned_by: None,
+            config,
+            process_host,
             cancel,
             cancel_wake,
-            policy: config.policy,
-            process_host,
-            pid,
-            callbacks: CallbackDeadlines::default(),
-            cgroup_contained,
+            live: None,
+            life: Life::default(),
+            cgroup_contained: false,
         };
-        let initialize =
-            Operation::initialize(config.policy, config.grants.clone(), config.process_enabled);
-        let started = Instant::now();
-        match worker.exchange(initialize, started, started + config.startup_timeout) {
-            Ok(_) => Ok(worker),
-            Err(error) if error.class() == ErrorClass::Guest => {
-                let error = error
-                    .with_class(ErrorClass::Spawn)
-                    .with_context("the worker refused initialize");
-                Err(worker.fail(error))
-            }
-            Err(error) => Err(error.with_context("while initializing the worker")),
-        }
+        worker.start()?;
+        Ok(worker)
     }
 
     /// Run one operation under `deadline` (default: now plus the policy's
@@ -169,68 +129,64 @@ impl Worker {
         operation: Operation,
         deadline: Option<Instant>,
     ) -> Result<OperationResult, Error> {
+        self.make_ready()?;
         let started = Instant::now();
         let deadline = deadline.unwrap_or_else(|| started + self.wall_time());
         self.exchange(operation, started, deadline)
     }
 
-    /// Run a callback under its declared deadline plus the slack (capped by
-    /// the policy's wall time; DESIGN §17.6). `None`: no declaration known,
-    /// the request's own deadline applies.
-    fn call_callback(
-        &mut self,
-        operation: Operation,
-        declared: Option<Duration>,
-    ) -> Result<OperationResult, Error> {
+    /// Run one typed request (see `supervision::typed`) and take its
+    /// result out.
+    fn typed<T>(&mut self, request: impl FnOnce(&Life) -> Typed<T>) -> Result<T, Error> {
+        self.make_ready()?;
+        let request = request(&self.life);
         let started = Instant::now();
-        let request = started + self.wall_time();
-        let deadline = declared.map_or(request, |d| callback_deadline(started, d, request));
-        self.exchange(operation, started, deadline)
-    }
-
-    /// Run one typed request (see [`typed`]) and take its result out.
-    fn typed<T>(&mut self, request: typed::Typed<T>) -> Result<T, Error> {
-        let result = match request.under {
-            typed::Under::Request => self.call(request.operation, None)?,
-            typed::Under::Callback(declared) => self.call_callback(request.operation, declared)?,
+        let own = started + self.wall_time();
+        let deadline = match request.under {
+            Under::Request => own,
+            Under::Callback(None) => own,
+            Under::Callback(Some(declared)) => callback_deadline(started, declared, own),
         };
-        (request.take)(result).map_err(|other| self.mis_shaped(&other))
+        let result = self.exchange(request.operation, started, deadline)?;
+        (request.take)(result).map_err(|other| self.fail(typed::mis_shaped(&other)))
     }
 
     /// Evaluate a Lua chunk and return its value.
     pub fn eval(&mut self, source: &str) -> Result<Value, Error> {
-        self.typed(typed::eval(source))
+        self.typed(|_| typed::eval(source))
     }
 
     /// Check that a source compiles, without running it.
     pub fn check(&mut self, source: &str, source_name: &str) -> Result<(), Error> {
-        self.typed(typed::check(source, source_name))
+        self.typed(|_| typed::check(source, source_name))
     }
 
     /// Evaluate a configuration file's source.
     pub fn load_config(&mut self, source: &str, source_name: &str) -> Result<QuirlConfig, Error> {
-        self.typed(typed::load_config(source, source_name))
+        self.typed(|_| typed::load_config(source, source_name))
     }
 
-    /// Load a plugin and return what it registered.
+    /// Load a plugin and return what it registered. From then on the
+    /// handle serves this plugin: a fresh worker (after a restart) loads it
+    /// again before its first request.
     pub fn load_plugin(
         &mut self,
         source: &str,
         source_name: &str,
     ) -> Result<PluginRegistrations, Error> {
-        let registrations = self.typed(typed::load_plugin(source, source_name))?;
-        self.callbacks = CallbackDeadlines::new(&registrations);
+        let registrations = self.typed(|_| typed::load_plugin(source, source_name))?;
+        self.life.loaded_plugin(source, source_name, &registrations);
         Ok(registrations)
     }
 
     /// Render a registered prompt segment (`None`: the segment chose not to render).
     pub fn render_prompt(&mut self, name: &str, context: Value) -> Result<Option<String>, Error> {
-        self.typed(typed::render_prompt(&self.callbacks, name, context))
+        self.typed(|life| typed::render_prompt(life.callbacks(), name, context))
     }
 
     /// Ask a registered completion provider.
     pub fn complete(&mut self, command: &str, context: Value) -> Result<Value, Error> {
-        self.typed(typed::complete(command, context))
+        self.typed(|_| typed::complete(command, context))
     }
 
     /// Invoke a registered contribution.
@@ -240,7 +196,7 @@ impl Worker {
         name: &str,
         context: Value,
     ) -> Result<Value, Error> {
-        self.typed(typed::contribution(&self.callbacks, kind, name, context))
+        self.typed(|life| typed::contribution(life.callbacks(), kind, name, context))
     }
 
     /// Run a runner module with an execution context.
@@ -250,7 +206,7 @@ impl Worker {
         source_name: &str,
         context: ExecutionContext,
     ) -> Result<ExecutionOutcome, Error> {
-        self.typed(typed::run(source, source_name, context))
+        self.typed(|_| typed::run(source, source_name, context))
     }
 
     /// Run a registered plugin command. `timeout` is the command's own
@@ -262,41 +218,52 @@ impl Worker {
         context: ExecutionContext,
         timeout: Duration,
     ) -> Result<ExecutionOutcome, Error> {
-        self.typed(typed::plugin_command(name, context, timeout))
+        self.typed(|_| typed::plugin_command(name, context, timeout))
     }
 
     /// Dispatch an extension event to the plugin's subscribers.
     pub fn event(&mut self, event: ExtensionEvent) -> Result<Vec<EventHandlerReport>, Error> {
-        self.typed(typed::event(&self.callbacks, event))
+        self.typed(|life| typed::event(life.callbacks(), event))
     }
 
     /// Run a test file and return how many tests ran.
     pub fn test(&mut self, source: &str, source_name: &str) -> Result<u64, Error> {
-        self.typed(typed::test(source, source_name))
+        self.typed(|_| typed::test(source, source_name))
+    }
+
+    /// End the current worker (if it runs) and start a fresh one from the
+    /// same configuration, loading the plugin the handle serves.
+    pub fn restart(&mut self) -> Result<(), Error> {
+        if let Some(live) = self.live.take() {
+            let error = Error::new(
+                ErrorClass::Unavailable,
+                ErrorCode::Lua,
+                "the worker was replaced by a restart",
+            )
+            .with_worker_ended(true);
+            let _ = end(live);
+            self.life.ended(&error);
+        }
+        self.start()
     }
 
     fn wall_time(&self) -> Duration {
-        Duration::from_millis(self.policy.wall_time_ms())
-    }
-
-    /// Unreachable in practice: the session decodes each result for the
-    /// operation in flight. Kept as a typed error rather than a panic.
-    fn mis_shaped(&mut self, result: &OperationResult) -> Error {
-        let error = typed::mis_shaped(result);
-        self.fail(error)
+        Duration::from_millis(self.config.policy().wall_time_ms())
     }
 
     /// A clone of the token that cancels this worker's requests.
     ///
-    /// Cancelling kills the worker (like a missed deadline) and poisons the
-    /// handle; the token stays cancelled.
+    /// Cancelling kills the worker mid-request (like a missed deadline);
+    /// the token stays cancelled, so no fresh worker is started for it
+    /// either: every later call fails as cancelled.
     pub fn cancel_token(&self) -> Cancel {
         self.cancel.clone()
     }
 
-    /// The worker's process id (also its process-group and session id).
+    /// The current (or last) worker's process id (also its process-group
+    /// and session id).
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.life.pid()
     }
 
     /// `cgroup` when the worker runs in a cgroup of its own, otherwise
@@ -305,71 +272,193 @@ impl Worker {
         crate::cgroup::Containment::in_effect(self.cgroup_contained).as_str()
     }
 
-    /// Whether an earlier failure ended this worker.
+    /// Whether the current worker process has ended (a failure, or a
+    /// retirement after a tripped limit): the next call starts a fresh one.
     pub fn is_poisoned(&self) -> bool {
-        self.poisoned_by.is_some()
+        !self.life.is_live()
     }
 
-    /// Wait until `until` for the worker process to exit by itself (e.g.
-    /// after retiring its VM, DESIGN §15.8); whether it has. Reaps nothing:
-    /// dropping the handle does. `false` without a pidfd to wait on.
-    pub(crate) fn wait_for_exit(&self, until: Instant) -> bool {
-        let Some(live) = self.live.as_ref() else {
-            return true;
-        };
-        live.process.exit_fd().is_some_and(|fd| {
-            let mut fds = [poll::interest(fd, poll::PollFlags::IN)];
-            matches!(poll::wait_until(&mut fds, until), Ok(true))
-        })
+    /// Fresh workers started after the first one (restarts).
+    pub fn restarts(&self) -> u64 {
+        self.life.restarts()
+    }
+
+    /// Workers found dead before a request was sent (killed from outside,
+    /// or crashed between calls); each was replaced before the request.
+    pub fn found_dead(&self) -> u64 {
+        self.life.found_dead()
+    }
+
+    /// Why the last worker ended, the cause of the next (or last) restart.
+    pub fn last_restart_cause(&self) -> Option<&Error> {
+        self.life.last_restart_cause()
     }
 
     /// The policy the worker was initialized with.
     pub fn policy(&self) -> Policy {
-        self.policy
+        self.config.policy()
+    }
+
+    /// The configuration fresh workers are started from.
+    pub fn config(&self) -> &WorkerConfig {
+        &self.config
     }
 
     /// End the worker cleanly: close its input, give it [`SHUTDOWN_GRACE`]
     /// to exit on its own, then kill whatever is left of its group and reap.
     ///
     /// Returns an error if the worker did not exit with status 0 by itself.
+    /// A handle whose worker had already ended has nothing left to end.
     pub fn shutdown(mut self) -> Result<(), Error> {
         let Some(mut live) = self.live.take() else {
-            return Err(self.unavailable());
+            return Ok(());
         };
-        self.poisoned_by = Some((
-            ErrorClass::Unavailable,
-            "the worker was shut down".to_owned(),
-        ));
+        let pid = live.process.pid();
         live.transport.close_input();
-        let exited = live.process.exit_fd().map(|fd| {
-            let mut fds = [poll::interest(fd, poll::PollFlags::IN)];
-            poll::wait_until(&mut fds, Instant::now() + SHUTDOWN_GRACE)
-        });
-        let (status, problems) = retire(live);
-        let clean = matches!(exited, None | Some(Ok(true))) && status.is_some_and(|s| s.success());
-        if clean && problems.is_empty() {
+        let exited = live
+            .process
+            .exit_fd()
+            .map(|fd| wait_readable(fd, Instant::now() + SHUTDOWN_GRACE));
+        let end = end(live);
+        let clean = matches!(exited, None | Some(true)) && end.exited_zero;
+        if clean && end.problems.is_empty() {
             return Ok(());
         }
-        Err(unclean_exit(self.pid, status, problems))
+        Err(classify::unclean_exit(pid, end))
     }
 
-    fn unavailable(&self) -> Error {
-        let mut error = Error::new(
-            ErrorClass::Unavailable,
-            ErrorCode::Lua,
-            "the Lua worker is unavailable",
-        )
-        .with_help("start a new worker; a failed worker is never reused");
-        if let Some((kind, message)) = &self.poisoned_by {
-            error = error.with_context(format!(
-                "worker {} ended earlier ({kind}): {message}",
-                self.pid
-            ));
+    /// Start a fresh worker: spawn, `initialize`, load the slot's plugin.
+    /// Any failure kills and reaps what was started.
+    fn start(&mut self) -> Result<(), Error> {
+        if self.cancel.is_cancelled() {
+            return Err(Error::new(
+                ErrorClass::Cancelled,
+                ErrorCode::ResourceLimit,
+                "the Lua worker's cancellation token has fired",
+            )
+            .with_worker_ended(false)
+            .with_context("no worker is started under a cancelled token"));
         }
-        error
+        let cgroup = self.config.worker_cgroup()?;
+        self.cgroup_contained = cgroup.is_some();
+        let spawned = worker_spawn::spawn(self.config.command(), self.config.limits(), cgroup)
+            .map_err(|error| classify::spawn_failed(self.config.command(), error))?;
+        let pid = spawned.process.pid();
+        self.live = Some(Live {
+            process: spawned.process,
+            transport: Transport::new(spawned.input, spawned.output),
+            connection: ParentConnection::new(),
+        });
+        let initialize = Operation::initialize(
+            self.config.policy(),
+            self.config.grants().map(<[String]>::to_vec),
+            self.config.process_enabled(),
+        );
+        let started = Instant::now();
+        let deadline = started + self.config.startup_timeout();
+        match self.exchange(initialize, started, deadline) {
+            Ok(_) => {}
+            Err(error) if !error.worker_ended() || error.class() == ErrorClass::Limit => {
+                let error = classify::refused_initialize(error);
+                return Err(self.fail(error));
+            }
+            Err(error) => {
+                let error = error.with_context("while initializing the worker");
+                self.abandon_start();
+                return Err(error);
+            }
+        }
+        if let Program::Plugin {
+            source,
+            source_name,
+        } = self.life.program().clone()
+        {
+            let load = typed::load_plugin(&source, &source_name);
+            let started = Instant::now();
+            let deadline = started + self.wall_time();
+            if let Err(error) = self.exchange(load.operation, started, deadline) {
+                let error = classify::replay_failed(error, &source_name);
+                return Err(match self.live.is_some() {
+                    true => self.fail(error),
+                    false => {
+                        self.abandon_start();
+                        error
+                    }
+                });
+            }
+        }
+        self.life.started(pid);
+        Ok(())
     }
 
-    /// Send one request and wait for its response, answering host calls.
+    /// A start failed after the failure already ended the process.
+    fn abandon_start(&mut self) {
+        if let Some(live) = self.live.take() {
+            let _ = end(live);
+        }
+    }
+
+    /// Before a request: start a worker if the slot has none, or replace
+    /// the live one if it was found ended (never send into it). Bytes the
+    /// worker sent while idle are fed, so that the request reports them as
+    /// the violation they are.
+    fn make_ready(&mut self) -> Result<(), Error> {
+        if self.life.needs_start() {
+            return self.start();
+        }
+        let Some(live) = self.live.as_mut() else {
+            return self.start();
+        };
+        let exited = live
+            .process
+            .exit_fd()
+            .is_some_and(|fd| readable(fd).unwrap_or(false));
+        let ended = match live.transport.read_available() {
+            Ok(None) => exited,
+            Ok(Some(bytes)) => {
+                // A violation (SPEC §9.2); `send` reports it. Fed here, the
+                // bytes cannot be lost.
+                let _ = live.connection.feed(bytes);
+                false
+            }
+            Err(_) => true,
+        };
+        if !ended {
+            return Ok(());
+        }
+        let Some(live) = self.live.take() else {
+            return self.start();
+        };
+        let may_have_retired = live.connection.may_have_retired();
+        let pid = live.process.pid();
+        let end = end(live);
+        let (how, cause) = if may_have_retired && end.exited_zero {
+            (
+                FoundEnded::Retired,
+                Error::new(
+                    ErrorClass::Limit,
+                    ErrorCode::ResourceLimit,
+                    "the Lua worker retired after its previous request's resource limit",
+                ),
+            )
+        } else {
+            (
+                FoundEnded::Died,
+                Error::new(
+                    ErrorClass::WorkerCrashed,
+                    ErrorCode::Lua,
+                    "the Lua worker had ended before the request was sent",
+                ),
+            )
+        };
+        self.life
+            .found_ended(how, classify::with_end(cause, pid, end));
+        self.start()
+    }
+
+    /// Send one request to the live worker and wait for its answer,
+    /// answering host calls; retire the worker after a tripped limit, end
+    /// it after a failure.
     fn exchange(
         &mut self,
         operation: Operation,
@@ -377,109 +466,210 @@ impl Worker {
         deadline: Instant,
     ) -> Result<OperationResult, Error> {
         let Some(live) = self.live.as_mut() else {
-            return Err(self.unavailable());
+            return Err(self.life_ended_error());
         };
-        let name = operation.kind().as_str();
-        let idle = Flight {
-            id: live.connection.next_request_id(),
-            operation: name,
-            started,
-            deadline,
+        // After a `resource_limit` answer the worker may retire (SPEC
+        // §13.1-a) just after this check saw it alive: keep the request to
+        // send it again then, since it was not run.
+        let again = live
+            .connection
+            .may_have_retired()
+            .then(|| operation.clone());
+        let flight = match exchange::send(&mut live.connection, operation, started, deadline) {
+            Ok(flight) => flight,
+            Err(error) if error.worker_ended() => return Err(self.fail(error)),
+            Err(error) => return Err(error),
         };
-        if let Err(failure) = check_idle(live, idle) {
-            return Err(self.fail(failure));
-        }
-        let id = match live.connection.request(operation) {
-            Ok(id) => id,
-            // The check before the request found the worker silent, so a
-            // violation cannot surface here; it would still be one.
-            Err(error) if live.connection.poison_cause().is_some() => {
-                return Err(self.fail(violation(&error, idle)));
-            }
-            Err(error) => {
-                return Err(Error::new(
-                    ErrorClass::InvalidInput,
-                    ErrorCode::Validation,
-                    "the request was rejected before it was sent",
-                )
-                .with_context(error.to_string()));
-            }
-        };
-        let flight = Flight {
-            id,
-            operation: name,
-            started,
-            deadline,
-        };
-        let outcome = run_request(
-            live,
-            Waiting {
-                cancel: &self.cancel,
-                cancel_wake: self.cancel_wake.as_fd(),
-                process_host: &self.process_host,
-            },
-            flight,
-        );
-        if let Ok(answered) = &outcome {
-            live.after_guest_error = answered.is_err();
-        }
+        self.life.begin(flight);
+        let outcome = self.drive(flight);
+        self.life.finish();
         match outcome {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(guest)) => Err(guest),
-            Err(failure) => Err(self.fail(failure)),
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(answer)) => match Life::after_answer(&Err(answer.clone())) {
+                AfterAnswer::Keep => Err(answer),
+                AfterAnswer::Retire => Err(self.retire(answer)),
+            },
+            Err(failure) => match again {
+                Some(operation) if self.found_retired() => {
+                    self.start()?;
+                    self.exchange(operation, started, deadline)
+                }
+                _ => Err(self.fail(failure)),
+            },
         }
     }
 
-    /// Kill, reap, drain, poison; return `error` with cleanup context.
-    fn fail(&mut self, error: Error) -> Error {
-        let mut error = error;
-        if let Some(live) = self.live.take() {
-            let after_guest_error = live.after_guest_error;
-            let (status, problems) = retire(live);
-            // A worker that answered with an error and then exited 0 retired
-            // its VM on purpose: not a crash, but it cannot serve any more.
-            if error.class() == ErrorClass::WorkerCrashed
-                && after_guest_error
-                && status.is_some_and(|status| status.success())
-            {
-                error = Error::new(
-                    ErrorClass::Unavailable,
-                    ErrorCode::Lua,
-                    "the Lua worker retired after the previous request's error",
-                )
-                .with_context(format!(
-                    "the worker ended its session after answering with an error ({})",
-                    error.record().context.first().map_or("", String::as_str)
-                ))
-                .with_help("start a new worker; a VM whose limit tripped is not reused");
-            }
-            match status {
-                Some(status) => {
-                    error = error.with_context(format!(
-                        "worker {} {}",
-                        self.pid,
-                        describe_status(status)
-                    ))
+    /// Whether the request just failed because the worker had retired
+    /// before reading it (SPEC §13.1-b: it was not run): then the worker is
+    /// ended and recorded as retired, and the request may go to a fresh one.
+    fn found_retired(&mut self) -> bool {
+        let retired = self
+            .live
+            .as_ref()
+            .is_some_and(|live| live.connection.state() == SessionState::Retired);
+        if !retired {
+            return false;
+        }
+        let Some(live) = self.live.take() else {
+            return false;
+        };
+        let pid = live.process.pid();
+        let cause = Error::new(
+            ErrorClass::Limit,
+            ErrorCode::ResourceLimit,
+            "the Lua worker retired after its previous request's resource limit",
+        );
+        let end = end(live);
+        self.life
+            .found_ended(FoundEnded::Retired, classify::with_end(cause, pid, end));
+        true
+    }
+
+    /// The request loop (DESIGN §17.3): `Ok(Ok)` a result, `Ok(Err)` the
+    /// worker's error answer, `Err` a failure that ends the worker.
+    fn drive(&mut self, flight: Flight) -> Result<Result<OperationResult, Error>, Error> {
+        let Some(live) = self.live.as_mut() else {
+            return Err(self.life_ended_error());
+        };
+        let Live {
+            process,
+            transport,
+            connection,
+        } = live;
+        let watch = Watch {
+            deadline: flight.deadline,
+            cancel: &self.cancel,
+            cancel_wake: self.cancel_wake.as_fd(),
+            exit: process.exit_fd(),
+        };
+        let interrupted = |interrupt, connection: &mut ParentConnection| {
+            classify::interrupted(interrupt, connection, &flight, Instant::now())
+        };
+        transport
+            .write_all(&connection.take_outgoing(), watch)
+            .map_err(|interrupt| interrupted(interrupt, connection))?;
+        loop {
+            match exchange::step(connection, &flight, Instant::now())? {
+                Step::Result(result) => return Ok(Ok(result)),
+                Step::Answered(error) => return Ok(Err(error)),
+                Step::Read => {
+                    let chunk = transport
+                        .read_chunk(watch)
+                        .map_err(|interrupt| interrupted(interrupt, connection))?;
+                    exchange::feed(connection, &flight, chunk, Instant::now())?;
                 }
-                None => {
-                    error = error.with_context(format!("worker {} was not reaped here", self.pid))
+                Step::HostCall(call) => {
+                    // The command is killed the moment the worker dies
+                    // (its pidfd is watched with the token, DESIGN §17.6).
+                    let exit: Vec<_> = process.exit_fd().into_iter().collect();
+                    let answer = match WatchedCancel::new(&self.cancel, &exit) {
+                        Ok(signal) => {
+                            run_host_call(&self.process_host, &call, flight.deadline, &signal)
+                        }
+                        Err(_) => {
+                            run_host_call(&self.process_host, &call, flight.deadline, &self.cancel)
+                        }
+                    };
+                    // What ended the call besides itself, as observed.
+                    if process
+                        .exit_fd()
+                        .is_some_and(|fd| readable(fd).unwrap_or(false))
+                    {
+                        return Err(interrupted(
+                            Interrupt::WorkerExitedDuringHostCall,
+                            connection,
+                        ));
+                    }
+                    if self.cancel.is_cancelled() {
+                        return Err(interrupted(Interrupt::Cancelled, connection));
+                    }
+                    // While its call was pending the worker must have sent
+                    // nothing (SPEC §9.3): whatever came is fed, and the
+                    // answer reports it.
+                    match transport.read_available() {
+                        Ok(None) => {}
+                        Ok(Some(bytes)) => {
+                            exchange::feed(connection, &flight, bytes, Instant::now())?
+                        }
+                        Err(interrupt) => return Err(interrupted(interrupt, connection)),
+                    }
+                    exchange::answer_host_call(connection, &flight, answer.result, Instant::now())?;
+                    transport
+                        .write_all(&connection.take_outgoing(), watch)
+                        .map_err(|interrupt| interrupted(interrupt, connection))?;
                 }
-            }
-            for problem in problems {
-                error = error.with_context(format!("cleanup: {problem}"));
             }
         }
-        if self.poisoned_by.is_none() {
-            self.poisoned_by = Some((error.class(), error.message().to_owned()));
+    }
+
+    /// The error of a request made while no process runs (unreachable:
+    /// every request path starts one first).
+    fn life_ended_error(&self) -> Error {
+        let mut error = Error::new(
+            ErrorClass::WorkerCrashed,
+            ErrorCode::Lua,
+            "the Lua worker is not running",
+        );
+        if let Some((class, message)) = self.life.ended_by() {
+            error = error.with_context(format!(
+                "worker {} ended earlier ({class}): {message}",
+                self.life.pid()
+            ));
         }
         error
+    }
+
+    /// Kill, reap, drain (SPEC §13.2); the slot is left without a process;
+    /// return `error` with what ending the worker showed.
+    fn fail(&mut self, error: Error) -> Error {
+        let error = match self.live.take() {
+            Some(live) => {
+                let pid = live.process.pid();
+                classify::with_end(error, pid, end(live))
+            }
+            None => error,
+        };
+        self.life.ended(&error);
+        error
+    }
+
+    /// Retire the worker after its limit tripped (SPEC §13.1, DESIGN
+    /// §17.4): the answer is returned as it is, with a cleanup problem
+    /// appended only if ending the worker had one.
+    fn retire(&mut self, answer: Error) -> Error {
+        let mut answer = answer;
+        if let Some(live) = self.live.take() {
+            for problem in end(live).problems {
+                answer = answer.with_context(format!("cleanup: {problem}"));
+            }
+        }
+        self.life.ended(&answer);
+        answer
+    }
+}
+
+impl PoolWorker for Worker {
+    fn pid(&self) -> u32 {
+        Worker::pid(self)
+    }
+    fn has_ended(&self) -> bool {
+        self.is_poisoned()
+    }
+    fn restarts(&self) -> u64 {
+        Worker::restarts(self)
+    }
+    fn found_dead(&self) -> u64 {
+        Worker::found_dead(self)
+    }
+    fn found_retired(&self) -> u64 {
+        self.life.found_retired()
     }
 }
 
 impl Drop for Worker {
     fn drop(&mut self) {
         if let Some(live) = self.live.take() {
-            let _ = retire(live);
+            let _ = end(live);
         }
     }
 }
@@ -487,46 +677,36 @@ impl Drop for Worker {
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Worker")
-            .field("pid", &self.pid)
-            .field("policy", &self.policy)
-            .field("poisoned_by", &self.poisoned_by)
+            .field("pid", &self.life.pid())
+            .field("policy", &self.config.policy())
+            .field("live", &self.life.is_live())
+            .field("restarts", &self.life.restarts())
             .finish_non_exhaustive()
     }
 }
 
-/// The error of a shutdown that did not end cleanly (both supervisors): the
-/// worker's exit status, then each cleanup problem, in the order met.
-pub(crate) fn unclean_exit(
-    pid: u32,
-    status: Option<std::process::ExitStatus>,
-    problems: Vec<String>,
-) -> Error {
-    let mut error = Error::new(
-        ErrorClass::WorkerCrashed,
-        ErrorCode::Lua,
-        "the Lua worker did not exit cleanly",
-    );
-    if let Some(status) = status {
-        error = error.with_context(format!("worker {pid} {}", describe_status(status)));
-    }
-    for problem in problems {
-        error = error.with_context(format!("cleanup: {problem}"));
-    }
-    error
-}
-
-/// Close input, kill the group, reap, and wait for the pipe to be released.
-fn retire(mut live: Live) -> (Option<std::process::ExitStatus>, Vec<String>) {
+/// Close input, kill the tree, reap, and wait for the pipe to be released
+/// (SPEC §13.2 steps 1–4).
+fn end(mut live: Live) -> WorkerEnd {
     live.transport.close_input();
-    let termination = live.process.kill_tree_and_reap();
-    let mut problems = termination.problems;
+    let mut end = live.process.kill_tree_and_reap().into_end();
     match live.transport.drain_until_closed(Instant::now() + PIPE_RELEASE_WAIT) {
         Ok(true) => {}
-        Ok(false) => problems.push(format!(
+        Ok(false) => end.problems.push(format!(
             "the response pipe was still open {} ms after the kill: a process outside the worker's process group holds it",
             PIPE_RELEASE_WAIT.as_millis()
         )),
-        Err(error) => problems.push(format!("draining the response pipe failed: {error}")),
+        Err(error) => end
+            .problems
+            .push(format!("draining the response pipe failed: {error}")),
     }
-    (termination.status, problems)
+    end
+}
+
+/// Wait until `fd` is readable or `until` passes; whether it became
+/// readable.
+fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, until: Instant) -> bool {
+    use crate::child_process::poll;
+    let mut fds = [poll::interest(fd, poll::PollFlags::IN)];
+    matches!(poll::wait_until(&mut fds, until), Ok(true))
 }

@@ -1,7 +1,7 @@
 //! Shared helpers of the lifecycle tests: worker commands, plugin files,
 //! and /proc checks on the workers a pool reports.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use quirl_lua_reference_parent::lifecycle::PoolStats;
 use quirl_lua_reference_parent::{Policy, PolicySettings, WorkerCommand};

@@ -6,11 +6,12 @@
 //!
 //! - `eval`: a source containing `while true do end` spins on the CPU
 //!   forever; `spin(MS)` spins for MS milliseconds and returns MS;
-//!   `crash()` aborts; `hang()` sleeps forever; `retire()` answers with a
-//!   guest `resource_limit` error and exits 0 (as the reference worker
-//!   does after a tripped budget); `trip()` answers with the same error
-//!   and keeps serving (as a worker that resets its budget may, SPEC
-//!   §15.8); `return N` (a JSON
+//!   `crash()` aborts; `violate()` answers with a frame that is not JSON;
+//!   `hang()` sleeps forever; `retire()` answers with a
+//!   `resource_limit` error naming `limit: instructions` and exits 0 (as
+//!   the reference worker does after a tripped budget); `trip()` answers
+//!   with the same error and keeps serving (as a worker that resets its
+//!   budget may, SPEC §13.1-a); `return N` (a JSON
 //!   number) returns N; anything else returns `null`.
 //! - `load_plugin`: a source containing `syntax error` is refused with a
 //!   guest `lua` error; a source starting with `while true do end` spins
@@ -80,10 +81,14 @@ fn eval(id: u64, source: &str) {
     } else if source.contains("crash()") {
         std::process::abort();
     } else if source.contains("retire()") {
-        guest_error(id, "resource_limit", "Lua exceeded its instruction budget");
+        limit_error(id);
         std::process::exit(0);
     } else if source.contains("trip()") {
-        guest_error(id, "resource_limit", "Lua exceeded its instruction budget");
+        limit_error(id);
+    } else if source.contains("violate()") {
+        // Not JSON: a `malformed_json` violation (SPEC §13.2).
+        write_payload(b"{not json");
+        spin_forever();
     } else if source.contains("hang()") {
         loop {
             std::thread::sleep(Duration::from_secs(3600));
@@ -130,9 +135,12 @@ fn read_frame() -> Option<Value> {
 }
 
 fn write_frame(frame: &Value) {
-    let payload = serde_json::to_vec(frame).unwrap();
+    write_payload(&serde_json::to_vec(frame).unwrap());
+}
+
+fn write_payload(payload: &[u8]) {
     let mut bytes = u32::try_from(payload.len()).unwrap().to_be_bytes().to_vec();
-    bytes.extend_from_slice(&payload);
+    bytes.extend_from_slice(payload);
     let mut stderr = std::io::stderr().lock();
     if stderr
         .write_all(&bytes)
@@ -147,6 +155,22 @@ fn answer(id: u64, result: &Value) {
     write_frame(&json!({
         "kind": "response",
         "response": {"version": 1, "id": id, "ok": true, "result": result}
+    }));
+}
+
+/// A tripped instruction budget, as the reference worker answers it (SPEC
+/// §11.4: the `limit: KIND` context entry).
+fn limit_error(id: u64) {
+    write_frame(&json!({
+        "kind": "response",
+        "response": {
+            "version": 1, "id": id, "ok": false, "result": null,
+            "error": {
+                "code": "resource_limit", "message": "Lua exceeded its instruction budget",
+                "labels": [], "context": ["limit: instructions"],
+                "help": [], "command": null, "exit_status": null
+            }
+        }
     }));
 }
 

@@ -136,9 +136,10 @@ pub(crate) struct BatchArgs {
     /// Number of workers; lines then run concurrently, results stay in input order.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub(crate) pool: u16,
-    /// Worker failures (deadline, crash, protocol violation) tolerated within
-    /// 5 minutes, each followed by a fresh worker; one more quarantines the
-    /// pool and every later line fails at once (exit 5).
+    /// Worker failures (deadline, crash, protocol violation, a worker that
+    /// could not start) tolerated within 5 minutes, each followed by a fresh
+    /// worker; one more quarantines the pool and every later line fails at
+    /// once (exit 5). A tripped limit is no failure: its worker is replaced.
     #[arg(long = "max-restarts", value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     pub(crate) max_restarts: u32,
     /// Warm spare workers kept ready in the background, so that replacing a

@@ -71,21 +71,21 @@ enum Pool {
 impl Pool {
     fn start(config: WorkerConfig, options: &BatchArgs) -> Result<Self, Failure> {
         let pool = PoolOptions::new()
-            .size(usize::from(options.pool))
-            .max_restarts(options.max_restarts)
-            .spares(usize::from(options.spares));
+            .with_size(usize::from(options.pool))
+            .with_max_restarts(options.max_restarts)
+            .with_spares(usize::from(options.spares));
         Ok(match &options.plugin {
             None => Self::Plain(Box::new(WorkerPool::start("batch", config, pool)?)),
             Some(file) => {
                 let manifest = PluginManifest::new(file.display().to_string(), file)
-                    .pool(pool)
+                    .with_pool(pool)
                     .with_worker_config(config);
                 Self::Plugin(Box::new(PluginHost::start(manifest)?))
             }
         })
     }
 
-    fn with_worker<T>(&self, f: impl FnMut(&mut Worker) -> Result<T, Error>) -> Result<T, Error> {
+    fn with_worker<T>(&self, f: impl FnOnce(&mut Worker) -> Result<T, Error>) -> Result<T, Error> {
         match self {
             Self::Plain(pool) => pool.with_worker(f),
             Self::Plugin(host) => host.with_worker(f),

@@ -45,6 +45,7 @@ pub(crate) fn exit_code(error: &Error) -> u8 {
     match error.class() {
         ErrorClass::Guest if error.code() == ErrorCode::ResourceLimit => EXIT_LIMIT,
         ErrorClass::Guest => EXIT_GUEST,
+        ErrorClass::Limit => EXIT_LIMIT,
         ErrorClass::Deadline | ErrorClass::Cancelled => EXIT_LIMIT,
         ErrorClass::InvalidInput => EXIT_USAGE,
         ErrorClass::Unavailable | ErrorClass::Quarantined => EXIT_UNAVAILABLE,
@@ -596,11 +597,11 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
         command = command.arg(quirl_lua_reference_worker::lockdown::NO_LOCKDOWN_ARGUMENT);
     }
     let mut config = WorkerConfig::new(command, policy)
-        .cancel_token(cancel_on_interrupt())
-        .limits(worker_limits(options, &policy))
-        .containment(options.containment)
-        .command_pids_max(Some(options.command_pids_max))
-        .require_landlock(options.require_landlock);
+        .with_cancel(cancel_on_interrupt())
+        .with_limits(worker_limits(options, &policy))
+        .with_containment(options.containment)
+        .with_command_pids_max(Some(options.command_pids_max))
+        .with_require_landlock(options.require_landlock);
     // DESIGN §16.6: fail closed before anything starts.
     let landlock = quirl_lua_reference_parent::process_host::landlock_support();
     if options.require_landlock && !landlock.available() {
@@ -610,7 +611,7 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
         )));
     }
     if !options.grants.is_empty() {
-        config = config.grants(options.grants.clone());
+        config = config.with_grants(options.grants.clone());
     }
     Ok(config)
 }
@@ -622,7 +623,7 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
 /// files) — not the file-size and process limits, which break a worker that
 /// writes a file or starts a helper (the conformance suite's scripted
 /// workers record what they see in a file). Library users choose with
-/// `WorkerConfig::limits`.
+/// `WorkerConfig::with_limits`.
 fn worker_limits(options: &GlobalOptions, policy: &Policy) -> WorkerLimits {
     if options.no_lockdown {
         return WorkerLimits::unlimited();

@@ -7,7 +7,8 @@
 //! ```text
 //! error[resource_limit]: the Lua request exceeded its deadline
 //!   context: deadline 5000 ms after request 2 (eval) started
-//!   help: reduce the work or raise --wall-time-ms; the worker was killed
+//!   help: reduce the work or give the request more time (the policy's wall_time_ms, or the call's deadline); the worker was killed
+//!   help: the wall time is --wall-time-ms
 //! ```
 //!
 //! or, with `--json`, `{"ok":false,"kind":"deadline","error":{…record…}}` on
@@ -16,7 +17,7 @@
 use std::io::Write;
 
 use quirl_lua_protocol::records::{ErrorCode, ShellError};
-use quirl_lua_reference_parent::Error;
+use quirl_lua_reference_parent::{Error, ErrorClass};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -103,6 +104,10 @@ pub(crate) fn print_error(error: &Error, json: bool) {
     }
     for help in &record.help {
         text.push_str(&format!("  help: {help}\n"));
+    }
+    if error.class() == ErrorClass::Deadline {
+        // The library's help names the policy; this is the CLI's knob.
+        text.push_str("  help: the wall time is --wall-time-ms\n");
     }
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }

@@ -1,5 +1,6 @@
 //! Counters and latency samples of pool members, and the serializable
-//! snapshots built from them ([`PoolStats`], [`MemberStats`]).
+//! snapshots built from them ([`PoolStats`], [`MemberStats`]), for every
+//! pool driver alike.
 //!
 //! A snapshot is plain data taken under the pool's lock; nothing in it
 //! refers back to the pool. Latencies are kept as the most recent
@@ -32,6 +33,9 @@ pub struct PoolStats {
     pub quarantined: bool,
     /// The restart budget (failures tolerated inside the window).
     pub max_restarts: u32,
+    /// Whether limit trips count against the restart budget (default
+    /// `false`: only worker failures do).
+    pub limit_trips_are_failures: bool,
     /// The forgiveness window in milliseconds; `null`: failures are never
     /// forgiven.
     pub restart_window_ms: Option<u64>,
@@ -49,7 +53,8 @@ pub struct PoolStats {
     pub totals: Counters,
     /// Code of the most recent error of any member (`null` if none yet).
     pub last_error_code: Option<ErrorCode>,
-    /// Class of that error (`deadline`, `guest`, `worker_crashed`, …).
+    /// Class of that error (`deadline`, `guest`, `limit`,
+    /// `worker_crashed`, …).
     pub last_error_kind: Option<&'static str>,
     /// Percentiles over every member's recent samples.
     pub latency: Latency,
@@ -74,6 +79,8 @@ pub struct PoolStats {
     /// How the pool's workers and their host commands are contained:
     /// `cgroup` or `process-group`, and why (DESIGN §17.2–17.3).
     pub containment: crate::cgroup::ContainmentReport,
+    /// Which driver runs the pool: `blocking` or `tokio`.
+    pub driver: &'static str,
 }
 
 /// Statistics of one pool member (one worker slot).
@@ -117,36 +124,51 @@ pub enum MemberState {
     Quarantined,
 }
 
-/// Event counters. Every call dispatched to a member counts once in
-/// `invocations` and at most once in one of the outcome counters.
+/// Event counters (DESIGN §17.7).
+///
+/// Every call dispatched to a member counts once in `invocations` and,
+/// when it returns, once in exactly one outcome counter: `successes`,
+/// `guest_errors`, `limit_trips`, `timeouts`, `crashes`, `violations`,
+/// `cancellations` or `spawn_failures`. So at any snapshot
+/// `invocations` is their sum plus the members busy with a call. The
+/// worker failures the restart budget governs are `timeouts`, `crashes`,
+/// `violations`, `spawn_failures` and `found_dead`; `limit_trips` only
+/// with [`PoolOptions::with_limit_trips_as_failures`](crate::lifecycle::PoolOptions::with_limit_trips_as_failures).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Counters {
     /// Calls dispatched to the member.
     pub invocations: u64,
     /// Calls that returned a result.
     pub successes: u64,
-    /// Well-formed error responses (Lua errors, guest-side limits); the
-    /// worker stayed usable.
+    /// Guest errors (a Lua error, a denied grant, …) and requests refused
+    /// before they were sent; the worker stayed in use.
     pub guest_errors: u64,
+    /// Calls whose guest tripped a limit inside the worker (instructions,
+    /// memory, its own wall time, host calls): the worker answered and was
+    /// retired by design, and the member's next call runs on a fresh one.
+    /// Not a worker failure.
+    pub limit_trips: u64,
     /// Requests killed at their deadline.
     pub timeouts: u64,
     /// Workers that died, exited or closed their stream mid-request.
     pub crashes: u64,
     /// Workers killed for a protocol violation.
     pub violations: u64,
-    /// Requests cancelled by the host (e.g. at shutdown); not counted
-    /// against the restart budget.
+    /// Requests cancelled by the host (its token, a dropped call, a
+    /// shutdown); not counted against the restart budget.
     pub cancellations: u64,
-    /// Replacement workers that could not be started, initialized or
-    /// loaded with the plugin.
+    /// Workers that could not be started, initialized or loaded with the
+    /// plugin for a call.
     pub spawn_failures: u64,
-    /// Replacement workers started after a failure.
+    /// Workers found dead when a call reached them (they died between
+    /// calls); each is a failure, and the call ran on a fresh worker.
+    pub found_dead: u64,
+    /// Fresh workers that replaced one that ended (a spare taken, or a
+    /// start on the caller's path).
     pub restarts: u64,
-    /// Workers found retired when a call reached them: a worker may end
-    /// its session after answering with an error, as the reference worker
-    /// does after a tripped budget (instructions, memory, its own wall
-    /// time). Each counts as a failure; the call runs on a fresh worker
-    /// (a restart) unless that spends the budget.
+    /// Workers retired after a tripped limit (their VM is never reused):
+    /// by the parent after a `limit` answer, or found retired by
+    /// themselves (SPEC §13.1-a). Not a failure.
     pub retirements: u64,
 }
 
@@ -154,28 +176,55 @@ impl Counters {
     /// Count the outcome of one call.
     pub(crate) fn count(&mut self, outcome: &Result<(), &Error>) {
         match outcome {
-            Ok(_) => self.successes += 1,
+            Ok(()) => self.successes += 1,
             Err(error) => match error.class() {
-                ErrorClass::Guest | ErrorClass::InvalidInput => self.guest_errors += 1,
+                ErrorClass::Limit => {
+                    self.limit_trips += 1;
+                    if error.worker_ended() {
+                        self.retirements += 1;
+                    }
+                }
                 ErrorClass::Deadline => self.timeouts += 1,
-                ErrorClass::WorkerCrashed | ErrorClass::Unavailable => self.crashes += 1,
+                ErrorClass::WorkerCrashed => self.crashes += 1,
                 ErrorClass::ProtocolViolation => self.violations += 1,
                 ErrorClass::Cancelled => self.cancellations += 1,
                 ErrorClass::Spawn => self.spawn_failures += 1,
-                _ => {}
+                // Guest errors and every refusal that still reached a
+                // member (the worker untouched).
+                _ => self.guest_errors += 1,
             },
         }
+    }
+
+    /// Calls that returned, whatever their outcome.
+    pub fn returned(&self) -> u64 {
+        self.successes
+            + self.guest_errors
+            + self.limit_trips
+            + self.timeouts
+            + self.crashes
+            + self.violations
+            + self.cancellations
+            + self.spawn_failures
+    }
+
+    /// The worker failures among these counts, which the restart budget
+    /// governs (limit trips not included).
+    pub fn failures(&self) -> u64 {
+        self.timeouts + self.crashes + self.violations + self.spawn_failures + self.found_dead
     }
 
     pub(crate) fn add(&mut self, other: &Counters) {
         self.invocations += other.invocations;
         self.successes += other.successes;
         self.guest_errors += other.guest_errors;
+        self.limit_trips += other.limit_trips;
         self.timeouts += other.timeouts;
         self.crashes += other.crashes;
         self.violations += other.violations;
         self.cancellations += other.cancellations;
         self.spawn_failures += other.spawn_failures;
+        self.found_dead += other.found_dead;
         self.restarts += other.restarts;
         self.retirements += other.retirements;
     }
@@ -278,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn counters_sort_outcomes_by_error_kind() {
+    fn counters_sort_outcomes_by_error_class_and_limit_trips_are_no_failure() {
         use quirl_lua_protocol::records::ErrorCode;
         let mut counters = Counters::default();
         counters.count(&Ok(()));
@@ -286,10 +335,24 @@ mod tests {
         counters.count(&Err(&late));
         let gone = Error::new(ErrorClass::WorkerCrashed, ErrorCode::Lua, "gone");
         counters.count(&Err(&gone));
+        let tripped = Error::new(ErrorClass::Limit, ErrorCode::ResourceLimit, "tripped");
+        counters.count(&Err(&tripped));
+        counters.count(&Err(&tripped));
+        let lua = Error::new(ErrorClass::Guest, ErrorCode::Lua, "boom");
+        counters.count(&Err(&lua));
         assert_eq!(
-            (counters.successes, counters.timeouts, counters.crashes),
-            (1, 1, 1)
+            (
+                counters.successes,
+                counters.timeouts,
+                counters.crashes,
+                counters.limit_trips,
+                counters.retirements,
+                counters.guest_errors
+            ),
+            (1, 1, 1, 2, 2, 1)
         );
+        assert_eq!(counters.returned(), 6);
+        assert_eq!(counters.failures(), 2);
     }
 
     #[test]

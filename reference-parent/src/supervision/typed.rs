@@ -1,10 +1,10 @@
-//! The typed requests of both supervisors (the blocking [`Worker`] and
-//! the tokio one): each builds its operation, says which deadline it runs
-//! under (the request's, or a callback's declared one plus the slack, SPEC
-//! §17.6), and takes its result out of the answer. The workers only run
-//! them, so the two offer the same shortcuts with the same rules.
+//! The typed requests of every driver (the blocking [`Worker`] and the
+//! tokio one): each builds its operation, says which deadline it runs
+//! under (the request's, or a callback's declared one plus the slack,
+//! DESIGN §17.6), and takes its result out of the answer. The drivers only
+//! run them, so they offer the same shortcuts with the same rules.
 //!
-//! [`Worker`]: super::Worker
+//! [`Worker`]: crate::Worker
 
 use std::time::Duration;
 

@@ -3,7 +3,8 @@
 //!
 //! Pure bookkeeping, handed the time by its caller: no clock, no I/O, so
 //! every rule is testable with made-up instants. The rules themselves are
-//! documented once, in the [lifecycle module](super).
+//! documented once, in the [lifecycle module](crate::lifecycle) (DESIGN
+//! §17.7).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
