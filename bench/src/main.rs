@@ -11,7 +11,10 @@
 //! compute rows, `C`, `B1`/`B2`, the budget and callback-deadline rows,
 //! `V`, the metered VM against stock Lua of the same release on whole
 //! programs, `T`, the first request after a limit trip with and without a warm
-//! spare, and `S`, the throughput/latency curve of pools); `--worker "CMD
+//! spare, `S`, the throughput/latency curve of pools, `M`, a pool on a mix
+//! of clean lines and limit trips against the sum of its parts, `R`, a
+//! restart in a pool against a cold start, and `H`, the crash of a worker
+//! during a host call to the caller's error, both drivers); `--worker "CMD
 //! …"` (the worker command; default: the `quirl-lua` binary next to this
 //! one with `--internal-lua-worker-v1`; given several times, every section
 //! uses the first, and X2, X3, X4 and L are also measured for each command,
@@ -38,6 +41,7 @@ mod codec;
 mod inproc;
 mod pingpong;
 mod pools;
+mod recovery;
 mod report;
 mod sidebyside;
 mod stock_vm;
@@ -138,7 +142,7 @@ fn parse() -> Result<Options, BoxError> {
             }
             "-h" | "--help" => {
                 println!(
-                    "quirl-lua-bench [--quick] [--only X1,X2,X3,X4,X5,X6,L,C,B1,B2,T,S] [--worker CMD]... \
+                    "quirl-lua-bench [--quick] [--only X1,X2,X3,X4,X5,X6,L,C,B1,B2,T,S,M,R,H] [--worker CMD]... \
                      [--compare-arg ARG] [--kill-source LUA] [--containment MODE] [--ballast-mib N]\n\
                      --worker may be given several times: every section uses the first; \
                      X2, X3, X4 and L are then also measured for each, interleaved, in a side-by-side table"
@@ -193,9 +197,11 @@ fn run() -> Result<(), BoxError> {
     // Host memory a spawn might have to copy page tables of; touched so
     // every page is mapped, kept alive (and read at the end) for the run.
     let ballast = vec![1_u8; options.ballast_mib << 20];
-    let needs_worker = ["X2", "X3", "X4", "X5", "X6", "L", "C", "B2", "T", "S"]
-        .iter()
-        .any(|section| options.wants(section));
+    let needs_worker = [
+        "X2", "X3", "X4", "X5", "X6", "L", "C", "B2", "T", "S", "M", "R", "H",
+    ]
+    .iter()
+    .any(|section| options.wants(section));
     let worker = match options.workers.first() {
         Some(worker) => worker.clone(),
         None if needs_worker => default_worker()?,
@@ -265,6 +271,20 @@ fn run() -> Result<(), BoxError> {
     }
     if options.wants("T") {
         rows.extend(trip_latency(&options, &worker, &mut notes)?);
+    }
+    if options.wants("M") {
+        let (lines, rounds) = if options.quick { (200, 3) } else { (2_000, 5) };
+        rows.extend(recovery::mix(&worker, lines, rounds, &mut notes)?);
+    }
+    if options.wants("R") {
+        rows.extend(recovery::restart(&worker, options.n(50), &mut notes)?);
+    }
+    if options.wants("H") {
+        rows.extend(recovery::host_call_crash(
+            &worker,
+            options.n(20),
+            &mut notes,
+        )?);
     }
     let curve = if options.wants("S") {
         Some(throughput_curve(&options, &worker)?)
