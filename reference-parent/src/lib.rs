@@ -38,7 +38,7 @@
 //!   decision of every driver: the request's steps over the protocol
 //!   crate's [`ParentConnection`], how a request ended as a typed
 //!   [`Error`], retirement and restarts, the restart budget, the pool's
-//!   dispatch, queue, spares, quarantine and stats (DESIGN §17.1);
+//!   dispatch, queue, spares, quarantine and stats (DESIGN §17.8);
 //! - [`worker`]: the blocking driver, [`Worker`]; [`tokio_worker`]
 //!   (feature `tokio`): the async drivers, `Worker` and `WorkerPool`;
 //! - [`lifecycle`]: the blocking pools, [`lifecycle::WorkerPool`] and

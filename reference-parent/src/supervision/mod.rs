@@ -1,5 +1,5 @@
 //! The supervision core: every decision of the supervisor, clock-free and
-//! without I/O (DESIGN §17.1).
+//! without I/O (DESIGN §17.8).
 //!
 //! This module starts no thread, touches no tokio, spawns no process and
 //! reads no clock outside its tests: the time is handed in by the caller,
