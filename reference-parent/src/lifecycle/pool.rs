@@ -26,35 +26,7 @@ use crate::supervision::pool::{Chore, Dispatch, Generation, PoolCore, PoolOption
 use crate::supervision::stats::PoolStats;
 use crate::worker::{PIPE_RELEASE_WAIT, SHUTDOWN_GRACE, Worker, WorkerConfig};
 
-/// What a shutdown did ([`PluginHost::shutdown`](super::PluginHost::shutdown),
-/// [`WorkerPool::shutdown`](super::WorkerPool::shutdown), and the async
-/// pool's).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ShutdownReport {
-    /// Idle workers closed (input closed, exit awaited, group killed, reaped).
-    pub retired: usize,
-    /// Busy members whose request was cancelled (their workers were killed
-    /// and reaped by the calls that held them).
-    pub cancelled: usize,
-    /// Busy members that had not come back when the bound passed. Their
-    /// callers still hold them; each worker is killed and reaped when its
-    /// call returns.
-    pub still_busy: usize,
-    /// Workers that did not exit cleanly by themselves, and other cleanup
-    /// problems, one sentence each.
-    pub problems: Vec<String>,
-    /// Warm spares closed.
-    pub spares_retired: usize,
-    /// How long shutdown took.
-    pub elapsed: Duration,
-}
-
-impl ShutdownReport {
-    /// Whether every worker was accounted for in time without problems.
-    pub fn is_clean(&self) -> bool {
-        self.still_busy == 0 && self.problems.is_empty()
-    }
-}
+pub use crate::supervision::pool::shutdown::ShutdownReport;
 
 /// A blocking pool: the shared state plus its keeper thread.
 pub(crate) struct Driver {
@@ -255,38 +227,24 @@ impl Driver {
         shared.token.cancel();
         shared.changed.notify_all();
         shared.keeper_wake.notify_all();
-        let mut report = ShutdownReport {
-            retired: closed.idle.len(),
-            cancelled: if closed.first { closed.busy } else { 0 },
-            spares_retired: closed.spares.len(),
-            ..ShutdownReport::default()
-        };
-        let mut workers = closed.idle;
-        workers.extend(closed.spares);
+        let (mut report, workers) = ShutdownReport::of_close(closed);
         report.problems = retire_all(workers, deadline);
         let mut core = shared.lock();
-        loop {
+        let still_busy = loop {
             let busy = core.busy();
             let now = Instant::now();
             if busy == 0 || now >= deadline {
-                report.still_busy = busy;
-                break;
+                break busy;
             }
             core = shared
                 .changed
                 .wait_timeout(core, deadline - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
-        }
-        let name = core.name().to_owned();
+        };
         drop(core);
-        if report.still_busy > 0 {
-            report.problems.push(format!(
-                "{name}: {} busy member(s) did not return within {} ms; each worker is killed and reaped when its call returns",
-                report.still_busy,
-                bound.as_millis()
-            ));
-        }
+        let name = &self.name;
+        report.busy_left(name, still_busy, bound);
         let keeper = self
             .keeper
             .lock()

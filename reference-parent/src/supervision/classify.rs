@@ -277,6 +277,68 @@ pub(crate) fn with_end(error: Error, pid: u32, end: WorkerEnd) -> Error {
     error
 }
 
+/// A worker found ended before a request was sent: it retired after its
+/// previous `resource_limit` answer (SPEC §13.1-b), or it died.
+pub(crate) fn found_ended(retired: bool) -> Error {
+    if retired {
+        Error::new(
+            ErrorClass::Limit,
+            ErrorCode::ResourceLimit,
+            "the Lua worker retired after its previous request's resource limit",
+        )
+    } else {
+        Error::new(
+            ErrorClass::WorkerCrashed,
+            ErrorCode::Lua,
+            "the Lua worker had ended before the request was sent",
+        )
+    }
+}
+
+/// The handle could not register with its cancellation token.
+pub(crate) fn no_cancel_wake(error: impl Display) -> Error {
+    Error::new(
+        ErrorClass::Spawn,
+        ErrorCode::ProcessSpawn,
+        "could not create a cancellation wake descriptor",
+    )
+    .with_context(error.to_string())
+}
+
+/// No worker is started under a token that has fired.
+pub(crate) fn cancelled_before_start() -> Error {
+    Error::new(
+        ErrorClass::Cancelled,
+        ErrorCode::ResourceLimit,
+        "the Lua worker's cancellation token has fired",
+    )
+    .with_limit(LimitKind::Cancellation)
+    .with_worker_ended(false)
+    .with_context("no worker is started under a cancelled token")
+}
+
+/// The cause recorded when the caller replaced a worker (`restart()`).
+pub(crate) fn replaced_by_restart() -> Error {
+    Error::new(
+        ErrorClass::Unavailable,
+        ErrorCode::Lua,
+        "the worker was replaced by a restart",
+    )
+    .with_worker_ended(true)
+}
+
+/// What draining the response pipe after the kill found, if it was not
+/// its clean end (SPEC §13.2 step 4): `Ok(true)` is end of file.
+pub(crate) fn drain_problem(drained: std::io::Result<bool>, waited_ms: u128) -> Option<String> {
+    match drained {
+        Ok(true) => None,
+        Ok(false) => Some(format!(
+            "the response pipe was still open {waited_ms} ms after the kill: a process outside the worker's process group holds it"
+        )),
+        Err(error) => Some(format!("draining the response pipe failed: {error}")),
+    }
+}
+
 /// The error of a shutdown that did not end cleanly (every driver): the
 /// worker's exit status, then each cleanup problem, in the order met.
 pub(crate) fn unclean_exit(pid: u32, end: WorkerEnd) -> Error {

@@ -13,6 +13,7 @@
 
 use quirl_lua_protocol::records::{OperationResult, PluginRegistrations};
 
+use super::classify::{self, WorkerEnd};
 use super::flight::Flight;
 use crate::callback_deadline::CallbackDeadlines;
 use crate::error::{Error, ErrorClass};
@@ -165,6 +166,20 @@ impl Life {
         self.ended(&cause);
     }
 
+    /// The live worker `pid` was found ended before a request was sent and
+    /// has been ended (`end`): a retirement (`retired`: it exited 0 after a
+    /// `resource_limit` answer, SPEC §13.1-b) or a death, recorded with
+    /// what ending it showed; the next request starts a fresh worker.
+    pub(crate) fn found_ended_before_request(&mut self, retired: bool, pid: u32, end: WorkerEnd) {
+        let how = if retired {
+            FoundEnded::Retired
+        } else {
+            FoundEnded::Died
+        };
+        let cause = classify::with_end(classify::found_ended(retired), pid, end);
+        self.found_ended(how, cause);
+    }
+
     /// The slot serves this plugin from now on: a fresh worker loads it.
     pub(crate) fn loaded_plugin(
         &mut self,
@@ -189,6 +204,63 @@ impl Life {
         &self.callbacks
     }
 }
+
+/// The accessors every worker driver offers (the blocking [`crate::Worker`]
+/// and the tokio one), written once: they read the driver's `config`,
+/// `cancel`, `life` and `cgroup_contained` fields.
+macro_rules! slot_accessors {
+    () => {
+        /// A clone of the token that cancels this worker's requests.
+        ///
+        /// Cancelling kills the worker mid-request (like a missed
+        /// deadline); the token stays cancelled, so no fresh worker is
+        /// started under it either: every later call fails as cancelled.
+        pub fn cancel_token(&self) -> $crate::cancel::Cancel {
+            self.cancel.clone()
+        }
+
+        /// The current (or last) worker's process id (also its
+        /// process-group and session id).
+        pub fn pid(&self) -> u32 {
+            self.life.pid()
+        }
+
+        /// `cgroup` when the worker runs in a cgroup of its own, otherwise
+        /// `process-group` (DESIGN §17.2–17.3).
+        pub fn containment_mode(&self) -> &'static str {
+            $crate::cgroup::Containment::in_effect(self.cgroup_contained).as_str()
+        }
+
+        /// Fresh workers started after the first one (restarts).
+        pub fn restarts(&self) -> u64 {
+            self.life.restarts()
+        }
+
+        /// Workers found dead before a request was sent (killed from
+        /// outside, or crashed between calls); each was replaced before the
+        /// request.
+        pub fn found_dead(&self) -> u64 {
+            self.life.found_dead()
+        }
+
+        /// Why the last worker ended: the cause of the next (or last)
+        /// restart.
+        pub fn last_restart_cause(&self) -> Option<&$crate::Error> {
+            self.life.last_restart_cause()
+        }
+
+        /// The policy the worker was initialized with.
+        pub fn policy(&self) -> $crate::Policy {
+            self.config.policy()
+        }
+
+        /// The configuration fresh workers are started from.
+        pub fn config(&self) -> &$crate::WorkerConfig {
+            &self.config
+        }
+    };
+}
+pub(crate) use slot_accessors;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]

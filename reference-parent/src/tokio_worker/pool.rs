@@ -257,14 +257,7 @@ impl WorkerPool {
         shared.token.cancel();
         shared.changed.notify_waiters();
         shared.keeper_wake.notify_one();
-        let mut report = ShutdownReport {
-            retired: closed.idle.len(),
-            cancelled: if closed.first { closed.busy } else { 0 },
-            spares_retired: closed.spares.len(),
-            ..ShutdownReport::default()
-        };
-        let mut workers = closed.idle;
-        workers.extend(closed.spares);
+        let (mut report, workers) = ShutdownReport::of_close(closed);
         let graceful = bound >= SHUTDOWN_GRACE + PIPE_RELEASE_WAIT;
         if graceful {
             // In parallel; if this future is dropped, the set aborts the
@@ -292,23 +285,15 @@ impl WorkerPool {
         } else {
             drop(workers);
         }
-        loop {
+        let still_busy = loop {
             let notified = shared.changed.notified();
             let busy = shared.lock().busy();
             if busy == 0 || Instant::now() >= deadline {
-                report.still_busy = busy;
-                break;
+                break busy;
             }
             let _ = ::tokio::time::timeout_at(deadline.into(), notified).await;
-        }
-        if report.still_busy > 0 {
-            report.problems.push(format!(
-                "{}: {} busy member(s) did not return within {} ms; each worker is killed and reaped when its call returns",
-                self.name,
-                report.still_busy,
-                bound.as_millis()
-            ));
-        }
+        };
+        report.busy_left(&self.name, still_busy, bound);
         let keeper = self
             .keeper
             .lock()

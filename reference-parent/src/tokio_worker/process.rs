@@ -124,19 +124,13 @@ pub(super) async fn end(mut live: Live) -> WorkerEnd {
         return WorkerEnd::default();
     };
     let mut end = kill_and_reap(process).await.into_end();
-    match live
+    let drained = live
         .transport
         .drain_until_closed(Instant::now() + PIPE_RELEASE_WAIT)
-        .await
-    {
-        Ok(true) => {}
-        Ok(false) => end.problems.push(format!(
-            "the response pipe was still open {} ms after the kill: a process outside the worker's process group holds it",
-            PIPE_RELEASE_WAIT.as_millis()
-        )),
-        Err(error) => end
-            .problems
-            .push(format!("draining the response pipe failed: {error}")),
-    }
+        .await;
+    end.problems.extend(classify::drain_problem(
+        drained,
+        PIPE_RELEASE_WAIT.as_millis(),
+    ));
     end
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use ::tokio::io::unix::AsyncFd;
 use quirl_lua_protocol::records::{
     ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext, ExecutionOutcome,
-    ExtensionEvent, HostCall, Operation, OperationResult, PluginRegistrations, Policy, QuirlConfig,
+    ExtensionEvent, HostCall, Operation, OperationResult, PluginRegistrations, QuirlConfig,
     ShellError,
 };
 use quirl_lua_protocol::{ErrorContext, SessionState};
@@ -23,7 +23,7 @@ use crate::process_host::ProcessHostConfig;
 use crate::supervision::classify::{self, Interrupt};
 use crate::supervision::exchange::{self, HostAnswer, Step};
 use crate::supervision::flight::Flight;
-use crate::supervision::life::{AfterAnswer, FoundEnded, Life, Program};
+use crate::supervision::life::{AfterAnswer, Life, Program};
 use crate::supervision::pool::PoolWorker;
 use crate::supervision::typed::{self, Typed, Under};
 use crate::worker::{SHUTDOWN_GRACE, WorkerConfig};
@@ -44,6 +44,8 @@ pub struct Worker {
 }
 
 impl Worker {
+    crate::supervision::life::slot_accessors!();
+
     /// Spawn the worker contained and initialize it (DESIGN §17.2); ready on
     /// success. Any failure after the process exists kills and reaps it
     /// before the error is returned.
@@ -53,14 +55,7 @@ impl Worker {
         let cancel_wake = cancel
             .register()
             .and_then(|waiter| register(waiter.into_fd(), Interest::READABLE))
-            .map_err(|error| {
-                Error::new(
-                    ErrorClass::Spawn,
-                    ErrorCode::ProcessSpawn,
-                    "could not create a cancellation wake descriptor",
-                )
-                .with_context(error.to_string())
-            })?;
+            .map_err(classify::no_cancel_wake)?;
         let mut worker = Self {
             config,
             process_host,
@@ -265,12 +260,7 @@ impl Worker {
     pub async fn restart(&mut self) -> Result<(), Error> {
         self.settle_abandoned();
         if let Some(live) = self.live.take() {
-            let error = Error::new(
-                ErrorClass::Unavailable,
-                ErrorCode::Lua,
-                "the worker was replaced by a restart",
-            )
-            .with_worker_ended(true);
+            let error = classify::replaced_by_restart();
             let _ = process::end(live).await;
             self.life.ended(&error);
         }
@@ -300,54 +290,11 @@ impl Worker {
         Err(classify::unclean_exit(pid, end))
     }
 
-    /// A clone of the token that cancels this worker's requests (see
-    /// [`crate::Worker::cancel_token`]).
-    pub fn cancel_token(&self) -> Cancel {
-        self.cancel.clone()
-    }
-
-    /// The current (or last) worker's process id (also its process-group
-    /// and session id).
-    pub fn pid(&self) -> u32 {
-        self.life.pid()
-    }
-
-    /// `cgroup` when the worker runs in a cgroup of its own, otherwise
-    /// `process-group` (DESIGN §17.2–17.3).
-    pub fn containment_mode(&self) -> &'static str {
-        crate::cgroup::Containment::in_effect(self.cgroup_contained).as_str()
-    }
-
     /// Whether the current worker process has ended (a failure, a
     /// retirement after a tripped limit, or a call dropped mid-request):
     /// the next call starts a fresh one.
     pub fn is_poisoned(&self) -> bool {
         !self.life.is_live() || self.live.is_none()
-    }
-
-    /// Fresh workers started after the first one (restarts).
-    pub fn restarts(&self) -> u64 {
-        self.life.restarts()
-    }
-
-    /// Workers found dead before a request was sent.
-    pub fn found_dead(&self) -> u64 {
-        self.life.found_dead()
-    }
-
-    /// Why the last worker ended, the cause of the next (or last) restart.
-    pub fn last_restart_cause(&self) -> Option<&Error> {
-        self.life.last_restart_cause()
-    }
-
-    /// The policy the worker was initialized with.
-    pub fn policy(&self) -> Policy {
-        self.config.policy()
-    }
-
-    /// The configuration fresh workers are started from.
-    pub fn config(&self) -> &WorkerConfig {
-        &self.config
     }
 
     fn wall_time(&self) -> Duration {
@@ -368,13 +315,7 @@ impl Worker {
     /// Any failure kills and reaps what was started.
     async fn start(&mut self) -> Result<(), Error> {
         if self.cancel.is_cancelled() {
-            return Err(Error::new(
-                ErrorClass::Cancelled,
-                ErrorCode::ResourceLimit,
-                "the Lua worker's cancellation token has fired",
-            )
-            .with_worker_ended(false)
-            .with_context("no worker is started under a cancelled token"));
+            return Err(classify::cancelled_before_start());
         }
         let (live, contained) = process::start(&self.config).await?;
         let pid = live.pid();
@@ -450,27 +391,8 @@ impl Worker {
         let may_have_retired = live.connection.may_have_retired();
         let pid = live.pid();
         let end = process::end(live).await;
-        let (how, cause) = if may_have_retired && end.exited_zero {
-            (
-                FoundEnded::Retired,
-                Error::new(
-                    ErrorClass::Limit,
-                    ErrorCode::ResourceLimit,
-                    "the Lua worker retired after its previous request's resource limit",
-                ),
-            )
-        } else {
-            (
-                FoundEnded::Died,
-                Error::new(
-                    ErrorClass::WorkerCrashed,
-                    ErrorCode::Lua,
-                    "the Lua worker had ended before the request was sent",
-                ),
-            )
-        };
-        self.life
-            .found_ended(how, classify::with_end(cause, pid, end));
+        let retired = may_have_retired && end.exited_zero;
+        self.life.found_ended_before_request(retired, pid, end);
         self.start().await
     }
 
@@ -542,14 +464,8 @@ impl Worker {
             Err(failure) => match again {
                 Some(operation) if live.connection.state() == SessionState::Retired => {
                     let pid = live.pid();
-                    let cause = Error::new(
-                        ErrorClass::Limit,
-                        ErrorCode::ResourceLimit,
-                        "the Lua worker retired after its previous request's resource limit",
-                    );
                     let end = process::end(live).await;
-                    self.life
-                        .found_ended(FoundEnded::Retired, classify::with_end(cause, pid, end));
+                    self.life.found_ended_before_request(true, pid, end);
                     Box::pin(self.start()).await?;
                     Box::pin(self.exchange(operation, started, deadline, host)).await
                 }

@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{
     ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext, ExecutionOutcome,
-    ExtensionEvent, Operation, OperationResult, PluginRegistrations, Policy, QuirlConfig,
+    ExtensionEvent, Operation, OperationResult, PluginRegistrations, QuirlConfig,
 };
 use quirl_lua_protocol::{ParentConnection, SessionState};
 use serde_json::Value;
@@ -65,7 +65,7 @@ use crate::process_host::{ProcessHostConfig, run_host_call};
 use crate::supervision::classify::{self, WorkerEnd};
 use crate::supervision::exchange::{self, Step};
 use crate::supervision::flight::Flight;
-use crate::supervision::life::{AfterAnswer, FoundEnded, Life, Program};
+use crate::supervision::life::{AfterAnswer, Life, Program};
 use crate::supervision::pool::PoolWorker;
 use crate::supervision::typed::{self, Typed, Under};
 
@@ -95,20 +95,15 @@ struct Live {
 }
 
 impl Worker {
+    crate::supervision::life::slot_accessors!();
+
     /// Spawn the worker and initialize it; the worker is ready on success.
     ///
     /// Any failure kills and reaps whatever was started.
     pub fn spawn(config: WorkerConfig) -> Result<Self, Error> {
         let process_host = config.process_host_config()?;
         let cancel = config.cancel().cloned().unwrap_or_default();
-        let cancel_wake = cancel.register().map_err(|error| {
-            Error::new(
-                ErrorClass::Spawn,
-                ErrorCode::ProcessSpawn,
-                "could not create a cancellation wake descriptor",
-            )
-            .with_context(error.to_string())
-        })?;
+        let cancel_wake = cancel.register().map_err(classify::no_cancel_wake)?;
         let mut worker = Self {
             config,
             process_host,
@@ -235,12 +230,7 @@ impl Worker {
     /// same configuration, loading the plugin the handle serves.
     pub fn restart(&mut self) -> Result<(), Error> {
         if let Some(live) = self.live.take() {
-            let error = Error::new(
-                ErrorClass::Unavailable,
-                ErrorCode::Lua,
-                "the worker was replaced by a restart",
-            )
-            .with_worker_ended(true);
+            let error = classify::replaced_by_restart();
             let _ = end(live);
             self.life.ended(&error);
         }
@@ -251,57 +241,10 @@ impl Worker {
         Duration::from_millis(self.config.policy().wall_time_ms())
     }
 
-    /// A clone of the token that cancels this worker's requests.
-    ///
-    /// Cancelling kills the worker mid-request (like a missed deadline);
-    /// the token stays cancelled, so no fresh worker is started for it
-    /// either: every later call fails as cancelled.
-    pub fn cancel_token(&self) -> Cancel {
-        self.cancel.clone()
-    }
-
-    /// The current (or last) worker's process id (also its process-group
-    /// and session id).
-    pub fn pid(&self) -> u32 {
-        self.life.pid()
-    }
-
-    /// `cgroup` when the worker runs in a cgroup of its own, otherwise
-    /// `process-group` (DESIGN §17.2–17.3).
-    pub fn containment_mode(&self) -> &'static str {
-        crate::cgroup::Containment::in_effect(self.cgroup_contained).as_str()
-    }
-
     /// Whether the current worker process has ended (a failure, or a
     /// retirement after a tripped limit): the next call starts a fresh one.
     pub fn is_poisoned(&self) -> bool {
         !self.life.is_live()
-    }
-
-    /// Fresh workers started after the first one (restarts).
-    pub fn restarts(&self) -> u64 {
-        self.life.restarts()
-    }
-
-    /// Workers found dead before a request was sent (killed from outside,
-    /// or crashed between calls); each was replaced before the request.
-    pub fn found_dead(&self) -> u64 {
-        self.life.found_dead()
-    }
-
-    /// Why the last worker ended, the cause of the next (or last) restart.
-    pub fn last_restart_cause(&self) -> Option<&Error> {
-        self.life.last_restart_cause()
-    }
-
-    /// The policy the worker was initialized with.
-    pub fn policy(&self) -> Policy {
-        self.config.policy()
-    }
-
-    /// The configuration fresh workers are started from.
-    pub fn config(&self) -> &WorkerConfig {
-        &self.config
     }
 
     /// End the worker cleanly: close its input, give it [`SHUTDOWN_GRACE`]
@@ -331,13 +274,7 @@ impl Worker {
     /// Any failure kills and reaps what was started.
     fn start(&mut self) -> Result<(), Error> {
         if self.cancel.is_cancelled() {
-            return Err(Error::new(
-                ErrorClass::Cancelled,
-                ErrorCode::ResourceLimit,
-                "the Lua worker's cancellation token has fired",
-            )
-            .with_worker_ended(false)
-            .with_context("no worker is started under a cancelled token"));
+            return Err(classify::cancelled_before_start());
         }
         let cgroup = self.config.worker_cgroup()?;
         self.cgroup_contained = cgroup.is_some();
@@ -432,27 +369,8 @@ impl Worker {
         let may_have_retired = live.connection.may_have_retired();
         let pid = live.process.pid();
         let end = end(live);
-        let (how, cause) = if may_have_retired && end.exited_zero {
-            (
-                FoundEnded::Retired,
-                Error::new(
-                    ErrorClass::Limit,
-                    ErrorCode::ResourceLimit,
-                    "the Lua worker retired after its previous request's resource limit",
-                ),
-            )
-        } else {
-            (
-                FoundEnded::Died,
-                Error::new(
-                    ErrorClass::WorkerCrashed,
-                    ErrorCode::Lua,
-                    "the Lua worker had ended before the request was sent",
-                ),
-            )
-        };
-        self.life
-            .found_ended(how, classify::with_end(cause, pid, end));
+        let retired = may_have_retired && end.exited_zero;
+        self.life.found_ended_before_request(retired, pid, end);
         self.start()
     }
 
@@ -514,14 +432,8 @@ impl Worker {
             return false;
         };
         let pid = live.process.pid();
-        let cause = Error::new(
-            ErrorClass::Limit,
-            ErrorCode::ResourceLimit,
-            "the Lua worker retired after its previous request's resource limit",
-        );
         let end = end(live);
-        self.life
-            .found_ended(FoundEnded::Retired, classify::with_end(cause, pid, end));
+        self.life.found_ended_before_request(true, pid, end);
         true
     }
 
@@ -690,16 +602,13 @@ impl std::fmt::Debug for Worker {
 fn end(mut live: Live) -> WorkerEnd {
     live.transport.close_input();
     let mut end = live.process.kill_tree_and_reap().into_end();
-    match live.transport.drain_until_closed(Instant::now() + PIPE_RELEASE_WAIT) {
-        Ok(true) => {}
-        Ok(false) => end.problems.push(format!(
-            "the response pipe was still open {} ms after the kill: a process outside the worker's process group holds it",
-            PIPE_RELEASE_WAIT.as_millis()
-        )),
-        Err(error) => end
-            .problems
-            .push(format!("draining the response pipe failed: {error}")),
-    }
+    let drained = live
+        .transport
+        .drain_until_closed(Instant::now() + PIPE_RELEASE_WAIT);
+    end.problems.extend(classify::drain_problem(
+        drained,
+        PIPE_RELEASE_WAIT.as_millis(),
+    ));
     end
 }
 

@@ -12,10 +12,12 @@
 //! keeper task (`tokio_worker::WorkerPool`).
 //!
 //! Submodules: `options` ([`PoolOptions`]), `dispatch` (checkout, checkin),
-//! `spares` (the keeper's chores, quarantine, reset), `snapshot` (stats).
+//! `spares` (the keeper's chores, quarantine, reset), `snapshot` (stats),
+//! `shutdown` (the [`ShutdownReport`](shutdown::ShutdownReport)).
 
 mod dispatch;
 pub(crate) mod options;
+pub(crate) mod shutdown;
 mod snapshot;
 mod spares;
 
@@ -184,10 +186,6 @@ impl<W: PoolWorker> PoolCore<W> {
             spare_counters: SpareCounters::default(),
             spares_not_before: None,
         }
-    }
-
-    pub(crate) fn name(&self) -> &str {
-        &self.name
     }
 
     pub(crate) fn options(&self) -> PoolOptions {
