@@ -46,10 +46,10 @@
 //! | metamethods (guest code) | dispatch; a `__call` chain per step (`ldo.c.patch`: `tryfuncTM`); after a stop every instruction raises it (`luaQ_raise`) | `budgets::close_handlers_after_a_hook_trip_are_stopped`, `sandbox::error_objects_with_looping_tostring_end_in_a_limit`, `sandbox::close_handlers_cannot_rescue_a_stopped_request`, `audit_paths::a_call_metamethod_that_leads_back_to_itself_ends_by_the_budget` |
 //! | `__index`, `__newindex` chains of tables | `lvm.c.patch`: `luaV_finishget`, `luaV_finishset` | `budgets::index_and_newindex_chains_are_charged_per_table_followed` |
 //! | closures, tables, strings created | allocation | `sandbox::memory_bombs_trip_the_memory_limit`, `budgets::table_resizes_are_charged_by_what_they_allocate` |
-//! | garbage collection | allocation; `__gc` refused (`lbaselib.c.patch`: `luaB_setmetatable`) | `sandbox::guest_finalizers_are_refused` |
+//! | garbage collection | allocation; `__gc` inert (`lbaselib.c.patch`: `luaB_setmetatable`); tuning clamped (`luaB_collectgarbage`) | `sandbox::guest_finalizers_never_run`, `collector::extreme_collector_parameters_cannot_raise_cpu_per_unit_past_the_bound` |
 //! | `assert`, `getmetatable`, `setmetatable`, `rawget`, `rawset`, `rawlen`, `type`, `collectgarbage("count")`, `("isrunning")` | dispatch | — |
 //! | `error` with a level | `ldebug.c.patch`: `lua_getstack`, per 8 levels | `budgets::stack_walks_are_charged_by_their_depth` |
-//! | `collectgarbage()`, `"collect"`, `"step"` | `lbaselib.c.patch`: `luaB_collectgarbage`, per 64 bytes of heap, before it runs | `sandbox::collectgarbage_collects_and_counts_but_never_stops_or_retunes` |
+//! | `collectgarbage()`, `"collect"`, `"step"` | `lbaselib.c.patch`: `luaB_collectgarbage`, per 64 bytes of heap, before it runs | `sandbox::collectgarbage_switches_work_and_collections_are_charged` |
 //! | `select` | dispatch (its arguments were pushed by charged instructions) | `budgets::copies_of_varargs_are_charged_per_value` |
 //! | `...` taken whole | `ltm.c.patch`: `luaT_getvarargs`, per 64 values | `budgets::copies_of_varargs_are_charged_per_value` |
 //! | `ipairs` step | dispatch | — |

@@ -13,9 +13,10 @@
 //! string metatable and prunes the globals to [`GLOBALS`] (DESIGN §15.3). It
 //! runs no Lua of its own: the VM is the metered Lua of
 //! `quirl-lua-metered-vm`, whose library functions charge their own work
-//! and, once the VM owner attaches the meter ([`Meter::attach`]), refuse
-//! `__gc` finalizers and the collector options that stop or retune it and
-//! print objects as numbers instead of addresses (DESIGN §15.3, §15.5,
+//! and, once the VM owner attaches the meter ([`Meter::attach`]), never
+//! mark an object for finalization (`__gc` is inert), clamp the
+//! collector's tuning parameters and print objects as numbers instead of
+//! addresses (DESIGN §15.3, §15.5,
 //! §15.6). It does not configure the budgets (the VM owner does that once
 //! the SDK is installed, see `vm/mod.rs`), and it knows nothing about the
 //! protocol.
@@ -47,7 +48,8 @@
 //! | Lua patterns as Lua's (§15.4) | `lstrlib.c.patch` (charged, otherwise stock) | `pattern_differential::every_construct_matches_c_lua`, `pattern_fuzz_replay::committed_pattern_fuzz_inputs_agree_with_c_lua`, `sandbox::patterns_run_in_the_budgeted_engine_and_literal_find_works` |
 //! | text chunks only, never bytecode (§15.3) | `ldo.c.patch` (`f_parser` in sandbox mode); `crate::vm` compiles in text mode | `sandbox::bytecode_is_never_loaded`, `sandbox::guest_sources_are_loaded_as_text_only`, `lua_load::real_bytecode_is_refused_whatever_the_mode` |
 //! | the shared string metatable: `getmetatable("")` is `false` (§15.3) | [`build_observed_with`] | `sandbox::the_string_metatable_cannot_be_reached` |
-//! | no finalizers; `collectgarbage` counts and collects only (§15.5) | `lbaselib.c.patch` (`luaB_setmetatable`, `luaB_collectgarbage`) | `sandbox::guest_finalizers_are_refused`, `sandbox::collectgarbage_collects_and_counts_but_never_stops_or_retunes` |
+//! | `__gc` accepted and inert: no object is ever marked for finalization (§15.5) | `lbaselib.c.patch` (`luaB_setmetatable`) | `sandbox::guest_finalizers_never_run`, `collector::a_class_library_copying_gc_into_instance_metatables_works`, `collector::a_gc_field_never_makes_a_finalizer_whatever_its_history` |
+//! | `collectgarbage`: every option, tuning parameters clamped, collections charged (§15.3, §15.6) | `lbaselib.c.patch` (`luaB_collectgarbage`) | `sandbox::collectgarbage_switches_work_and_collections_are_charged`, `collector::stop_restart_and_isrunning_behave_as_in_stock_lua`, `collector::out_of_range_parameters_are_clamped_not_refused`, `collector::a_memory_bomb_under_a_stopped_collector_still_trips_the_memory_limit`, `collector::extreme_collector_parameters_cannot_raise_cpu_per_unit_past_the_bound` |
 //! | no heap addresses: `tostring`, `%p`, `math.randomseed`, `next` order (§15.3) | `lauxlib.c.patch` (`luaL_tolstring`), `lstrlib.c.patch` (`%p`), `lmathlib.c.patch`, `ltable.c.patch` (keyed hashes) | `budgets::tostring_shows_no_addresses_and_stays_unique`, `budgets::format_shows_no_addresses`, `budgets::error_records_show_no_addresses`, `format_pointer::percent_p_prints_numbers_where_lua_prints_addresses`, `format_pointer::live_strings_keep_distinct_numbers_that_are_not_their_addresses`, `audit_paths::math_randomseed_returns_neither_an_address_nor_the_clock`, `audit_paths::next_order_over_tables_and_functions_tells_nothing_of_their_addresses` |
 //! | the `lua.load` grant: `load`, `require`, a pruned `package` (§15.3) | [`LUA_LOAD_GRANT`], [`SandboxOptions`], `prune_package` | `lua_load::the_grant_adds_exactly_load_require_and_a_pruned_package`, `lua_load::require_names_only_the_preload_table_when_a_module_is_missing`, `lua_load::load_and_require_behave_as_in_stock_lua`, `lua_load::without_the_grant_nothing_changes` |
 //! | the `quirl` table and its registrations (§15.9) | [`sdk::install`] | `serve::load_plugin_returns_the_registrations`, `serve::plugin_callbacks_answer_their_operations`, `serve::load_config_returns_the_validated_configuration` |
