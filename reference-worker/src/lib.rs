@@ -26,6 +26,7 @@ pub use sandbox::sdk;
 
 pub use error::{ErrorCode, OpError};
 pub use quirl_lua_metered_vm::declare_system_allocator;
+pub use sandbox::os::pin_time_zone;
 pub use serve::{Ending, ServeOptions, WorkerError, serve};
 pub use stdio::{EXIT_END_OF_INPUT, EXIT_RETIRED, EXIT_VIOLATION, run_stdio_worker};
 pub use vm::{Verdict, Vm, VmConfig};

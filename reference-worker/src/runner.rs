@@ -93,20 +93,61 @@ pub fn unsupported_abi(version: u64) -> OpError {
 
 /// Quirl's `LuaRunnerContext::validate`: the protocol's context bounds
 /// (the decoder checked them already; an in-process caller may not have),
-/// then the ABI's own rule that only typed value output is supported.
-pub fn check_context(context: &ExecutionContext) -> Result<(), OpError> {
+/// then the ABI's own rule that only typed value output is supported —
+/// or, where the VM holds the capability `lua.io` (`capture_allowed`),
+/// captured output too (DESIGN §15.3 "The `lua.io` capability").
+pub fn check_context(context: &ExecutionContext, capture_allowed: bool) -> Result<(), OpError> {
     context
         .validate()
         .map_err(|e| protocol_limit("Lua runner context", &e))?;
     match context.output {
         OutputTarget::Value => Ok(()),
+        OutputTarget::Capture { .. } if capture_allowed => Ok(()),
         OutputTarget::Inherit | OutputTarget::Capture { .. } => Err(abi_error(
             "Lua runner ABI v1 supports typed value output only",
         )
-        .with_help("Select value output or use a byte-oriented execution adapter")),
+        .with_help(if capture_allowed {
+            "Select value output, or capture output (the capability lua.io)"
+        } else {
+            "Select value output or use a byte-oriented execution adapter (captured output needs the capability lua.io)"
+        })),
     }
 }
 
+/// What a script wrote, when its context asked for captured output
+/// (`capture`, with the capability `lua.io`): the outcome's output, and a
+/// diagnostic for each stream that reached its capture bound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Captured {
+    /// The `bytes` output.
+    pub output: ExecutionOutput,
+    /// `resource_limit` diagnostics of streams cut at the bound.
+    pub diagnostics: Vec<ShellError>,
+}
+
+impl Captured {
+    /// The bytes written to each stream, and which reached `bound`.
+    pub fn new(stdout: Vec<u8>, stderr: Vec<u8>, cut: [bool; 2], bound: u64) -> Self {
+        let diagnostics = [("standard output", cut[0]), ("standard error", cut[1])]
+            .into_iter()
+            .filter(|(_, cut)| *cut)
+            .map(|(stream, _)| {
+                let error: ShellError = OpError::resource_limit(format!(
+                    "the script's {stream} reached its capture bound; what it wrote past it was dropped"
+                ))
+                .with_context("limit: output")
+                .with_context(format!("observed: more than {bound} bytes; limit: {bound} bytes"))
+                .with_help("Write less, or raise max_bytes_per_stream of the capture output")
+                .into();
+                error
+            })
+            .collect();
+        Self {
+            output: ExecutionOutput::Bytes { stdout, stderr },
+            diagnostics,
+        }
+    }
+}
 /// The wire form of a context part (input, output target) as it reaches Lua.
 pub fn wire_json<T: serde::Serialize>(value: &T) -> Result<Json, OpError> {
     serde_json::to_value(value)
@@ -260,19 +301,43 @@ pub fn structured_from_plain(value: &Json) -> StructuredValue {
 /// A successful outcome with `output` and exit status `status`, in its wire
 /// form.
 pub fn outcome(status: i32, output: ExecutionOutput) -> Result<Json, OpError> {
+    outcome_with(status, output, Vec::new())
+}
+
+/// [`outcome`] with diagnostics.
+fn outcome_with(
+    status: i32,
+    output: ExecutionOutput,
+    diagnostics: Vec<ShellError>,
+) -> Result<Json, OpError> {
     let outcome = ExecutionOutcome {
         status: ExecutionStatus::Exited(status),
         output,
-        diagnostics: Vec::new(),
+        diagnostics,
         cleanup: CleanupState::Complete,
     };
     serde_json::to_value(&outcome)
         .map_err(|e| abi_error(format!("the execution outcome cannot be represented: {e}")))
 }
 
+/// The outcome of a script that called `os.exit(status)` (the capability
+/// `lua.os`): that status, and its captured output, or no value.
+pub fn exit_outcome(status: i32, captured: Option<Captured>) -> Result<Json, OpError> {
+    match captured {
+        Some(captured) => outcome_with(status, captured.output, captured.diagnostics),
+        None => outcome(
+            status,
+            ExecutionOutput::Value {
+                value: StructuredValue::Nothing,
+            },
+        ),
+    }
+}
+
 /// The v0 migration: any JSON-compatible value, with an optional integer
-/// `status` field.
-pub fn legacy_outcome(value: &Json) -> Result<Json, OpError> {
+/// `status` field. With captured output the value gives only the status;
+/// the output is what the script wrote.
+pub fn legacy_outcome(value: &Json, captured: Option<Captured>) -> Result<Json, OpError> {
     let status = match value.get("status") {
         None => 0,
         Some(status) => {
@@ -285,6 +350,9 @@ pub fn legacy_outcome(value: &Json) -> Result<Json, OpError> {
             })?
         }
     };
+    if let Some(captured) = captured {
+        return outcome_with(status, captured.output, captured.diagnostics);
+    }
     let value = structured_from_plain(value);
     value
         .validate()
@@ -473,8 +541,14 @@ fn typed_output(output: &Json) -> Result<ExecutionOutput, OpError> {
 }
 
 /// Decode an ABI v1 result envelope (already converted to JSON): an outcome,
-/// or the structured error the script returned.
-pub fn decode_result(value: &Json, source: &str) -> Result<Json, OpError> {
+/// or the structured error the script returned. With captured output
+/// (`captured`) a successful result gives its status and no `output`: the
+/// outcome's output is what the script wrote.
+pub fn decode_result(
+    value: &Json,
+    source: &str,
+    captured: Option<Captured>,
+) -> Result<Json, OpError> {
     let invalid = |e: String| boundary_error(source, format!("invalid ABI v1 result: {e}"));
     let mut fields = Fields::of(value, "").map_err(invalid)?;
     let abi_version: u64 = fields.integer("abi_version").map_err(invalid)?;
@@ -497,6 +571,17 @@ pub fn decode_result(value: &Json, source: &str) -> Result<Json, OpError> {
         }
         let status = status
             .ok_or_else(|| abi_error("successful Lua runner result requires integer `status`"))?;
+        if let Some(captured) = captured {
+            if output.is_some() {
+                return Err(abi_error(
+                    "a Lua runner result with captured output must not contain `output`",
+                )
+                .with_help(
+                    "With output target `capture` the output is what the script writes (print, io.write); return only `status`",
+                ));
+            }
+            return outcome_with(status, captured.output, captured.diagnostics);
+        }
         let output = output
             .ok_or_else(|| abi_error("successful Lua runner result requires typed `output`"))?;
         outcome(status, typed_output(output)?)
@@ -548,7 +633,7 @@ mod tests {
     fn a_v1_value_result_becomes_a_sorted_outcome() {
         let result = json!({"abi_version": 1, "ok": true, "status": 0,
             "output": {"kind": "value", "value": {"type": "int", "value": 42}}});
-        let outcome = decode_result(&result, "s").unwrap();
+        let outcome = decode_result(&result, "s", None).unwrap();
         assert_eq!(
             serde_json::to_string(&outcome).unwrap(),
             r#"{"cleanup":"complete","diagnostics":[],"output":{"kind":"value","value":{"type":"int","value":42}},"status":{"code":0,"kind":"exited"}}"#
@@ -565,7 +650,7 @@ mod tests {
             json!({"abi_version": 1, "ok": true, "status": 0, "output": {"kind": "bytes"}}),
             json!({"abi_version": 1, "ok": true, "status": 0, "extra": 1, "output": {"kind": "values", "values": {}}}),
         ] {
-            assert!(decode_result(&result, "s").is_err(), "{result}");
+            assert!(decode_result(&result, "s", None).is_err(), "{result}");
         }
     }
 
@@ -573,20 +658,20 @@ mod tests {
     fn a_failed_result_returns_the_scripts_error() {
         let result = json!({"abi_version": 1, "ok": false,
             "error": {"code": "invalid_argument", "message": "no", "context": ["c"]}});
-        let error = decode_result(&result, "s").unwrap_err();
+        let error = decode_result(&result, "s", None).unwrap_err();
         assert_eq!(error.code, ErrorCode::InvalidArgument);
         assert_eq!(error.context, vec!["c".to_owned()]);
         let bad = json!({"abi_version": 1, "ok": false,
             "error": {"code": "lua", "message": "\u{1b}[2J"}});
         assert_eq!(
-            decode_result(&bad, "s").unwrap_err().code,
+            decode_result(&bad, "s", None).unwrap_err().code,
             ErrorCode::Validation
         );
     }
 
     #[test]
     fn legacy_results_keep_integers_and_status() {
-        let outcome = legacy_outcome(&json!({"status": 3, "x": 1.5})).unwrap();
+        let outcome = legacy_outcome(&json!({"status": 3, "x": 1.5}), None).unwrap();
         assert_eq!(outcome["status"]["code"], 3);
         assert_eq!(
             outcome["output"]["value"]["value"]["x"],
@@ -607,7 +692,7 @@ mod tests {
                 ..ExecutionEffects::default()
             },
         };
-        check_context(&context).unwrap();
+        check_context(&context, false).unwrap();
         assert_eq!(
             effect_names(context.declared_effects),
             vec!["spawn_process"]
@@ -616,12 +701,12 @@ mod tests {
             max_bytes_per_stream: 1,
         };
         assert_eq!(
-            check_context(&context).unwrap_err().code,
+            check_context(&context, false).unwrap_err().code,
             ErrorCode::Validation
         );
         context.output = OutputTarget::Value;
         context.working_directory = String::new();
-        assert!(check_context(&context).is_err());
+        assert!(check_context(&context, false).is_err());
     }
 
     #[test]
@@ -632,7 +717,7 @@ mod tests {
                                              "a": {"type": "list", "value": {}}}},
                 {"type": "nothing"}, {"type": "u_int", "value": 3},
                 {"type": "duration", "value": {"nanoseconds": 5}}]}});
-        let outcome = decode_result(&result, "s").unwrap();
+        let outcome = decode_result(&result, "s", None).unwrap();
         assert_eq!(
             serde_json::to_string(&outcome).unwrap(),
             r#"{"cleanup":"complete","diagnostics":[],"output":{"kind":"values","values":[{"type":"record","value":{"a":{"type":"list","value":[]},"b":{"type":"size","value":{"bytes":1}}}},{"type":"nothing"},{"type":"u_int","value":3},{"type":"duration","value":{"nanoseconds":5}}]},"status":{"code":0,"kind":"exited"}}"#

@@ -67,7 +67,8 @@ fn frame_output() -> Box<dyn Write + Send> {
 }
 
 /// Run the worker on this process's stdin and stderr and return its exit
-/// status. Frames only ever go to the stderr pipe (through [`FRAME_FD`]),
+/// status. A binary calls [`pin_time_zone`](crate::pin_time_zone) first
+/// (the capability `lua.os` under the lockdown). Frames only ever go to the stderr pipe (through [`FRAME_FD`]),
 /// panics are not printed, and anything else printed on fd 2 goes to
 /// `/dev/null`; a panic still ends the process with a nonzero status.
 ///

@@ -311,20 +311,56 @@ const CHURN: &str = "local t = {} local n = 0 while true do n = n + 1 t[n % 64 +
 /// every allocation.
 const CONFIGURATIONS: &[(&str, &str)] = &[
     ("default", ""),
-    ("incremental 0,0,0", "collectgarbage('incremental', 0, 0, 0)"),
-    ("incremental -1,1000,1", "collectgarbage('incremental', -1, 1000, 1)"),
-    ("incremental 1,4000,62", "collectgarbage('incremental', 1, 4000, 62)"),
-    ("incremental 1024,1,40", "collectgarbage('incremental', 1024, 1, 40)"),
-    ("incremental 200,1000,13", "collectgarbage('incremental', 200, 1000, 13)"),
-    ("incremental 1000,100,10", "collectgarbage('incremental', 1000, 100, 10)"),
-    ("setpause 0, setstepmul 1023", "collectgarbage('setpause', 0) collectgarbage('setstepmul', 1023)"),
-    ("setpause, setstepmul", "collectgarbage('setpause') collectgarbage('setstepmul')"),
+    (
+        "incremental 0,0,0",
+        "collectgarbage('incremental', 0, 0, 0)",
+    ),
+    (
+        "incremental -1,1000,1",
+        "collectgarbage('incremental', -1, 1000, 1)",
+    ),
+    (
+        "incremental 1,4000,62",
+        "collectgarbage('incremental', 1, 4000, 62)",
+    ),
+    (
+        "incremental 1024,1,40",
+        "collectgarbage('incremental', 1024, 1, 40)",
+    ),
+    (
+        "incremental 200,1000,13",
+        "collectgarbage('incremental', 200, 1000, 13)",
+    ),
+    (
+        "incremental 1000,100,10",
+        "collectgarbage('incremental', 1000, 100, 10)",
+    ),
+    (
+        "setpause 0, setstepmul 1023",
+        "collectgarbage('setpause', 0) collectgarbage('setstepmul', 1023)",
+    ),
+    (
+        "setpause, setstepmul",
+        "collectgarbage('setpause') collectgarbage('setstepmul')",
+    ),
     ("generational", "collectgarbage('generational')"),
     ("generational 1,1", "collectgarbage('generational', 1, 1)"),
-    ("generational 256,1000", "collectgarbage('generational', 256, 1000)"),
-    ("generational -1,-1", "collectgarbage('generational', -1, -1)"),
-    ("generational 20,100", "collectgarbage('generational', 20, 100)"),
-    ("generational 200,1000", "collectgarbage('generational', 200, 1000)"),
+    (
+        "generational 256,1000",
+        "collectgarbage('generational', 256, 1000)",
+    ),
+    (
+        "generational -1,-1",
+        "collectgarbage('generational', -1, -1)",
+    ),
+    (
+        "generational 20,100",
+        "collectgarbage('generational', 20, 100)",
+    ),
+    (
+        "generational 200,1000",
+        "collectgarbage('generational', 200, 1000)",
+    ),
 ];
 
 /// The bound every run is held to, in nanoseconds of thread CPU per unit:

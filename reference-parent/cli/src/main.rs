@@ -26,5 +26,9 @@ fn worker_mode() -> ExitCode {
     // SAFETY: this binary declares no `#[global_allocator]`, so Rust's
     // global allocator is `std::alloc::System`, the C library's.
     unsafe { quirl_lua_reference_worker::declare_system_allocator() };
+    // SAFETY: worker mode starts here, before any thread exists, so nothing
+    // reads the environment while it changes (the time zone `lua.os` needs
+    // under the worker's lockdown).
+    unsafe { quirl_lua_reference_worker::pin_time_zone() };
     quirl_lua_reference_worker::run_stdio_worker()
 }

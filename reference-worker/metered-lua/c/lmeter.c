@@ -535,6 +535,21 @@ LUA_API int lua_meter_stop (lua_State *L, int reason) {
 }
 
 
+/*
+** Clear a LUAQ_EXIT stop (the guest's os.exit, which the host records with
+** 'lua_meter_stop'), after the request it ended: unwinding to the host
+** leaves the state as an error caught at the top would, so it may run
+** the next request. Any other stop stays.
+*/
+LUA_API void lua_meter_clearexit (lua_State *L) {
+  luaQ_Meter *m = &G(L)->meter;
+  if (m->stop == LUAQ_EXIT) {
+    m->stop = LUAQ_RUNNING;
+    luaQ_settle(G(L));  /* opens the next slice */
+  }
+}
+
+
 /* Charge 'units' from host code; returns the stop (0 while running) */
 LUA_API int lua_meter_charge (lua_State *L, lua_Integer units) {
   return luaQ_chargequiet(G(L), (units < 0) ? 0 : cast(l_mem, units));

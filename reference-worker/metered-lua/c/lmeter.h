@@ -16,7 +16,9 @@
 ** A budget window is opened by lua_meter_begin and closed by
 ** lua_meter_end; outside a window nothing trips (but the memory limit).
 ** The first stop is sticky: from then on every instruction of every
-** thread raises it, without calling any message handler.
+** thread raises it, without calling any message handler. (The one stop
+** the host may clear is the guest's os.exit, LUAQ_EXIT, once the request
+** it ended is answered: lua_meter_clearexit.)
 **
 ** See reference-worker/metered-lua/README.md for every hunk of the patch.
 */

@@ -18,6 +18,9 @@
 #define LUAQ_MEMORY		3
 #define LUAQ_CANCELLED		4
 #define LUAQ_EXTERNAL		5  /* recorded by the host (host calls, violations) */
+#define LUAQ_EXIT		6  /* the guest's os.exit, recorded by the host: the
+                                   one stop the host clears, between requests
+                                   (lua_meter_clearexit) */
 
 /*
 ** The API the host (the Rust worker) uses.
@@ -43,6 +46,7 @@ LUA_API void lua_meter_begin (lua_State *L, lua_Integer limit,
                               lua_Integer wall_ns);
 LUA_API void lua_meter_end (lua_State *L);
 LUA_API int lua_meter_stop (lua_State *L, int reason);
+LUA_API void lua_meter_clearexit (lua_State *L);
 LUA_API int lua_meter_charge (lua_State *L, lua_Integer units);
 LUA_API int lua_meter_check (lua_State *L);
 LUA_API void lua_meter_status (lua_State *L, lua_MeterStatus *out);
@@ -95,6 +99,9 @@ LUA_API void lua_meter_raise (lua_State *L);
 #define LUAQ_HEAP_BYTES_PER_UNIT	64  /* bytes of heap a collection traverses */
 #define LUAQ_MATCH_BATCH	256  /* matcher steps charged at once */
 #define LUAQ_SET_BYTES		16  /* bytes of a set class scanned per unit */
+#define LUAQ_DATE_CONVERSION	4  /* units per conversion of 'os.date' (a
+                                   'strftime' call; BENCHMARKS.md, "The
+                                   lua.os and lua.io capabilities") */
 
 /* 'l_randomizePivot' of ltablib.c: deterministic per state (ltablib.c) */
 #define l_randomizePivot()	(lua_meter_pivot(L))

@@ -29,6 +29,9 @@ pub const LUAQ_MEMORY: c_int = 3;
 pub const LUAQ_CANCELLED: c_int = 4;
 /// The host recorded a stop of its own ([`lua_meter_stop`]).
 pub const LUAQ_EXTERNAL: c_int = 5;
+/// The guest called `os.exit` (grant `lua.os`); recorded by the host, and
+/// the one stop it clears, between requests ([`lua_meter_clearexit`]).
+pub const LUAQ_EXIT: c_int = 6;
 
 /// The Lua release this crate builds (checked by its build script).
 pub const LUA_RELEASE: &str = "Lua 5.4.9";
@@ -101,9 +104,9 @@ unsafe extern "C" {
     pub fn lua_meter_libcalloc(state: *mut lua_State);
     /// Set the memory limit (bytes, 0 for none), the host's cancellation
     /// flag (read whenever the clock is; may be null) and the sandbox
-    /// behaviour (non-zero: `setmetatable` refuses `__gc`, `collectgarbage`
-    /// refuses the options that stop or retune the collector, and objects
-    /// print as numbers, never addresses).
+    /// behaviour (non-zero: `setmetatable` never marks an object for
+    /// finalization, `collectgarbage` clamps the collector's tuning, and
+    /// objects print as numbers, never addresses).
     pub fn lua_meter_configure(
         state: *mut lua_State,
         memory_limit: usize,
@@ -116,6 +119,9 @@ unsafe extern "C" {
     pub fn lua_meter_end(state: *mut lua_State);
     /// Record a stop of the host's; returns the stop kept (the first).
     pub fn lua_meter_stop(state: *mut lua_State, reason: c_int) -> c_int;
+    /// Clear a [`LUAQ_EXIT`] stop (any other stop stays) and open the
+    /// next slice.
+    pub fn lua_meter_clearexit(state: *mut lua_State);
     /// Charge `units`; returns the stop (`LUAQ_RUNNING` while running).
     pub fn lua_meter_charge(state: *mut lua_State, units: i64) -> c_int;
     /// Check the clock and the cancellation flag now; returns the stop.
@@ -129,6 +135,14 @@ unsafe extern "C" {
     /// The next deterministic pivot seed of `table.sort` (exposed for tests
     /// of determinism).
     pub fn lua_meter_pivot(state: *mut lua_State) -> c_uint;
+}
+
+unsafe extern "C-unwind" {
+    /// Throw the state's stop from inside a C function it called (after a
+    /// stop was recorded): no message handler runs, as for every stop.
+    /// Never returns; it unwinds the way every Lua error does (`longjmp`),
+    /// so the caller's frame must hold nothing to drop.
+    pub fn lua_meter_raise(state: *mut lua_State) -> !;
 }
 
 #[cfg(test)]

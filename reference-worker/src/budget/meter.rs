@@ -164,7 +164,9 @@ impl Meter {
     pub fn stopped(&self) -> Option<Stop> {
         let status = self.status();
         let trip = match status.stop {
-            vm::LUAQ_RUNNING => return None,
+            // An `os.exit` ends the request but stops no budget: the VM
+            // answers it (`Meter::exited`) and goes on.
+            vm::LUAQ_RUNNING | vm::LUAQ_EXIT => return None,
             vm::LUAQ_EXTERNAL => return self.external.get().cloned(),
             vm::LUAQ_INSTRUCTIONS => LimitTrip::Instructions {
                 charged: u64::try_from(status.used).unwrap_or(0),
@@ -203,6 +205,33 @@ impl Meter {
             let _ = self.external.set(stop);
         }
         stop_error()
+    }
+
+    /// Stop the request for the guest's `os.exit` (grant `lua.os`): no
+    /// guest code runs after it, as after any stop, but it trips no budget
+    /// ([`Meter::stopped`] stays `None`) and [`Meter::clear_exit`] lifts
+    /// it before the next request. Returns the error to raise. A stop
+    /// recorded earlier wins.
+    pub fn exit(&self) -> mlua::Error {
+        if let Some(state) = self.state() {
+            // SAFETY: the state is alive (see `attach`).
+            unsafe { vm::lua_meter_stop(state, vm::LUAQ_EXIT) };
+        }
+        stop_error()
+    }
+
+    /// Whether the current request was ended by the guest's `os.exit`.
+    pub fn exited(&self) -> bool {
+        self.status().stop == vm::LUAQ_EXIT
+    }
+
+    /// Lift the stop of an `os.exit` (no other stop) once its request is
+    /// answered: unwinding left the VM as an error caught at the top does.
+    pub fn clear_exit(&self) {
+        if let Some(state) = self.state() {
+            // SAFETY: the state is alive (see `attach`).
+            unsafe { vm::lua_meter_clearexit(state) };
+        }
     }
 
     /// Record a limit trip.

@@ -7,17 +7,56 @@
 //! `extension.contribute`), an event subscription also the grant of every
 //! capability it asks for, a contribution the grant of its kind;
 //! `quirl.process.run` needs `allow_process` and `process.spawn` or a
-//! scoped `process.spawn:<program>`. The worker capability
-//! [`LUA_LOAD_GRANT`] is never a default grant; it changes the globals the
-//! sandbox keeps (`super::build_with`).
+//! scoped `process.spawn:<program>`. The worker capabilities of the sandbox
+//! (`lua.load`, `lua.os`, `lua.io`: `super::capabilities`) are never
+//! default grants; they change the globals the sandbox keeps
+//! (`super::build_with`). [`KNOWN_GRANTS`] lists every grant string the
+//! reference worker knows.
 
 use crate::error::OpError;
 use quirl_lua_protocol::records::{ContributionKind, ExtensionCapability};
 use std::collections::HashSet;
 
-/// The worker capability (a grant string of `initialize`, SPEC §7.1) that
-/// keeps `load`, `require` and `package` (DESIGN §15.3).
-pub const LUA_LOAD_GRANT: &str = "lua.load";
+pub use super::capabilities::LUA_LOAD_GRANT;
+use super::capabilities::{LUA_IO_GRANT, LUA_OS_GRANT};
+
+/// The prefix of a scoped process grant, `process.spawn:<program>`.
+pub const SCOPED_PROCESS_GRANT_PREFIX: &str = "process.spawn:";
+
+/// Every grant string the reference worker knows (SPEC §7.1), besides the
+/// scoped `process.spawn:<program>` ([`is_known_grant`]): the SDK's
+/// registration grants, the grants of extension capabilities, process
+/// access and the sandbox's capabilities. The worker ignores any other
+/// string it is granted.
+pub const KNOWN_GRANTS: &[&str] = &[
+    "catalog.register",
+    "commands.register",
+    "completion.register",
+    "environment.mutate",
+    "events.observe",
+    "execution.block",
+    "extension.contribute",
+    LUA_IO_GRANT,
+    LUA_LOAD_GRANT,
+    LUA_OS_GRANT,
+    "output.read",
+    "plan.rewrite",
+    "process.spawn",
+    "prompt.register",
+    "ui.panel",
+];
+
+/// Whether the reference worker knows the grant string `grant`: one of
+/// [`KNOWN_GRANTS`], or `process.spawn:<program>` with a program name (no
+/// whitespace).
+pub fn is_known_grant(grant: &str) -> bool {
+    if KNOWN_GRANTS.contains(&grant) {
+        return true;
+    }
+    grant
+        .strip_prefix(SCOPED_PROCESS_GRANT_PREFIX)
+        .is_some_and(|program| !program.is_empty() && !program.chars().any(char::is_whitespace))
+}
 
 /// Capabilities fixed at initialize.
 #[derive(Debug, Clone)]
@@ -78,7 +117,7 @@ pub fn process_granted(grants: &HashSet<String>, command: &str) -> bool {
         return false;
     }
     let program = command.split_whitespace().next().unwrap_or_default();
-    grants.contains(&format!("process.spawn:{program}"))
+    grants.contains(&format!("{SCOPED_PROCESS_GRANT_PREFIX}{program}"))
 }
 
 /// The grant string that authorizes a handler capability (Quirl's names).
@@ -135,6 +174,37 @@ mod tests {
             assert!(!capability_grant(*capability).is_empty());
         }
         assert_eq!(contribution_grant(ContributionKind::Panel), "ui.panel");
+    }
+
+    #[test]
+    fn known_grants_cover_every_grant_the_worker_checks() {
+        assert!(KNOWN_GRANTS.is_sorted());
+        for capability in ExtensionCapability::ALL {
+            assert!(KNOWN_GRANTS.contains(&capability_grant(*capability)));
+        }
+        for kind in [
+            ContributionKind::Catalog,
+            ContributionKind::Completion,
+            ContributionKind::Panel,
+        ] {
+            assert!(KNOWN_GRANTS.contains(&contribution_grant(kind)));
+        }
+        for grant in default_grants(true) {
+            assert!(is_known_grant(&grant), "{grant}");
+        }
+        for capability in super::super::SANDBOX_CAPABILITIES {
+            assert!(is_known_grant(capability.grant));
+        }
+        assert!(is_known_grant("process.spawn:git"));
+        for unknown in [
+            "lua.laod",
+            "bogus",
+            "process.spawn:",
+            "process.spawn:a b",
+            "lua",
+        ] {
+            assert!(!is_known_grant(unknown), "{unknown}");
+        }
     }
 
     #[test]

@@ -56,16 +56,26 @@
 //! | the grant each registration and extension capability needs (§15.9) | [`grants::Capabilities::require`], [`grants::capability_grant`], [`grants::contribution_grant`], [`grants::default_grants`] | `sandbox::grants::tests::grants_cover_every_capability_and_kind`, `sandbox::grants::tests::a_missing_grant_is_denied_by_name` |
 //! | `quirl.process.run`: its grants, then a host call to the parent (§15.9) | `sdk` (`process_run`, [`sdk::HostPort`]), [`grants::process_granted`] | `serve::process_run_checks_its_capability_before_any_host_call`, `serve::process_run_sends_a_host_call_and_returns_the_outcome`, `serve::process_run_reports_nonzero_status_and_host_errors_to_the_guest`, `sandbox::grants::tests::scoped_process_grants_allow_one_simple_program` |
 
+pub mod capabilities;
 pub mod grants;
+pub mod io;
+pub mod os;
+pub mod process_view;
 pub mod sdk;
 
-pub use grants::LUA_LOAD_GRANT;
+pub use capabilities::{
+    LUA_IO_GRANT, LUA_LOAD_GRANT, LUA_OS_GRANT, PACKAGE_MEMBERS, SANDBOX_CAPABILITIES,
+    SandboxCapability, SandboxOptions,
+};
+pub use process_view::ProcessView;
 
 use crate::budget::Meter;
 use mlua::{Lua, LuaOptions, LuaString, StdLib, Value};
 use std::sync::Arc;
 
-/// Every global a guest can reach, with the SDK table `quirl`.
+/// Every global a guest can reach without a sandbox capability, with the
+/// SDK table `quirl` (the capabilities add theirs:
+/// [`SandboxOptions::globals`]).
 pub const GLOBALS: &[&str] = &[
     "_G",
     "_VERSION",
@@ -98,21 +108,13 @@ pub const GLOBALS: &[&str] = &[
 /// The globals [`LUA_LOAD_GRANT`] adds to [`GLOBALS`].
 pub const LUA_LOAD_GLOBALS: &[&str] = &["load", "package", "require"];
 
-/// The members of `package` under [`LUA_LOAD_GRANT`]; `path`, `cpath`,
-/// `config`, `loadlib` and `searchpath` are removed.
-pub const PACKAGE_MEMBERS: &[&str] = &["loaded", "preload", "searchers"];
-
-/// What a sandbox is built with besides the meter.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SandboxOptions {
-    /// Keep `load`, `require` and `package` ([`LUA_LOAD_GRANT`]).
-    pub lua_load: bool,
-}
-
 /// A freshly built sandbox.
 pub struct Sandbox {
     /// The VM.
     pub lua: Lua,
+    /// The process the guest sees (its standard streams, environment and
+    /// exit status; used by `lua.io` and `lua.os`).
+    pub process: Arc<ProcessView>,
 }
 
 /// The steps of [`build`], in order, as [`build_observed`] reports them
@@ -159,6 +161,9 @@ pub fn build_observed_with(
     if options.lua_load {
         libs |= StdLib::PACKAGE;
     }
+    if options.lua_os {
+        libs |= StdLib::OS;
+    }
     let lua = Lua::new_with(libs, LuaOptions::new())?;
     lua.remove_warning_function();
     observe(BuildStep::LuaState);
@@ -173,20 +178,24 @@ pub fn build_observed_with(
     string.raw_set("dump", Value::Nil)?;
     observe(BuildStep::StringMetatable);
 
+    let process = Arc::new(ProcessView::default());
+    if options.lua_os {
+        os::install(&lua, &process)?;
+    }
+    if options.lua_io {
+        io::install(&lua, &process)?;
+    }
     let globals = lua.globals();
-    let kept: Vec<&str> = if options.lua_load {
+    if options.lua_load {
         prune_package(&globals)?;
-        GLOBALS.iter().chain(LUA_LOAD_GLOBALS).copied().collect()
-    } else {
-        GLOBALS.to_vec()
-    };
-    keep_only(&globals, &kept)?;
+    }
+    keep_only(&globals, &options.globals())?;
     observe(BuildStep::Globals);
-    Ok(Sandbox { lua })
+    Ok(Sandbox { lua, process })
 }
 
 /// Remove every string key of `table` not in `kept` (and every other key).
-fn keep_only(table: &mlua::Table, kept: &[&str]) -> mlua::Result<()> {
+pub(crate) fn keep_only(table: &mlua::Table, kept: &[&str]) -> mlua::Result<()> {
     let mut remove = Vec::new();
     for pair in table.pairs::<Value, Value>() {
         let (key, _) = pair?;

@@ -40,7 +40,8 @@ use crate::diag::{Chunk, lua_failure};
 use crate::error::OpError;
 use crate::registry::Registry;
 use crate::sandbox;
-use crate::sandbox::grants::{Capabilities, LUA_LOAD_GRANT, default_grants};
+use crate::sandbox::grants::{Capabilities, default_grants};
+use crate::sandbox::process_view::{ProcessView, RequestProcess};
 use crate::sandbox::sdk::{self, HostPort, SdkState};
 use mlua::chunk::ChunkMode;
 use mlua::{Function, Lua, Value};
@@ -81,6 +82,10 @@ pub enum Verdict {
 pub struct Vm {
     lua: Lua,
     meter: Arc<Meter>,
+    /// The process the guest sees (`lua.io`, `lua.os`): set per request.
+    process: Arc<ProcessView>,
+    /// The sandbox capabilities the VM was built with.
+    options: sandbox::SandboxOptions,
     state: Arc<SdkState>,
     is_cancelled: Function,
     limits: Limits,
@@ -92,6 +97,17 @@ pub struct Vm {
 
 fn build_error(error: &mlua::Error) -> OpError {
     OpError::lua("could not build the Lua sandbox").with_context(error.to_string())
+}
+
+/// The error a request other than `run` and `plugin_command` ends with
+/// when its guest called `os.exit(status)` (capability `lua.os`).
+fn exit_error(status: i32) -> OpError {
+    OpError::lua(format!(
+        "Lua runtime error: the script called os.exit({status})"
+    ))
+    .with_context("lua failure: exit")
+    .with_exit_status(status)
+    .with_help("os.exit ends the request; only run and plugin_command (the runner ABI) answer its status as an outcome")
 }
 
 fn source_len(source: &str, name: &str) -> Result<(), OpError> {
@@ -137,11 +153,10 @@ impl Vm {
             Some(grants) => grants.iter().cloned().collect(),
             None => default_grants(policy.allow_process()),
         };
-        // SPEC §7.1, DESIGN §15.3: `lua.load` is never a default grant.
-        let options = sandbox::SandboxOptions {
-            lua_load: grants.contains(LUA_LOAD_GRANT),
-        };
-        let sandbox::Sandbox { lua } =
+        // SPEC §7.1, DESIGN §15.3: the sandbox's capabilities (`lua.load`,
+        // `lua.os`, `lua.io`) are never default grants.
+        let options = sandbox::SandboxOptions::from_grants(grants.iter().map(String::as_str));
+        let sandbox::Sandbox { lua, process } =
             sandbox::build_with(&meter, options).map_err(|e| build_error(&e))?;
         let state = Arc::new(SdkState {
             meter: Arc::clone(&meter),
@@ -168,6 +183,8 @@ impl Vm {
         Ok(Self {
             lua,
             meter,
+            process,
+            options,
             state,
             is_cancelled,
             limits,
@@ -193,8 +210,17 @@ impl Vm {
             return verdict;
         }
         self.state.host_calls.store(0, Ordering::Relaxed);
-        let result = self.dispatch(operation);
+        // No stdin, no environment, output dropped: `run` and
+        // `plugin_command` set their own from the execution context.
+        self.process.begin(RequestProcess::default());
+        let mut result = self.dispatch(operation);
         self.meter.end();
+        // An `os.exit` the runner ABI did not turn into an outcome (any
+        // other operation) ends the request as an error with its status.
+        if let Some(status) = self.process.finish().exit {
+            result = Err(exit_error(status));
+        }
+        self.meter.clear_exit();
         match self.stopped_verdict() {
             Some(verdict) => verdict,
             None => match result {

@@ -6,13 +6,75 @@ use super::{Vm, normalize_shebang, source_len};
 use crate::convert::{RETURN_SHAPE, to_json, to_lua};
 use crate::diag::{Chunk, lua_failure};
 use crate::error::OpError;
-use crate::runner;
+use crate::runner::{self, Captured};
+use crate::sandbox::process_view::RequestProcess;
 use mlua::{Function, Table, Value};
-use quirl_lua_protocol::records::ExecutionContext;
+use quirl_lua_protocol::records::{ExecutionContext, ExecutionInput, OutputTarget};
 use serde_json::Value as Json;
 use std::time::{Duration, Instant};
 
+/// The capture bound the context asks for (`capture` output, which the
+/// capability `lua.io` allows), if any.
+fn capture_bound(context: &ExecutionContext) -> Option<u64> {
+    match context.output {
+        OutputTarget::Capture {
+            max_bytes_per_stream,
+        } => Some(max_bytes_per_stream),
+        OutputTarget::Value | OutputTarget::Inherit => None,
+    }
+}
+
+/// What the guest's process sees of the context (capabilities `lua.io`
+/// and `lua.os`): the input bytes as stdin (a structured value or no input
+/// is an empty stdin), the declared environment, the capture bound.
+fn request_process(context: &ExecutionContext) -> RequestProcess {
+    RequestProcess {
+        stdin: match &context.input {
+            ExecutionInput::Bytes(bytes) => bytes.clone(),
+            ExecutionInput::None | ExecutionInput::Value(_) => Vec::new(),
+        },
+        environment: context.environment.clone(),
+        capture: capture_bound(context),
+    }
+}
+
 impl Vm {
+    /// What the script wrote, when the context asks for captured output;
+    /// the request's output is taken, so call it once the script is done.
+    fn captured(&self, capture: Option<u64>) -> Option<Captured> {
+        let bound = capture?;
+        let finished = self.process.finish();
+        Some(Captured::new(
+            finished.stdout,
+            finished.stderr,
+            finished.cut,
+            bound,
+        ))
+    }
+
+    /// The runner's answer once the script is done: its outcome, or, when
+    /// it called `os.exit` (capability `lua.os`), that status with what it
+    /// wrote.
+    fn runner_ending(
+        &self,
+        result: Result<Json, OpError>,
+        capture: Option<u64>,
+    ) -> Result<Json, OpError> {
+        if !self.meter.exited() {
+            return result;
+        }
+        let finished = self.process.finish();
+        match finished.exit {
+            Some(status) => runner::exit_outcome(
+                status,
+                capture.map(|bound| {
+                    Captured::new(finished.stdout, finished.stderr, finished.cut, bound)
+                }),
+            ),
+            None => result,
+        }
+    }
+
     fn context_table(&self, context: &ExecutionContext) -> Result<Table, OpError> {
         self.context_lua_table(
             context,
@@ -59,27 +121,39 @@ impl Vm {
         source_name: String,
         context: &ExecutionContext,
     ) -> Result<Json, OpError> {
-        runner::check_context(context)?;
+        runner::check_context(context, self.options.lua_io)?;
         source_len(source, &source_name)?;
         let chunk = Chunk {
             name: source_name,
             text: normalize_shebang(source),
         };
+        let capture = capture_bound(context);
+        self.process.begin(request_process(context));
         self.begin(self.policy_wall())?;
+        let result = self.run_chunk(&chunk, context, capture);
+        self.runner_ending(result, capture)
+    }
+
+    fn run_chunk(
+        &mut self,
+        chunk: &Chunk,
+        context: &ExecutionContext,
+        capture: Option<u64>,
+    ) -> Result<Json, OpError> {
         self.meter.check_clock().map_err(|e| lua_failure(&e, &[]))?;
-        let module = self.evaluate(&chunk)?;
+        let module = self.evaluate(chunk)?;
         self.meter.check_clock().map_err(|e| lua_failure(&e, &[]))?;
         let Value::Table(module) = module else {
             let value = to_json(&module, &RETURN_SHAPE, "runner result")?;
-            return runner::legacy_outcome(&value);
+            return runner::legacy_outcome(&value, self.captured(capture));
         };
-        let version = self.module_abi_version(&module, &chunk)?;
+        let version = self.module_abi_version(&module, chunk)?;
         let main = module
             .raw_get::<Value>("main")
-            .map_err(|e| self.fail(&e, Some(&chunk)))?;
+            .map_err(|e| self.fail(&e, Some(chunk)))?;
         match version {
-            0 => self.run_legacy_module(module, main, context, &chunk),
-            runner::ABI_VERSION => self.run_v1_module(&module, main, context, &chunk),
+            0 => self.run_legacy_module(module, main, context, chunk, capture),
+            runner::ABI_VERSION => self.run_v1_module(&module, main, context, chunk, capture),
             other => Err(runner::unsupported_abi(other)),
         }
     }
@@ -114,6 +188,7 @@ impl Vm {
         main: Value,
         context: &ExecutionContext,
         chunk: &Chunk,
+        capture: Option<u64>,
     ) -> Result<Json, OpError> {
         let value = match main {
             Value::Function(main) => self.call_main(&main, context, chunk)?,
@@ -126,7 +201,7 @@ impl Vm {
             }
         };
         let value = to_json(&value, &RETURN_SHAPE, "runner result")?;
-        runner::legacy_outcome(&value)
+        runner::legacy_outcome(&value, self.captured(capture))
     }
 
     /// An ABI v1 module: only the known keys, and a `main` function whose
@@ -137,6 +212,7 @@ impl Vm {
         main: Value,
         context: &ExecutionContext,
         chunk: &Chunk,
+        capture: Option<u64>,
     ) -> Result<Json, OpError> {
         let mut keys = Vec::new();
         for pair in module.pairs::<Value, Value>() {
@@ -155,7 +231,7 @@ impl Vm {
         };
         let value = self.call_main(&main, context, chunk)?;
         let value = to_json(&value, &RETURN_SHAPE, "runner result")?;
-        runner::decode_result(&value, &chunk.name)
+        runner::decode_result(&value, &chunk.name, self.captured(capture))
     }
 
     fn call_main(
@@ -179,7 +255,7 @@ impl Vm {
         deadline_ms: u64,
     ) -> Result<Json, OpError> {
         let received = Instant::now();
-        runner::check_context(context)?;
+        runner::check_context(context, self.options.lua_io)?;
         let function = {
             let registry = self.state.registry().map_err(|e| lua_failure(&e, &[]))?;
             let key = registry
@@ -196,11 +272,24 @@ impl Vm {
             )
             .with_help("Reduce typed input size or callback work before retrying"));
         }
+        let capture = capture_bound(context);
+        self.process.begin(request_process(context));
         self.begin(remaining)?;
+        let result = self.run_command(name, &function, table, capture);
+        self.runner_ending(result, capture)
+    }
+
+    fn run_command(
+        &self,
+        name: &str,
+        function: &Function,
+        table: Table,
+        capture: Option<u64>,
+    ) -> Result<Json, OpError> {
         self.meter.check_clock().map_err(|e| lua_failure(&e, &[]))?;
-        let value = self.call(&function, Value::Table(table))?;
+        let value = self.call(function, Value::Table(table))?;
         self.meter.check_clock().map_err(|e| lua_failure(&e, &[]))?;
         let value = to_json(&value, &RETURN_SHAPE, "plugin command result")?;
-        runner::decode_result(&value, name)
+        runner::decode_result(&value, name, self.captured(capture))
     }
 }

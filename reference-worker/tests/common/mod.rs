@@ -1,5 +1,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod process;
+
 use quirl_lua_protocol::records::{Operation, Policy, PolicySettings};
 use quirl_lua_reference_worker::sandbox::sdk::{HostPort, HostReply, HostRequest};
 use quirl_lua_reference_worker::{OpError, Verdict, Vm, VmConfig};
