@@ -99,9 +99,11 @@ LUA_API void lua_meter_raise (lua_State *L);
 #define LUAQ_HEAP_BYTES_PER_UNIT	64  /* bytes of heap a collection traverses */
 #define LUAQ_MATCH_BATCH	256  /* matcher steps charged at once */
 #define LUAQ_SET_BYTES		16  /* bytes of a set class scanned per unit */
-#define LUAQ_DATE_CONVERSION	4  /* units per conversion of 'os.date' (a
-                                   'strftime' call; BENCHMARKS.md, "The
-                                   lua.os and lua.io capabilities") */
+/* The capability lua.os (loslib.c; BENCHMARKS.md, "The lua.os and lua.io
+   capabilities"): what a C library call costs beyond one instruction */
+#define LUAQ_DATE_CONVERSION	4  /* a conversion of 'os.date' ('strftime') */
+#define LUAQ_OS_CLOCK		8  /* 'os.clock' (a system call) */
+#define LUAQ_OS_MKTIME		32  /* 'os.time' with a table ('mktime') */
 
 /* 'l_randomizePivot' of ltablib.c: deterministic per state (ltablib.c) */
 #define l_randomizePivot()	(lua_meter_pivot(L))
