@@ -52,8 +52,11 @@ pub(crate) struct GlobalOptions {
     /// Let the guest run processes through the parent (quirl.process.run).
     #[arg(long = "allow-process", global = true)]
     pub(crate) allow_process: bool,
-    /// Grant a capability, e.g. `process.spawn:echo` (repeatable).
-    #[arg(long = "grant", global = true, value_name = "CAP")]
+    /// Grant a capability (repeatable): `lua.load`, `lua.os`, `lua.io`,
+    /// `process.spawn`, `process.spawn:PROGRAM`, or an SDK grant such as
+    /// `prompt.register`. Any grant replaces the default set. With
+    /// `lua.io`, `run` and `plugin --command` print what the script writes.
+    #[arg(long = "grant", global = true, value_name = "CAP", value_parser = parse_grant)]
     pub(crate) grants: Vec<String>,
     /// Worker command line ("CMD ARGS"); default: this executable in worker mode.
     #[arg(long, global = true, value_name = "CMD")]
@@ -251,6 +254,31 @@ pub(crate) struct PluginArgs {
     pub(crate) args: Vec<String>,
 }
 
+/// A grant the worker knows (SPEC §7.1): one of its grant strings or
+/// `process.spawn:PROGRAM`. Anything else is a usage error naming the
+/// closest known grant (the worker would ignore it, granting nothing).
+pub(crate) fn parse_grant(text: &str) -> Result<String, String> {
+    use quirl_lua_reference_worker::sandbox::grants::{KNOWN_GRANTS, is_known_grant};
+    if is_known_grant(text) {
+        return Ok(text.to_owned());
+    }
+    let lower = text.to_ascii_lowercase();
+    let closest = KNOWN_GRANTS
+        .iter()
+        .copied()
+        .chain(std::iter::once("process.spawn:PROGRAM"))
+        .map(|known| (strsim::jaro_winkler(&lower, known), known))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .filter(|(score, _)| *score >= 0.8);
+    let known = KNOWN_GRANTS.join(", ");
+    Err(match closest {
+        Some((_, known_grant)) => format!(
+            "unknown grant `{text}`: did you mean `{known_grant}`? (known: {known}, process.spawn:PROGRAM)"
+        ),
+        None => format!("unknown grant `{text}` (known: {known}, process.spawn:PROGRAM)"),
+    })
+}
+
 fn parse_containment(text: &str) -> Result<Containment, String> {
     text.parse()
 }
@@ -290,6 +318,32 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_grants_are_refused_with_the_closest_known_one() {
+        for grant in [
+            "lua.load",
+            "lua.os",
+            "lua.io",
+            "process.spawn",
+            "process.spawn:git",
+            "ui.panel",
+        ] {
+            assert_eq!(parse_grant(grant), Ok(grant.to_owned()));
+        }
+        let laod = parse_grant("lua.laod").unwrap_err();
+        assert!(laod.contains("did you mean `lua.load`?"), "{laod}");
+        let io = parse_grant("lua.IO").unwrap_err();
+        assert!(io.contains("did you mean `lua.io`?"), "{io}");
+        let spawn = parse_grant("process.spwan").unwrap_err();
+        assert!(spawn.contains("did you mean `process.spawn`?"), "{spawn}");
+        let bogus = parse_grant("bogus").unwrap_err();
+        assert!(bogus.starts_with("unknown grant `bogus`"), "{bogus}");
+        assert!(!bogus.contains("did you mean"), "{bogus}");
+        assert!(bogus.contains("lua.os"), "{bogus}");
+        assert!(parse_grant("process.spawn:").is_err());
+        assert!(parse_grant("").is_err());
+    }
 
     #[test]
     fn parses_sizes_with_and_without_units() {

@@ -201,14 +201,15 @@ fn execute(cli: &Cli) -> Result<Option<Value>, Failure> {
         }
         _ => {}
     }
-    execute_one(config, &cli.options.grants, &cli.command).map(Some)
+    execute_one(config, &cli.options, &cli.command).map(Some)
 }
 
 fn execute_one(
     config: WorkerConfig,
-    grants: &[String],
+    options: &GlobalOptions,
     command: &Command,
 ) -> Result<Value, Failure> {
+    let grants = options.grants.as_slice();
     match command {
         Command::Eval { source, modules } => {
             let preloads = preload_sources(&modules.modules, grants)?;
@@ -241,16 +242,16 @@ fn execute_one(
             args,
         } => {
             let source = read_source(file)?;
-            let context = execution_context(args, command_input(input)?)?;
+            let context = with_output(execution_context(args, command_input(input)?)?, grants);
             let preloads = preload_sources(&modules.modules, grants)?;
             let mut worker = Worker::spawn(config)?;
             for preload in &preloads {
                 worker.eval(preload)?;
             }
             let outcome = worker.run(&source, &file.display().to_string(), context)?;
-            outcome_value(&outcome)
+            printed_outcome(&outcome, options.json)
         }
-        Command::Plugin(plugin) => run_plugin(config, plugin),
+        Command::Plugin(plugin) => run_plugin(config, plugin, options),
         Command::Batch(_) | Command::Stats(_) => {
             Err(Failure::Usage("batch and stats run separately".to_owned()))
         }
@@ -319,7 +320,11 @@ pub(crate) fn lua_string_literal(text: &str) -> String {
     out
 }
 
-fn run_plugin(config: WorkerConfig, plugin: &PluginArgs) -> Result<Value, Failure> {
+fn run_plugin(
+    config: WorkerConfig,
+    plugin: &PluginArgs,
+    options: &GlobalOptions,
+) -> Result<Value, Failure> {
     let source = read_source(&plugin.file)?;
     let event = plugin.event.as_deref().map(parse_event).transpose()?;
     let input = command_input(&plugin.input)?;
@@ -341,9 +346,9 @@ fn run_plugin(config: WorkerConfig, plugin: &PluginArgs) -> Result<Value, Failur
     }
     if let Some(name) = &plugin.command {
         let timeout = std::time::Duration::from_millis(worker.policy().wall_time_ms());
-        let context = execution_context(&plugin.args, input)?;
+        let context = with_output(execution_context(&plugin.args, input)?, &options.grants);
         let outcome = worker.plugin_command(name, context, timeout)?;
-        return outcome_value(&outcome);
+        return printed_outcome(&outcome, options.json);
     }
     if let Some(name) = &plugin.contribution {
         let kind = match kind {
@@ -375,6 +380,50 @@ fn outcome_value(
         EXIT_OK => Ok(value),
         status => Err(Failure::Status(value, status)),
     }
+}
+
+/// The worker capability whose scripts write to their standard streams
+/// (DESIGN §15.3 "The `lua.io` capability").
+const LUA_IO_GRANT: &str = quirl_lua_reference_worker::sandbox::LUA_IO_GRANT;
+
+/// `context` asking for captured output when the script has `io` and
+/// `print` (`--grant lua.io`): what it writes is then its output, at most
+/// the protocol's capture bound per stream.
+fn with_output(mut context: ExecutionContext, grants: &[String]) -> ExecutionContext {
+    if grants.iter().any(|grant| grant == LUA_IO_GRANT) {
+        context.output = OutputTarget::Capture {
+            max_bytes_per_stream: quirl_lua_protocol::limits::CAPTURE_BYTES_MAX,
+        };
+    }
+    context
+}
+
+/// An `ExecutionOutcome` as the command's output: captured bytes (the
+/// script's standard output and error) written as they are to this
+/// process's, each diagnostic as a note on standard error, and the
+/// script's status as the exit status; the outcome as JSON with `--json`
+/// or for value output ([`outcome_value`]).
+fn printed_outcome(
+    outcome: &quirl_lua_protocol::records::ExecutionOutcome,
+    json: bool,
+) -> Result<Value, Failure> {
+    use quirl_lua_protocol::records::ExecutionOutput;
+    use std::io::Write as _;
+    let ExecutionOutput::Bytes { stdout, stderr } = &outcome.output else {
+        return outcome_value(outcome);
+    };
+    if json {
+        return outcome_value(outcome);
+    }
+    let _ = std::io::stdout().write_all(stdout);
+    let _ = std::io::stdout().flush();
+    let mut errors = std::io::stderr();
+    let _ = errors.write_all(stderr);
+    for diagnostic in &outcome.diagnostics {
+        let _ = writeln!(errors, "quirl-lua: {}", diagnostic.message);
+    }
+    let ExecutionStatus::Exited(code) = outcome.status;
+    Err(Failure::Silent(status_exit_code(code)))
 }
 
 /// The exit status for a script's own status, as `quirl run` exits: 0..=255
