@@ -208,6 +208,25 @@ fn os_date_is_charged_per_conversion() {
 }
 
 #[test]
+fn the_clock_and_mktime_are_charged_per_call() {
+    // DESIGN §15.6-b: `os.clock` is a system call and `os.time` with a
+    // table runs `mktime`; each call is charged beyond its instruction.
+    for (source, per_call) in [
+        ("for i = 1, 1000 do os.clock() end", 8),
+        (
+            "local t = {year = 2024, month = 7, day = 1} for i = 1, 1000 do os.time(t) end",
+            32,
+        ),
+    ] {
+        let mut vm = os_vm();
+        success(eval(&mut vm, source));
+        let used = vm.meter().used_units();
+        assert!(used >= 1000 * per_call, "{source}: {used} units");
+        assert!(used < 1000 * (per_call + 40), "{source}: {used} units");
+    }
+}
+
+#[test]
 fn os_getenv_sees_only_the_declared_environment() {
     let mut vm = os_vm();
     let program = "return {a = os.getenv('NAME'), b = os.getenv('HOME'), c = os.getenv('PATH'),

@@ -76,6 +76,10 @@
 //! | `math.*` | dispatch (numeric strings as above) | `budgets::string_to_number_conversions_are_charged` |
 //! | `coroutine.create`, `wrap` | dispatch, in every thread | `budgets::short_lived_coroutines_are_charged_every_instruction_they_run`, `budgets::many_short_generators_cost_about_what_they_run`, `sandbox::coroutines_cannot_hide_instructions_from_the_budget` |
 //! | `coroutine.resume`, `yield`, `status`, `running`, `isyieldable`, `close` | dispatch; after a stop nothing runs | `budgets::close_handlers_in_coroutines_after_a_trip_are_stopped`, `budgets::a_coroutine_suspended_across_requests_is_charged_in_the_request_that_runs_it` |
+//! | `os.date` (grant `lua.os`) | `loslib.c.patch`: `os_date`, `LUAQ_DATE_CONVERSION` units per conversion; the result by allocation | `lua_os::os_date_is_charged_per_conversion` |
+//! | `os.clock`, `os.time` with a table (grant `lua.os`) | `loslib.c.patch`: `os_clock` (`LUAQ_OS_CLOCK`), `os_time` (`LUAQ_OS_MKTIME`) | `lua_os::the_clock_and_mktime_are_charged_per_call` |
+//! | `io.read`, `lines` (grant `lua.io`) | results by allocation; the whitespace `read("n")` skips per 16 bytes (`crate::sandbox::io`: `read_number`) | `lua_io::reading_whitespace_is_charged` |
+//! | `print`, `io.write` (grant `lua.io`) | dispatch; arguments by their own charges; at most the capture bound copied per request (`crate::sandbox::process_view`) | `lua_io::output_past_the_capture_bound_fails_as_on_a_full_device_and_is_reported` |
 //! | `quirl.*` | `crate::sandbox::sdk`: every function checks [`Meter::guard`]; `quirl.process.run` the clock before and after its host call and the host-call budget | `serve::a_seventeenth_host_call_trips_a_sticky_limit_that_pcall_cannot_swallow`, `serve::a_host_resource_limit_stops_the_request` |
 //!
 //! # The limits outside the audit table

@@ -3,7 +3,10 @@
 //! This file builds the restricted Lua 5.4 environment: the globals, the
 //! library tables and the protected string metatable. [`grants`] decides
 //! which capabilities a VM holds (Quirl's default grants, scoped
-//! `process.spawn:<program>` grants, `lua.load`), and [`sdk`] installs the
+//! `process.spawn:<program>` grants), [`capabilities`] lists the worker
+//! capabilities that change the environment (`lua.load`, `lua.os`,
+//! `lua.io`) and what each adds, [`os`] and [`io`] build the tables of the
+//! last two over the request's [`process_view`], and [`sdk`] installs the
 //! `quirl` table, the only way guest code reaches the worker or the parent.
 //! What the guest's work costs is `crate::budget`'s (its head comment maps
 //! every charge to its code and test).
@@ -22,7 +25,9 @@
 //! protocol.
 //!
 //! Removed: `load`, `loadstring`, `loadfile`, `dofile`, `require`, `print`,
-//! `warn`, `io`, `os`, `package`, `debug` and `string.dump`.
+//! `warn`, `io`, `os`, `package`, `debug` and `string.dump` (the
+//! capabilities below bring some back, never `loadstring`, `loadfile`,
+//! `dofile`, `warn`, `debug` or `string.dump`).
 //!
 //! With the worker capability [`LUA_LOAD_GRANT`] (SPEC §7.1, DESIGN §15.3 "The
 //! `lua.load` capability") [`build_with`] keeps three more globals: Lua's
@@ -32,6 +37,11 @@
 //! never searches a path and never loads a C module. Binary chunks are
 //! refused by the metered VM itself in sandbox mode (its `ldo.c` hunk), at
 //! the one place every chunk passes, whatever the mode argument says.
+//!
+//! With [`LUA_OS_GRANT`] the sandbox adds `os` (`os::install`: Lua's
+//! clock and date functions, the worker's `getenv` and `exit`); with
+//! [`LUA_IO_GRANT`] it adds `io` and `print` (`io::install`) over the
+//! request's standard streams, never the worker's own (DESIGN §15.3).
 //!
 //! # Where each guest-visible surface is built, and which test checks it
 //!
@@ -52,6 +62,8 @@
 //! | `collectgarbage`: every option, tuning parameters clamped, collections charged (§15.3, §15.6) | `lbaselib.c.patch` (`luaB_collectgarbage`) | `sandbox::collectgarbage_switches_work_and_collections_are_charged`, `collector::stop_restart_and_isrunning_behave_as_in_stock_lua`, `collector::out_of_range_parameters_are_clamped_not_refused`, `collector::a_memory_bomb_under_a_stopped_collector_still_trips_the_memory_limit`, `collector::extreme_collector_parameters_cannot_raise_cpu_per_unit_past_the_bound` |
 //! | no heap addresses: `tostring`, `%p`, `math.randomseed`, `next` order (§15.3) | `lauxlib.c.patch` (`luaL_tolstring`), `lstrlib.c.patch` (`%p`), `lmathlib.c.patch`, `ltable.c.patch` (keyed hashes) | `budgets::tostring_shows_no_addresses_and_stays_unique`, `budgets::format_shows_no_addresses`, `budgets::error_records_show_no_addresses`, `format_pointer::percent_p_prints_numbers_where_lua_prints_addresses`, `format_pointer::live_strings_keep_distinct_numbers_that_are_not_their_addresses`, `audit_paths::math_randomseed_returns_neither_an_address_nor_the_clock`, `audit_paths::next_order_over_tables_and_functions_tells_nothing_of_their_addresses` |
 //! | the `lua.load` grant: `load`, `require`, a pruned `package` (§15.3) | [`LUA_LOAD_GRANT`], [`SandboxOptions`], `prune_package` | `lua_load::the_grant_adds_exactly_load_require_and_a_pruned_package`, `lua_load::require_names_only_the_preload_table_when_a_module_is_missing`, `lua_load::load_and_require_behave_as_in_stock_lua`, `lua_load::without_the_grant_nothing_changes` |
+//! | the `lua.os` grant: `os` with `clock`, `date`, `difftime`, `exit`, `getenv`, `time` (§15.3) | [`capabilities`], [`os`] (`loslib.c` for the clock and dates, the worker's `getenv` and `exit`), `loslib.c.patch` (charges) | `lua_os::os_date_matches_stock_lua_for_every_conversion_specifier_local_and_utc`, `lua_os::os_time_round_trips_with_tables_as_in_stock_lua`, `lua_os::os_getenv_sees_only_the_declared_environment`, `lua_os::os_exit_ends_the_script_with_its_status_through_the_runner_abi`, `lua_os::the_grant_adds_exactly_os_and_its_six_functions`, `lua_os::without_the_grant_there_is_no_os`, `lua_os::the_worker_binary_answers_dates_times_and_clocks_under_its_lockdown` |
+//! | the `lua.io` grant: `io` and `print` over the request's streams (§15.3) | [`capabilities`], [`io`], [`process_view`] | `lua_io::io_write_mixed_with_print_keeps_program_order`, `lua_io::io_read_formats_read_stdin_as_stock_lua_reads_it`, `lua_io::lines_iterate_stdin_as_stock_lua_does`, `lua_io::library_errors_are_lua_s_own`, `lua_io::files_and_processes_are_refused_with_nil_and_a_message`, `lua_io::the_grant_adds_exactly_io_and_print`, `lua_io::without_the_grant_there_is_no_io_and_no_print` |
 //! | the `quirl` table and its registrations (§15.9) | [`sdk::install`] | `serve::load_plugin_returns_the_registrations`, `serve::plugin_callbacks_answer_their_operations`, `serve::load_config_returns_the_validated_configuration` |
 //! | the grant each registration and extension capability needs (§15.9) | [`grants::Capabilities::require`], [`grants::capability_grant`], [`grants::contribution_grant`], [`grants::default_grants`] | `sandbox::grants::tests::grants_cover_every_capability_and_kind`, `sandbox::grants::tests::a_missing_grant_is_denied_by_name` |
 //! | `quirl.process.run`: its grants, then a host call to the parent (§15.9) | `sdk` (`process_run`, [`sdk::HostPort`]), [`grants::process_granted`] | `serve::process_run_checks_its_capability_before_any_host_call`, `serve::process_run_sends_a_host_call_and_returns_the_outcome`, `serve::process_run_reports_nonzero_status_and_host_errors_to_the_guest`, `sandbox::grants::tests::scoped_process_grants_allow_one_simple_program` |
