@@ -207,20 +207,11 @@ impl Meter {
         stop_error()
     }
 
-    /// Stop the request for the guest's `os.exit` (grant `lua.os`): no
-    /// guest code runs after it, as after any stop, but it trips no budget
-    /// ([`Meter::stopped`] stays `None`) and [`Meter::clear_exit`] lifts
-    /// it before the next request. Returns the error to raise. A stop
-    /// recorded earlier wins.
-    pub fn exit(&self) -> mlua::Error {
-        if let Some(state) = self.state() {
-            // SAFETY: the state is alive (see `attach`).
-            unsafe { vm::lua_meter_stop(state, vm::LUAQ_EXIT) };
-        }
-        stop_error()
-    }
-
-    /// Whether the current request was ended by the guest's `os.exit`.
+    /// Whether the current request was ended by the guest's `os.exit`
+    /// (grant `lua.os`): the VM recorded it as a stop of its own
+    /// (`LUAQ_EXIT`, `sandbox::os`), after which no guest code runs, as
+    /// after any stop, but which trips no budget ([`Meter::stopped`] stays
+    /// `None`) and which [`Meter::clear_exit`] lifts.
     pub fn exited(&self) -> bool {
         self.status().stop == vm::LUAQ_EXIT
     }
