@@ -150,6 +150,16 @@ fn churn_program(configure: &str, tables: u32, iterations: u32) -> String {
     )
 }
 
+/// A loop of mode switches (each walks the heap), timed like the churn.
+fn switches_program(tables: u32, iterations: u32) -> String {
+    format!(
+        "keep = {{}} for i = 1, {tables} do keep[i] = {{i}} end
+         local started = os.clock()
+         for n = 1, {iterations} do collectgarbage('generational') collectgarbage('incremental') end
+         return string.format('%.1f', (os.clock() - started) * 1e9 / {iterations})"
+    )
+}
+
 fn collector(full: bool) {
     let (tables, iterations) = if full {
         (100_000, 20_000)
@@ -161,12 +171,26 @@ fn collector(full: bool) {
         "| configuration | stock Lua 5.4.9, ns per iteration | sandbox, ns per iteration | sandbox, ns of thread CPU per unit |"
     );
     println!("|---|---:|---:|---:|");
-    for configure in if full {
+    let configurations = if full {
         CONFIGURATIONS
     } else {
         &CONFIGURATIONS[..2]
-    } {
-        let program = churn_program(configure, tables, iterations);
+    };
+    let programs = configurations
+        .iter()
+        .map(|configure| {
+            let name = if configure.is_empty() {
+                "(default)"
+            } else {
+                configure
+            };
+            (name, churn_program(configure, tables, iterations))
+        })
+        .chain(std::iter::once((
+            "mode switches, a pair per iteration",
+            switches_program(tables, iterations / 100),
+        )));
+    for (name, program) in programs {
         let stock = quirl_lua_testkit::stock::run(&program, "=bench").unwrap();
         let mut vm = vm(100_000_000);
         let started = thread_cpu_ns();
@@ -175,16 +199,11 @@ fn collector(full: bool) {
         });
         let cpu = thread_cpu_ns() - started;
         let Verdict::Success(ours) = verdict else {
-            panic!("{configure}: {verdict:?}")
+            panic!("{name}: {verdict:?}")
         };
         let units = vm.meter().used_units().max(1);
         println!(
-            "| `{}` | {stock} | {} | {:.1} |",
-            if configure.is_empty() {
-                "(default)"
-            } else {
-                configure
-            },
+            "| `{name}` | {stock} | {} | {:.1} |",
             ours.as_str().unwrap_or_default(),
             cpu as f64 / units as f64
         );

@@ -305,6 +305,11 @@ const HEAPS: &[(&str, &str)] = &[
 /// Allocation churn: garbage at the rate a busy program makes it.
 const CHURN: &str = "local t = {} local n = 0 while true do n = n + 1 t[n % 64 + 1] = {n} end";
 
+/// Switches of mode, each of which walks the whole heap (a switch to
+/// generational collects it), with no allocation to pace them.
+const SWITCHES: &str =
+    "while true do collectgarbage('generational') collectgarbage('incremental') end";
+
 /// The collector's default configuration, then every extreme a guest can
 /// ask for. Unclamped, the stock VM stores `1024` and `256` as 0 (its
 /// parameters are bytes), which makes a cycle or a minor collection of
@@ -369,7 +374,8 @@ const CPU_NS_PER_UNIT_MAX: f64 = 20_000.0;
 
 /// How many times the default configuration's CPU per unit any other may
 /// take (measured: at most 1.6 in debug builds; unclamped, the extremes
-/// above take 4 to 18,000 times as much).
+/// above take 4 to 18,000 times as much, and uncharged mode switches
+/// 60,000 times).
 const RATIO_TO_DEFAULT_MAX: f64 = 4.0;
 
 #[test]
@@ -393,6 +399,19 @@ fn extreme_collector_parameters_cannot_raise_cpu_per_unit_past_the_bound() {
                 "{heap}, {name}: {ns:.0} ns/unit against {default_ns:.0} by default"
             );
         }
+        // A switch of mode is charged by the heap it walks (uncharged, a
+        // loop of switches over this heap took 1.5 ms per unit).
+        let (verdict, ns) = measure(setup, SWITCHES);
+        rows.push(format!(
+            "{heap:>12} | {:<28} | {ns:>8.1} ns/unit",
+            "mode switches"
+        ));
+        assert_eq!(tripped(verdict), "instructions", "{heap}, mode switches");
+        let default_ns = default_ns.unwrap_or(ns);
+        assert!(
+            ns <= CPU_NS_PER_UNIT_MAX && ns <= RATIO_TO_DEFAULT_MAX * default_ns + 100.0,
+            "{heap}, mode switches: {ns:.0} ns/unit against {default_ns:.0} by default"
+        );
     }
     println!("{}", rows.join("\n"));
 }

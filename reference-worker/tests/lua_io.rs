@@ -403,6 +403,28 @@ fn reading_whitespace_is_charged() {
 }
 
 #[test]
+fn each_format_a_lines_iterator_repeats_is_charged() {
+    // DESIGN §15.6-b: the iterator pushes and reads its formats (up to 250)
+    // inside one call; empty lines allocate nothing.
+    let budget = Budgets {
+        instruction_limit: 100_000,
+        memory_limit_bytes: 32 * 1024 * 1024,
+        ..POLICY
+    };
+    let mut vm = vm_granting(budget, &[LUA_IO_GRANT]);
+    let input = RunInput {
+        stdin: Some(vec![b'\n'; 1 << 20]),
+        capture: Some(100),
+        ..RunInput::default()
+    };
+    let formats = vec!["'l'"; 250].join(", ");
+    let source = format!("for a in io.lines(nil, {formats}) do end return {{status = 0}}");
+    assert_eq!(tripped(run(&mut vm, &source, &input)), "instructions");
+    let units = vm.meter().used_units();
+    assert!(units > 100_000, "{units}");
+}
+
+#[test]
 fn the_grant_adds_exactly_io_and_print() {
     let mut vm = io_vm();
     let globals = success(eval(

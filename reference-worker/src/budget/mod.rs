@@ -50,6 +50,7 @@
 //! | `assert`, `getmetatable`, `setmetatable`, `rawget`, `rawset`, `rawlen`, `type`, `collectgarbage("count")`, `("isrunning")` | dispatch | — |
 //! | `error` with a level | `ldebug.c.patch`: `lua_getstack`, per 8 levels | `budgets::stack_walks_are_charged_by_their_depth` |
 //! | `collectgarbage()`, `"collect"`, `"step"` | `lbaselib.c.patch`: `luaB_collectgarbage`, per 64 bytes of heap, before it runs | `sandbox::collectgarbage_switches_work_and_collections_are_charged` |
+//! | `collectgarbage("incremental")`, `"generational"` switching the mode | `lbaselib.c.patch`: `gcswitched`, per 64 bytes of heap after the switch | `collector::extreme_collector_parameters_cannot_raise_cpu_per_unit_past_the_bound` |
 //! | `select` | dispatch (its arguments were pushed by charged instructions) | `budgets::copies_of_varargs_are_charged_per_value` |
 //! | `...` taken whole | `ltm.c.patch`: `luaT_getvarargs`, per 64 values | `budgets::copies_of_varargs_are_charged_per_value` |
 //! | `ipairs` step | dispatch | — |
@@ -78,7 +79,7 @@
 //! | `coroutine.resume`, `yield`, `status`, `running`, `isyieldable`, `close` | dispatch; after a stop nothing runs | `budgets::close_handlers_in_coroutines_after_a_trip_are_stopped`, `budgets::a_coroutine_suspended_across_requests_is_charged_in_the_request_that_runs_it` |
 //! | `os.date` (grant `lua.os`) | `loslib.c.patch`: `os_date`, `LUAQ_DATE_CONVERSION` units per conversion; the result by allocation | `lua_os::os_date_is_charged_per_conversion` |
 //! | `os.clock`, `os.time` with a table (grant `lua.os`) | `loslib.c.patch`: `os_clock` (`LUAQ_OS_CLOCK`), `os_time` (`LUAQ_OS_MKTIME`) | `lua_os::the_clock_and_mktime_are_charged_per_call` |
-//! | `io.read`, `lines` (grant `lua.io`) | results by allocation; the whitespace `read("n")` skips per 16 bytes (`crate::sandbox::io`: `read_number`) | `lua_io::reading_whitespace_is_charged` |
+//! | `io.read`, `lines` (grant `lua.io`) | one unit per format read, results by allocation; the whitespace `read("n")` skips per 16 bytes (`crate::sandbox::io`: `g_read`, `read_number`) | `lua_io::reading_whitespace_is_charged`, `lua_io::each_format_a_lines_iterator_repeats_is_charged` |
 //! | `print`, `io.write` (grant `lua.io`) | dispatch; arguments by their own charges; at most the capture bound copied per request (`crate::sandbox::process_view`) | `lua_io::output_past_the_capture_bound_fails_as_on_a_full_device_and_is_reported` |
 //! | `quirl.*` | `crate::sandbox::sdk`: every function checks [`Meter::guard`]; `quirl.process.run` the clock before and after its host call and the host-call budget | `serve::a_seventeenth_host_call_trips_a_sticky_limit_that_pcall_cannot_swallow`, `serve::a_host_resource_limit_stops_the_request` |
 //!

@@ -31,9 +31,11 @@
 //! keeps to one rule: no Rust value with a destructor is alive while a Lua
 //! API call that may raise runs (a Lua error unwinds with `longjmp`).
 //!
-//! Cost: each call is one instruction; results are charged by allocation;
-//! the whitespace `read("n")` skips, which allocates nothing, is charged
-//! per 16 bytes; writes copy at most the capture bound per request.
+//! Cost: each call is one instruction and each format it reads one more
+//! unit (a `lines` iterator repeats up to 250 formats per call); results
+//! are charged by allocation; the whitespace `read("n")` skips, which
+//! allocates nothing, is charged per 16 bytes; writes copy at most the
+//! capture bound per request.
 
 use super::os::view_of;
 use super::process_view::ProcessView;
@@ -291,6 +293,10 @@ unsafe fn g_read(state: *mut ffi::lua_State, stream: Stream, first: c_int) -> c_
             let mut remaining = nargs;
             while remaining > 0 && ok {
                 remaining -= 1;
+                // A read without a result to allocate (an empty line, the
+                // end of input) still costs a unit: a `lines` iterator
+                // repeats up to 250 formats per call.
+                charge(state, 1);
                 if ffi::lua_type(state, n) == ffi::LUA_TNUMBER {
                     let count = ffi::luaL_checkinteger(state, n);
                     if !readable {
@@ -347,6 +353,21 @@ unsafe fn g_read(state: *mut ffi::lua_State, stream: Stream, first: c_int) -> c_
     }
 }
 
+/// Charge `units` to the budget; raise the stop if that ends it.
+///
+/// # Safety
+/// Called from a C function of this module, with nothing to drop in the
+/// caller's frames (the stop unwinds with `longjmp`).
+unsafe fn charge(state: *mut ffi::lua_State, units: i64) {
+    // SAFETY: the meter charges the state's global budget; the raise never
+    // returns (the caller's contract covers the unwinding).
+    unsafe {
+        if units > 0 && vm::lua_meter_charge(state, units) != vm::LUAQ_RUNNING {
+            vm::lua_meter_raise(state);
+        }
+    }
+}
+
 /// Lua's `read_line`: a line without (`chop`) or with its newline; fails
 /// at the end of the input (pushing an empty string to be replaced).
 ///
@@ -378,10 +399,10 @@ unsafe fn read_number(state: *mut ffi::lua_State, view: &ProcessView) -> bool {
     // nothing to drop.
     unsafe {
         let numeral = view.numeral();
-        let units = i64::try_from(numeral.skipped / SKIP_BYTES_PER_UNIT).unwrap_or(i64::MAX);
-        if units > 0 && vm::lua_meter_charge(state, units) != vm::LUAQ_RUNNING {
-            vm::lua_meter_raise(state);
-        }
+        charge(
+            state,
+            i64::try_from(numeral.skipped / SKIP_BYTES_PER_UNIT).unwrap_or(i64::MAX),
+        );
         let text = numeral
             .text
             .unwrap_or([0; super::process_view::NUMERAL_BYTES_MAX + 1]);
