@@ -48,7 +48,11 @@ fn manifest(name: &str, path: &std::path::Path, wall_time_ms: u64) -> PluginMani
 fn a_lua_plugin_that_times_out_four_times_is_quarantined_and_fails_fast() {
     let scratch = Scratch::new("lua-quarantine");
     let path = scratch.write("loop.lua", LOOPING_PLUGIN);
-    let host = PluginHost::start(manifest("looping", &path, 50).with_max_restarts(3)).unwrap();
+    // No spare, so that each attempt's worker is the member's until its
+    // next call (a spare may take a slot at dispatch and be swapped out at
+    // checkin, unseen by a snapshot between calls).
+    let options = PoolOptions::new().with_max_restarts(3).with_spares(0);
+    let host = PluginHost::start(manifest("looping", &path, 50).with_pool(options)).unwrap();
     let mut pids = member_pids(&host.stats());
     for attempt in 0..4 {
         let error = host.render_prompt("version", json!({})).unwrap_err();

@@ -230,6 +230,9 @@ impl<W: PoolWorker> PoolCore<W> {
             None
         };
         let member = &mut self.members[index];
+        // The worker that served the call (it may have restarted during it)
+        // is the member's last, whatever happens to it now.
+        member.pid = Some(worker.pid());
         if closing || quarantined {
             retire.push(worker);
             retire.extend(member.pending.take());
@@ -256,7 +259,6 @@ impl<W: PoolWorker> PoolCore<W> {
         } else {
             // Ended or not, it waits for its next call: one that ended
             // starts a fresh process first (counted then).
-            member.pid = Some(worker.pid());
             member.slot = Slot::Idle(worker);
         }
         retire
