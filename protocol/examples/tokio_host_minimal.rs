@@ -1,19 +1,27 @@
 //! A tokio host on this crate alone (feature `tokio`; SPEC §3.1, §10, §13.2): spawn the worker
-//! contained, initialize, eval with a host call answered by an async fn, kill the process group
-//! at a deadline, reap, restart, end cleanly. Prints `42`. Run it with a worker command:
+//! contained, initialize, eval with a host call answered by an async fn (typed calls), cancel a
+//! stuck request through the host's own `Arc<AtomicBool>`, kill the process group, reap,
+//! restart, end cleanly. Prints `42`. Run it with a worker command:
 //! `cargo run -p quirl-lua-protocol --features tokio --example tokio_host_minimal -- quirl-worker`
 
-use quirl_lua_protocol::records::{CommandOutcome, HostCall, Operation, OperationResult, Policy};
+use quirl_lua_protocol::operations::{Eval, Initialize};
+use quirl_lua_protocol::records::{CommandOutcome, HostCall, Policy};
 use quirl_lua_protocol::tokio_io::ParentClient;
 use rustix::process::{Pid, Signal, kill_process_group};
-use std::{ffi::OsString, process::Stdio, time::Duration};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::{ffi::OsString, process::Stdio, sync::Arc, time::Duration};
 use tokio::process::{Child, ChildStderr, ChildStdin, Command};
 
 type Client = ParentClient<ChildStderr, ChildStdin>;
 type Failure = Box<dyn std::error::Error>;
 
 /// SPEC §3.1: piped stdin/stderr, null stdout, own process group, cleared env; then initialize.
-async fn start(worker: &[OsString], policy: Policy) -> Result<(Child, Client), Failure> {
+/// The client watches the host's own cancellation flag.
+async fn start(
+    worker: &[OsString],
+    policy: Policy,
+    cancel: &Arc<AtomicBool>,
+) -> Result<(Child, Client), Failure> {
     let (program, args) = worker.split_first().ok_or("usage: WORKER [ARGS...]")?;
     let mut child = Command::new(program)
         .args(args)
@@ -27,7 +35,8 @@ async fn start(worker: &[OsString], policy: Policy) -> Result<(Child, Client), F
         return Err("the worker's stdin and stderr are piped".into());
     };
     let mut client = ParentClient::new(stderr, stdin);
-    let initialize = Operation::initialize(policy, None, true);
+    client.cancel_on(Arc::clone(cancel));
+    let initialize = Initialize::new(policy).process_enabled(true);
     client.call(initialize).await?.map_err(|e| e.message)?;
     Ok((child, client))
 }
@@ -55,12 +64,10 @@ async fn host(call: &HostCall) -> Result<CommandOutcome, quirl_lua_protocol::rec
     })
 }
 
-async fn eval(client: &mut Client, source: String) -> Result<serde_json::Value, Failure> {
-    let answer = client.call_with_host(Operation::Eval { source }, host);
-    match answer.await? {
-        Ok(OperationResult::Value(value)) => Ok(value),
-        other => Err(format!("unexpected answer {other:?}").into()),
-    }
+/// A typed call: `eval` answers with a JSON value.
+async fn eval(client: &mut Client, source: &str) -> Result<serde_json::Value, Failure> {
+    let answer = client.call_with_host(Eval::new(source), host).await?;
+    Ok(answer.map_err(|record| record.message)?)
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -69,19 +76,27 @@ async fn main() -> Result<(), Failure> {
     let mut settings = Policy::quirl_script_profile().settings(); // allows quirl.process.run
     settings.instruction_limit = 100_000_000;
     let policy = Policy::new(settings)?;
-    let (child, mut client) = start(&worker, policy).await?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (child, mut client) = start(&worker, policy, &cancel).await?;
     let run = "return tonumber(quirl.process.run('echo 6').value)";
-    let six = eval(&mut client, run.into()).await?;
-    // The host's own deadline, before the worker's wall time: give the request up, kill.
-    let stuck = eval(&mut client, "while true do end".into());
-    let host_deadline = Duration::from_millis(100);
-    if tokio::time::timeout(host_deadline, stuck).await.is_ok() {
-        return Err("the stuck guest answered".into());
+    let six = eval(&mut client, run).await?;
+    // The host's own deadline, before the worker's wall time: its flag gives the request up.
+    let stop = Arc::clone(&cancel);
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.store(true, Ordering::Release);
+    });
+    match eval(&mut client, "while true do end").await {
+        Err(error)
+            if error
+                .downcast_ref::<quirl_lua_protocol::ProtocolError>()
+                .is_some_and(|e| e.is_cancelled()) => {}
+        other => return Err(format!("the stuck guest was not cancelled: {other:?}").into()),
     }
-    client.cancel(); // the connection is abandoned: `must_kill` (SPEC §13.2)
-    kill(child, client).await?;
-    let (mut child, mut client) = start(&worker, policy).await?; // restart
-    println!("{}", eval(&mut client, format!("return 7 * {six}")).await?);
+    kill(child, client).await?; // the connection is abandoned: `must_kill` (SPEC §13.2)
+    cancel.store(false, Ordering::Release); // the next worker starts uncancelled
+    let (mut child, mut client) = start(&worker, policy, &cancel).await?; // restart
+    println!("{}", eval(&mut client, &format!("return 7 * {six}")).await?);
     client.close_writer().await?; // a clean end (SPEC §3.3): the worker exits 0
     if client.next_event().await?.is_some() || !child.wait().await?.success() {
         return Err("the worker did not end cleanly".into());

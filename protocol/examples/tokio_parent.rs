@@ -1,15 +1,20 @@
 //! The `parent` example on tokio: spawns the worker command given as
-//! arguments, evaluates `return 6 * 7` with a timeout and prints `42`.
+//! arguments, evaluates `return 6 * 7` with a typed call and prints `42`;
+//! then a runaway request is cancelled through the host's own
+//! `Arc<AtomicBool>` and the worker's process group is killed (SPEC §13.2).
 //!
 //! ```sh
 //! cargo run -p quirl-lua-protocol --features tokio --example tokio_parent -- target/x86_64-unknown-linux-gnu/release/quirl-worker
 //! ```
 
-use quirl_lua_protocol::ParentEvent;
-use quirl_lua_protocol::records::{Operation, OperationResult, Policy};
+use quirl_lua_protocol::operations::{Eval, Initialize};
+use quirl_lua_protocol::records::{Policy, PolicySettings};
 use quirl_lua_protocol::tokio_io::ParentClient;
+use rustix::process::{Pid, Signal, kill_process_group};
 use std::process::{ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 use tokio::process::Command;
 
 #[tokio::main(flavor = "current_thread")]
@@ -32,37 +37,43 @@ async fn main() -> Result<ExitCode, Box<dyn std::error::Error>> {
         return Err("the worker's stdin and stderr are piped".into());
     };
     let mut worker = ParentClient::new(stderr, stdin);
+    // The host's own flag (a Ctrl-C handler, a UI's stop button …).
+    let interrupted = Arc::new(AtomicBool::new(false));
+    worker.cancel_on(Arc::clone(&interrupted));
 
-    let policy = Policy::quirl_config_profile();
-    if let Err(record) = worker
-        .call(Operation::initialize(policy, None, false))
-        .await?
-    {
-        return Err(format!("initialize failed: {}", record.message).into());
-    }
-    // The same request step by step, with a deadline on the answer.
+    let policy = Policy::new(PolicySettings {
+        wall_time_ms: 10_000,
+        instruction_limit: 100_000_000,
+        ..Policy::quirl_config_profile().settings()
+    })?;
     worker
-        .request(Operation::Eval {
-            source: "return 6 * 7".to_owned(),
-        })
-        .await?;
-    match worker
-        .next_event_before(Instant::now() + Duration::from_secs(5))
+        .call(Initialize::new(policy))
         .await?
-    {
-        Some(ParentEvent::Response {
-            result: Ok(OperationResult::Value(value)),
-            ..
-        }) => println!("{value}"),
-        other => return Err(format!("unexpected answer {other:?}").into()),
-    }
+        .map_err(|record| format!("initialize failed: {record}"))?;
+    let answer = worker
+        .call(Eval::new("return 6 * 7"))
+        .await?
+        .map_err(|record| format!("eval failed: {record}"))?;
+    println!("{answer}");
 
-    drop(worker); // closes the worker's stdin: a clean end
-    let status = child.wait().await?;
-    Ok(if status.success() {
-        ExitCode::SUCCESS
-    } else {
-        eprintln!("the worker exited with {status}");
-        ExitCode::FAILURE
-    })
+    // Another task sets the flag; the waiting call sees it within a
+    // millisecond (CANCEL_CHECK_INTERVAL).
+    let stop = Arc::clone(&interrupted);
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.store(true, Ordering::Release);
+    });
+    match worker.call(Eval::new("while true do end")).await {
+        Err(error) if error.is_cancelled() => {}
+        other => return Err(format!("the runaway request was not cancelled: {other:?}").into()),
+    }
+    // Abandoned: kill the group while the worker is unreaped, then reap.
+    let id = child.id().ok_or("the worker was reaped already")?;
+    kill_process_group(
+        Pid::from_raw(i32::try_from(id)?).ok_or("pid 0")?,
+        Signal::KILL,
+    )?;
+    drop(worker);
+    child.wait().await?;
+    Ok(ExitCode::SUCCESS)
 }

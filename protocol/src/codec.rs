@@ -14,9 +14,11 @@
 //! everything else a decoder checks is already guaranteed by the Rust types
 //! (integer widths, `ok`/`result`/`error` agreement, a `Policy` that cannot
 //! be built out of range, strings that serialize to valid escaped UTF-8).
-//! The remaining frames, and free-form values nested deeper than
-//! [`TYPED_VALUE_DEPTH_MAX`], are checked by decoding the written payload
-//! exactly as the receiver will.
+//! The remaining frames, and free-form values nested deeper than 64
+//! levels (`TYPED_VALUE_DEPTH_MAX`), are checked by decoding the written
+//! payload exactly as the receiver will. `tests/typed_encode_check.rs`
+//! holds the typed check to that reference (serialize, then decode), for
+//! valid and broken records alike.
 
 use crate::error::{ErrorKind, ProtocolError};
 use crate::json::{Validate, decode_document};
@@ -45,37 +47,11 @@ pub fn encode_worker_frame(frame: &WorkerFrame) -> Result<Vec<u8>, ProtocolError
     encode_checked(frame, false, check_worker_frame, decode_worker_frame)
 }
 
-/// [`encode_parent_frame`] that always checks by decoding the written
-/// payload. Slower; the reference against which the typed fast-path
-/// checks of [`encode_parent_frame`] are tested and fuzzed. Its output and
-/// verdict are the same.
-pub fn encode_parent_frame_by_redecoding(frame: &ParentFrame) -> Result<Vec<u8>, ProtocolError> {
-    encode_checked(
-        frame,
-        false,
-        |_| Ok(Checked::Undecided),
-        decode_parent_frame,
-    )
-}
-
-/// [`encode_worker_frame`] that always checks by decoding the written
-/// payload. Slower; the reference against which the typed fast-path
-/// checks of [`encode_worker_frame`] are tested and fuzzed. Its output and
-/// verdict are the same.
-pub fn encode_worker_frame_by_redecoding(frame: &WorkerFrame) -> Result<Vec<u8>, ProtocolError> {
-    encode_checked(
-        frame,
-        false,
-        |_| Ok(Checked::Undecided),
-        decode_worker_frame,
-    )
-}
-
 /// Free-form values nested at most this deep (arrays and objects) are
 /// checked on the typed value; deeper ones by re-decoding. The frame
 /// envelope adds at most three levels, far below
 /// [`JSON_DEPTH_MAX`](crate::limits::JSON_DEPTH_MAX).
-pub const TYPED_VALUE_DEPTH_MAX: usize = 64;
+pub(crate) const TYPED_VALUE_DEPTH_MAX: usize = 64;
 
 /// What the typed check of a frame established.
 enum Checked {

@@ -57,7 +57,8 @@
 //!
 //! ```no_run
 //! use quirl_lua_protocol::blocking::ParentClient;
-//! use quirl_lua_protocol::records::{Operation, Policy};
+//! use quirl_lua_protocol::operations::{Eval, Initialize};
+//! use quirl_lua_protocol::records::Policy;
 //! use std::process::{Command, Stdio};
 //!
 //! let mut child = Command::new("quirl-worker")
@@ -69,10 +70,9 @@
 //!     unreachable!("both are piped");
 //! };
 //! let mut worker = ParentClient::new(stderr, stdin);
-//! let init = Operation::initialize(Policy::quirl_config_profile(), None, false);
-//! worker.call(init)?.map_err(|record| record.message)?;
-//! let answer = worker.call(Operation::Eval { source: "return 6 * 7".into() })?;
-//! println!("{answer:?}");
+//! worker.call(Initialize::new(Policy::quirl_config_profile()))??;
+//! let answer: serde_json::Value = worker.call(Eval::new("return 6 * 7"))??;
+//! println!("{answer}");
 //! drop(worker); // closes stdin: a clean end
 //! child.wait()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -89,7 +89,9 @@
 //!
 //! [`limits`] (every bound), [`records`] (wire types, and
 //! [`records::StrictDecode`] to build them from a host's own JSON; the
-//! root re-exports no record),
+//! root re-exports no record), [`operations`] (each operation as a type
+//! that names its result, for typed calls), [`cancellation`] (a host's own
+//! flag or predicate as a cancellation),
 //! [`codec`] (payload encode/decode per direction), [`frame`] (length
 //! prefix, push decoder, one-shot blocking helpers), [`session`] (the state
 //! machines of both roles), [`connection`] (sessions with their buffers),
@@ -104,12 +106,14 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod blocking;
+pub mod cancellation;
 pub mod codec;
 pub mod connection;
 mod error;
 pub mod frame;
 mod json;
 pub mod limits;
+pub mod operations;
 pub mod records;
 #[cfg(feature = "schema")]
 #[cfg_attr(docsrs, doc(cfg(feature = "schema")))]

@@ -624,24 +624,6 @@ mod async_adapter {
         assert_eq!(parent.connection().state(), SessionState::Abandoned);
     }
 
-    /// The deprecated name still works, as a read deadline.
-    #[::tokio::test(flavor = "current_thread")]
-    #[allow(deprecated)]
-    async fn the_deprecated_next_event_timeout_is_next_event_before() {
-        let (mut parent, mut worker_end) = pair();
-        ::tokio::io::AsyncWriteExt::write_all(&mut worker_end, &frame(INIT_OK))
-            .await
-            .unwrap();
-        parent.call(init(60_000)).await.unwrap().unwrap();
-        parent.request(eval()).await.unwrap();
-        let read = parent
-            .next_event_timeout(Duration::from_millis(5))
-            .await
-            .unwrap_err();
-        assert_eq!(read.kind(), ErrorKind::IoError);
-        assert!(read.is_timed_out());
-    }
-
     /// `cancel` abandons the tokio client's connection.
     #[::tokio::test(flavor = "current_thread")]
     async fn async_cancel_abandons() {

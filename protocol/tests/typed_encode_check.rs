@@ -2,13 +2,12 @@
 //! The encoders check typed records instead of re-decoding what they wrote
 //! (codec.rs). These tests hold the typed check to the reference: for valid
 //! and invalid records alike, the encoder must accept exactly the frames that
-//! encoding-then-decoding accepts, with the same bytes and the same error
-//! kind, and whatever it accepts must decode back to the same frame.
+//! encoding-then-decoding accepts (the reference is written here: serialize
+//! with serde, refuse an empty or oversized payload, decode strictly), with
+//! the same bytes and the same error kind, and whatever it accepts must
+//! decode back to the same frame.
 
 use proptest::prelude::*;
-use quirl_lua_protocol::codec::{
-    TYPED_VALUE_DEPTH_MAX, encode_parent_frame_by_redecoding, encode_worker_frame_by_redecoding,
-};
 use quirl_lua_protocol::limits::{
     ERROR_ITEMS_MAX, ERROR_TEXT_BYTES_MAX, HOST_COMMAND_BYTES_MAX, HOST_OUTPUT_BYTES_MAX,
     JSON_DEPTH_MAX, SOURCE_BYTES_MAX,
@@ -17,6 +16,32 @@ use quirl_lua_protocol::records::*;
 use quirl_lua_protocol::*;
 use quirl_lua_testkit::generate::{self, Source};
 use serde_json::Value;
+
+/// Free-form values nested up to this deep are checked on the typed
+/// record by the encoder, deeper ones by re-decoding (`codec.rs`,
+/// `TYPED_VALUE_DEPTH_MAX`, private): the depths around it are tried.
+const TYPED_VALUE_DEPTH_MAX: usize = 64;
+
+/// The reference encoder: serde's bytes, the frame size rules of SPEC
+/// §4.2, then the strict decoder of the direction, exactly as a receiver.
+fn encode_by_redecoding<F: serde::Serialize>(
+    frame: &F,
+    decode: impl Fn(&[u8]) -> Result<F, ProtocolError>,
+) -> Result<Vec<u8>, ProtocolError> {
+    let payload = serde_json::to_vec(frame).unwrap();
+    // `frame_payload` refuses an empty or oversized payload (SPEC §4.2).
+    frame_payload(&payload)?;
+    decode(&payload)?;
+    Ok(payload)
+}
+
+fn encode_parent_frame_by_redecoding(frame: &ParentFrame) -> Result<Vec<u8>, ProtocolError> {
+    encode_by_redecoding(frame, decode_parent_frame)
+}
+
+fn encode_worker_frame_by_redecoding(frame: &WorkerFrame) -> Result<Vec<u8>, ProtocolError> {
+    encode_by_redecoding(frame, decode_worker_frame)
+}
 
 fn nested(depth: usize) -> Value {
     let mut value = Value::from(1);

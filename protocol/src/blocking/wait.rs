@@ -4,6 +4,7 @@
 //! [`Canceller`](super::Canceller) (see the [module docs](super)).
 
 use super::cancel::{CancelSignal, cancelled};
+use crate::cancellation::{CANCEL_CHECK_INTERVAL, Cancellation};
 use crate::error::ProtocolError;
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
@@ -127,18 +128,37 @@ pub(super) enum Wait {
     Cancelled,
 }
 
+/// What ends a client's wait besides input and the deadline: its
+/// [`Canceller`](super::Canceller) (a pipe, polled with the reader) and a
+/// [`Cancellation`] it watches (checked at every wake-up, at least every
+/// [`CANCEL_CHECK_INTERVAL`]).
+#[derive(Clone, Copy, Default)]
+pub(super) struct Cancel<'a> {
+    pub(super) signal: Option<&'a CancelSignal>,
+    pub(super) watch: Option<&'a Cancellation>,
+}
+
+impl Cancel<'_> {
+    /// Whether either source says the client is cancelled.
+    pub(super) fn is_cancelled(&self) -> bool {
+        cancelled(self.signal) || self.watch.is_some_and(Cancellation::is_cancelled)
+    }
+}
+
 /// Wait until `reader` is readable, the deadline passes (`None`: no
 /// deadline) or the client is cancelled; a reader with a
 /// [`poll_fd`](WaitReadable::poll_fd) is polled together with the
-/// cancellation pipe.
+/// cancellation pipe. A watched [`Cancellation`] cuts each wait to
+/// [`CANCEL_CHECK_INTERVAL`].
 pub(super) fn wait_for_input<R: WaitReadable>(
     reader: &mut R,
     deadline: Option<Instant>,
-    cancel: Option<&CancelSignal>,
+    cancel: Cancel<'_>,
 ) -> Result<Wait, ProtocolError> {
     let failed = |error| ProtocolError::io("waiting for a frame", error);
+    let signal = cancel.signal;
     loop {
-        if cancelled(cancel) {
+        if cancel.is_cancelled() {
             return Ok(Wait::Cancelled);
         }
         let left = match deadline {
@@ -148,8 +168,12 @@ pub(super) fn wait_for_input<R: WaitReadable>(
         if left.is_zero() {
             return Ok(Wait::Passed);
         }
+        let left = match cancel.watch {
+            Some(_) => left.min(CANCEL_CHECK_INTERVAL),
+            None => left,
+        };
         #[cfg(unix)]
-        if let (Some(signal), Some(fd)) = (cancel, reader.poll_fd()) {
+        if let (Some(signal), Some(fd)) = (signal, reader.poll_fd()) {
             use rustix::event::{PollFd, PollFlags, poll};
             let timeout = poll_timeout(left);
             let mut fds = [
@@ -164,7 +188,7 @@ pub(super) fn wait_for_input<R: WaitReadable>(
             }
         }
         match reader.wait_readable(left) {
-            Ok(true) if cancelled(cancel) => return Ok(Wait::Cancelled),
+            Ok(true) if cancel.is_cancelled() => return Ok(Wait::Cancelled),
             Ok(true) => return Ok(Wait::Readable),
             Ok(false) => {}
             Err(error) if error.kind() == io::ErrorKind::Interrupted => {}

@@ -10,8 +10,31 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// Typed extraction from the strict parser.
-pub(crate) trait Decode: Sized {
+///
+/// Nominally `pub` (the module is private): it is the supertrait of the
+/// sealed trait behind the public `records::StrictDecode`, so that
+/// `StrictDecode` can be implemented for `Vec<T>` and `Option<T>` of any
+/// record.
+pub trait Decode: Sized {
+    /// Read one value of this type.
     fn decode(parser: &mut Parser<'_>) -> Result<Self>;
+
+    /// The value of a member that a host's own JSON left out because it
+    /// was empty or `None` (serde's `skip_serializing_if`): `Some` only for
+    /// lists, maps and options. Never used on the wire (SPEC §5.9-c).
+    fn omitted() -> Option<Self> {
+        None
+    }
+}
+
+/// The value of an absent member under the parser's mode: `Some` when the
+/// document is a host's own JSON and the member's type has an empty value.
+pub(crate) fn omitted<T: Decode>(parser: &Parser<'_>) -> Option<T> {
+    if parser.fills_omitted() {
+        T::omitted()
+    } else {
+        None
+    }
 }
 
 /// Domain validation run after a record's fields are extracted.
@@ -94,6 +117,10 @@ impl<T: Decode> Decode for Vec<T> {
         }
         Ok(items)
     }
+
+    fn omitted() -> Option<Self> {
+        Some(Vec::new())
+    }
 }
 
 /// `null` or a value: for optional fields that are always present on the wire.
@@ -104,6 +131,10 @@ impl<T: Decode> Decode for Option<T> {
         } else {
             T::decode(parser).map(Some)
         }
+    }
+
+    fn omitted() -> Option<Self> {
+        Some(None)
     }
 }
 
@@ -121,10 +152,19 @@ impl<T: Decode> Decode for BTreeMap<String, T> {
         }
         Ok(map)
     }
+
+    fn omitted() -> Option<Self> {
+        Some(BTreeMap::new())
+    }
 }
 
-/// Decode a field that is omitted when `None`: present means non-null.
+/// Decode a field that is omitted when `None`: present means non-null on
+/// the wire; a host's own JSON ([`Mode::Host`](super::Mode::Host)) may
+/// also write the `None` as `null`.
 pub(crate) fn decode_present<T: Decode>(parser: &mut Parser<'_>) -> Result<Option<T>> {
+    if parser.fills_omitted() && parser.take_null()? {
+        return Ok(None);
+    }
     if parser.at_null()? {
         return Err(ProtocolError::wrong_type(
             "a value (omit the field instead of null)",

@@ -6,7 +6,9 @@
 ///
 /// Field modes: `req` — must be present (an `Option` field then accepts
 /// `null`); `omit` — an `Option` field that is absent when `None` and never
-/// `null`.
+/// `null`. In a host's own JSON ([`Mode::Host`](super::Mode::Host)) a `req`
+/// list, map or option may be absent too (read as empty or `None`), and an
+/// `omit` field may be `null`.
 macro_rules! decode_record {
     ($ty:ident $name:literal { $($field:ident : $mode:ident),* $(,)? }) => {
         impl $crate::json::Decode for $ty {
@@ -27,7 +29,7 @@ macro_rules! decode_record {
                     }
                 }
                 let value = Self {
-                    $( $field: $crate::json::decode_record!(@finish $mode, $field, $name)?, )*
+                    $( $field: $crate::json::decode_record!(@finish $mode, $field, $name, parser)?, )*
                 };
                 $crate::json::Validate::validate(&value)?;
                 Ok(value)
@@ -36,10 +38,12 @@ macro_rules! decode_record {
     };
     (@decode req, $parser:ident) => { $crate::json::Decode::decode($parser) };
     (@decode omit, $parser:ident) => { $crate::json::decode_present($parser) };
-    (@finish req, $field:ident, $name:expr) => {
-        $field.ok_or_else(|| $crate::error::ProtocolError::missing_field(stringify!($field), $name))
+    (@finish req, $field:ident, $name:expr, $parser:ident) => {
+        $field
+            .or_else(|| $crate::json::omitted($parser))
+            .ok_or_else(|| $crate::error::ProtocolError::missing_field(stringify!($field), $name))
     };
-    (@finish omit, $field:ident, $name:expr) => {
+    (@finish omit, $field:ident, $name:expr, $parser:ident) => {
         Ok::<_, $crate::error::ProtocolError>($field.unwrap_or(None))
     };
 }
@@ -79,7 +83,7 @@ macro_rules! decode_tagged {
                         }
                         let _ = tag_seen;
                         $ty::$variant {
-                            $( $field: $crate::json::decode_record!(@finish $mode, $field, RECORD)?, )*
+                            $( $field: $crate::json::decode_record!(@finish $mode, $field, RECORD, parser)?, )*
                         }
                     } )*
                     other => {

@@ -15,7 +15,9 @@
 //! The extra scan is bounded by the frame size times the nesting depth,
 //! which the frame and depth limits cap.
 //! It is not a general JSON library: it has no serializer (the encoder uses
-//! serde) and no lenient mode.
+//! serde). Its one other mode, [`Mode::Host`], is for a host's own JSON of
+//! a record (`records::StrictDecode`): the same rules, except that members
+//! a host's serde skips when empty may be absent.
 //!
 //! This file holds the document entry points (SPEC §5.1 payload rules,
 //! §5.2 exactly one value). The parts:
@@ -39,9 +41,9 @@ mod parser;
 mod string;
 mod tagged;
 
-pub(crate) use decode::{Decode, Validate, decode_present};
+pub(crate) use decode::{Decode, Validate, decode_present, omitted};
 pub(crate) use macros::{decode_record, decode_tagged, string_enum};
-pub(crate) use parser::Parser;
+pub(crate) use parser::{Mode, Parser};
 
 use crate::error::{ErrorKind, ProtocolError};
 
@@ -61,10 +63,15 @@ pub(crate) fn payload_text(payload: &[u8]) -> Result<&str> {
     })
 }
 
-/// Decode one complete JSON document into `T`, strictly.
+/// Decode one complete JSON document into `T`, strictly (the wire's rules).
 pub(crate) fn decode_document<T: Decode>(payload: &[u8]) -> Result<T> {
+    decode_document_in(payload, Mode::Wire)
+}
+
+/// Decode one complete JSON document into `T` under `mode`.
+pub(crate) fn decode_document_in<T: Decode>(payload: &[u8], mode: Mode) -> Result<T> {
     let text = payload_text(payload)?;
-    let mut parser = Parser::new(text)?;
+    let mut parser = Parser::new(text, mode)?;
     let value = T::decode(&mut parser)?;
     parser.finish()?;
     Ok(value)

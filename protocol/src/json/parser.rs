@@ -14,11 +14,32 @@ use serde_json::{Map, Value};
 use std::borrow::Cow;
 
 /// Strict pull parser over validated UTF-8 text.
-pub(crate) struct Parser<'a> {
+///
+/// Nominally `pub` (the module is private) so that the sealed
+/// [`Decode`](super::Decode) trait, a supertrait of the public
+/// `records::StrictDecode`, may name it.
+pub struct Parser<'a> {
     pub(super) text: &'a str,
     pub(super) bytes: &'a [u8],
     pub(super) pos: usize,
     pub(super) depth: usize,
+    /// Which members may be absent: the wire's rules, or a host's own
+    /// JSON (empty collections and null options omitted).
+    pub(super) mode: Mode,
+}
+
+/// Which document is being read: a frame payload, or a host's own JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The wire (SPEC §5.9): every required and nullable member present,
+    /// members omitted when empty never `null`.
+    Wire,
+    /// A host's own serde JSON of a record: as [`Mode::Wire`], except that
+    /// a member holding a list, a map or an option may be absent (read as
+    /// empty or `None`), and a member the wire omits when empty may be
+    /// `null`. Unknown members, wrong types and out-of-range values are
+    /// refused exactly as on the wire.
+    Host,
 }
 
 const fn is_ws(byte: u8) -> bool {
@@ -39,7 +60,7 @@ fn describe(byte: u8) -> &'static str {
 
 impl<'a> Parser<'a> {
     /// Start parsing `text`, which must begin with the value itself.
-    pub(crate) fn new(text: &'a str) -> Result<Self> {
+    pub(crate) fn new(text: &'a str, mode: Mode) -> Result<Self> {
         let bytes = text.as_bytes();
         match bytes.first() {
             None => return Err(ProtocolError::malformed("payload is empty")),
@@ -53,7 +74,13 @@ impl<'a> Parser<'a> {
             bytes,
             pos: 0,
             depth: 0,
+            mode,
         })
+    }
+
+    /// Whether members a host's serde skips may be absent ([`Mode::Host`]).
+    pub(crate) fn fills_omitted(&self) -> bool {
+        self.mode == Mode::Host
     }
 
     /// Require that the value consumed the whole payload.

@@ -21,7 +21,7 @@ use super::{
     EventHandlerReport, ExecutionOutcome, OperationKind, PluginRegistrations, QuirlConfig,
 };
 use crate::error::{ErrorKind, ProtocolError};
-use crate::json::{Decode, decode_document};
+use crate::json::{Decode, Mode, decode_document_in};
 use crate::limits::{
     COMPLETION_ITEM_BYTES_MAX, COMPLETION_ITEMS_MAX, COMPLETION_RESULT_BYTES_MAX,
     EVENT_HANDLERS_MAX, PROMPT_RETURN_BYTES_MAX,
@@ -51,8 +51,8 @@ pub enum OperationResult {
     TestCount(u64),
 }
 
-fn typed<T: Decode>(result: &Value) -> Result<T, ProtocolError> {
-    decode_document::<T>(&encode_value(result))
+fn typed<T: Decode>(result: &Value, mode: Mode) -> Result<T, ProtocolError> {
+    decode_document_in::<T>(&encode_value(result), mode)
 }
 
 fn json_type(value: &Value) -> &'static str {
@@ -201,8 +201,19 @@ fn check_reports(reports: &[EventHandlerReport]) -> Result<(), ProtocolError> {
 }
 
 impl OperationResult {
-    /// Decode and validate the `result` of a response to an operation of `kind`.
+    /// Decode and validate the `result` of a response to an operation of
+    /// `kind` by the wire's rules (SPEC §7.2).
     pub fn decode(kind: OperationKind, result: &Value) -> Result<Self, ProtocolError> {
+        Self::decode_in(kind, result, Mode::Wire)
+    }
+
+    /// [`decode`](Self::decode) under `mode` (a host's own JSON fills in
+    /// omitted lists and options, see `StrictDecode`).
+    pub(crate) fn decode_in(
+        kind: OperationKind,
+        result: &Value,
+        mode: Mode,
+    ) -> Result<Self, ProtocolError> {
         let decoded = match kind {
             OperationKind::Initialize | OperationKind::Check => {
                 if result.is_null() {
@@ -217,19 +228,23 @@ impl OperationResult {
             OperationKind::Eval | OperationKind::Complete | OperationKind::Contribution => {
                 check_free_form(kind, result).map(|()| OperationResult::Value(result.clone()))
             }
-            OperationKind::LoadConfig => typed(result).map(OperationResult::Config),
-            OperationKind::LoadPlugin => typed(result)
+            OperationKind::LoadConfig => typed(result, mode).map(OperationResult::Config),
+            OperationKind::LoadPlugin => typed(result, mode)
                 .and_then(|plugin| check_plugin(&plugin).map(|()| OperationResult::Plugin(plugin))),
-            OperationKind::RenderPrompt => typed::<Option<String>>(result).and_then(|prompt| {
-                check_prompt(prompt.as_deref()).map(|()| OperationResult::Prompt(prompt))
-            }),
-            OperationKind::Run | OperationKind::PluginCommand => {
-                typed(result).map(OperationResult::Outcome)
+            OperationKind::RenderPrompt => {
+                typed::<Option<String>>(result, mode).and_then(|prompt| {
+                    check_prompt(prompt.as_deref()).map(|()| OperationResult::Prompt(prompt))
+                })
             }
-            OperationKind::Event => typed::<Vec<EventHandlerReport>>(result).and_then(|reports| {
-                check_reports(&reports).map(|()| OperationResult::Reports(reports))
-            }),
-            OperationKind::Test => typed(result).and_then(|count| {
+            OperationKind::Run | OperationKind::PluginCommand => {
+                typed(result, mode).map(OperationResult::Outcome)
+            }
+            OperationKind::Event => {
+                typed::<Vec<EventHandlerReport>>(result, mode).and_then(|reports| {
+                    check_reports(&reports).map(|()| OperationResult::Reports(reports))
+                })
+            }
+            OperationKind::Test => typed(result, mode).and_then(|count| {
                 check_test_count(count).map(|()| OperationResult::TestCount(count))
             }),
         };

@@ -170,9 +170,18 @@ impl ShellError {
         self
     }
 
-    /// Set the associated command.
+    /// Set the associated command (replacing one set before).
+    #[must_use]
     pub fn with_command(mut self, command: impl Into<String>) -> Self {
         self.command = Some(command.into());
+        self
+    }
+
+    /// Set the associated child-process exit status (replacing one set
+    /// before).
+    #[must_use]
+    pub fn with_exit_status(mut self, exit_status: i32) -> Self {
+        self.exit_status = Some(exit_status);
         self
     }
 

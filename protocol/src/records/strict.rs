@@ -1,7 +1,8 @@
-//! Strict decoding of any record from a host's own JSON: text, bytes or a
-//! [`serde_json::Value`], with exactly the rules of the wire decoder
-//! (SPEC §5: no unknown fields, no duplicate keys, the depth limit,
-//! integer widths, every domain bound of §6–§8).
+//! Decoding any record from a host's own JSON (text, bytes or a
+//! [`serde_json::Value`]) by the wire decoder's rules, with the one
+//! difference a host's serde needs: members it skips when empty may be
+//! absent; and decoding any record from wire bytes exactly as a frame's
+//! payload is decoded (SPEC §5).
 //!
 //! A host with its own types goes from them to a record and back with
 //! serde alone: `serde_json::to_value(&mine)` then
@@ -19,7 +20,7 @@ use super::{
     ShellError, StatuslineConfig, StructuredValue, ThemeColors, UiConfig, WorkerFrame,
 };
 use crate::error::{ErrorKind, ProtocolError};
-use crate::json::{Decode, decode_document};
+use crate::json::{Decode, Mode, decode_document_in};
 use crate::limits::JSON_DEPTH_MAX;
 use serde_json::Value;
 
@@ -29,9 +30,9 @@ use serde_json::Value;
 /// and is judged there, at the same place as on the wire.
 const VALUE_WRITE_DEPTH_MAX: usize = 2 * JSON_DEPTH_MAX;
 
-/// Decode `T` from a `Value`: written out as JSON text in the value's own
-/// key order, then decoded by the wire decoder.
-pub(crate) fn decode_json_value<T: Decode>(value: &Value) -> Result<T, ProtocolError> {
+/// Decode `T` from a `Value` under `mode`: written out as JSON text in the
+/// value's own key order, then decoded by the strict parser.
+pub(crate) fn decode_json_value<T: Decode>(value: &Value, mode: Mode) -> Result<T, ProtocolError> {
     if !crate::codec::nesting_within(value, VALUE_WRITE_DEPTH_MAX) {
         return Err(ProtocolError::new(
             ErrorKind::DepthExceeded,
@@ -40,46 +41,59 @@ pub(crate) fn decode_json_value<T: Decode>(value: &Value) -> Result<T, ProtocolE
     }
     let text = serde_json::to_vec(value)
         .map_err(|error| ProtocolError::domain(format!("the value cannot be written: {error}")))?;
-    decode_document(&text)
+    decode_document_in(&text, mode)
 }
 
-/// Strict decoding of a record from JSON, by the rules of the wire decoder.
+/// Decoding of a record from a host's own JSON, by the rules of the wire
+/// decoder; and from wire bytes, exactly by them.
 ///
 /// Implemented by every wire record of [`crate::records`] (frames,
 /// requests, operations, policies, error records, outcomes, registrations,
-/// configurations, …); sealed. [`OperationResult`] needs the operation it
-/// answers: see [`OperationResult::decode`] and
-/// [`OperationResult::from_json_slice`].
+/// configurations, …), and by `Vec<T>` and `Option<T>` of any of them
+/// (a list of reports, an optional error record); sealed.
+/// [`OperationResult`] needs the operation it answers: see
+/// [`OperationResult::decode`] and [`OperationResult::from_json_slice`].
 ///
-/// - [`from_json_slice`](Self::from_json_slice) and
-///   [`from_json_str`](Self::from_json_str) give exactly the wire
-///   decoder's verdict for the same bytes (SPEC §5: one value, no BOM, no
-///   trailing bytes, no duplicate keys, depth, integer widths, unknown and
-///   missing fields, domain bounds).
-/// - [`from_json_value`](Self::from_json_value) applies the same rules to
-///   what a `Value` can hold. A `Value` has already lost what serde_json
-///   drops while parsing text: whitespace around the value, a repeated key
-///   (the last one is kept), an integer beyond 64 bits (made a float, so
-///   refused as `wrong_type` where the wire says `integer_out_of_range`),
-///   and, without serde_json's `preserve_order` feature, the order of
-///   object keys (a [`StructuredValue::Record`] comes back sorted). Keys
-///   are read in the value's own order, so when a value breaks several
-///   rules the one reported can differ from the wire decoder's. Where
-///   order or exact text matters, serialize to text
-///   (`serde_json::to_string`) and use
-///   [`from_json_str`](Self::from_json_str).
+/// **A host's own JSON** — [`from_json_str`](Self::from_json_str),
+/// [`from_json_slice`](Self::from_json_slice),
+/// [`from_json_value`](Self::from_json_value) — is read by the wire
+/// decoder's rules (SPEC §5: one value, no BOM, no trailing bytes, no
+/// duplicate keys, depth, integer widths, unknown fields, wrong types,
+/// every domain bound of §6–§8), with one difference, for what a host's
+/// serde leaves out (`skip_serializing_if`, `#[serde(default)]`): a member
+/// holding a list, a map or an option may be absent, and is read as empty
+/// or `None`; a member the wire omits when empty (`error` of a Response,
+/// `outcome`/`error` of a HostResponse, `text` of an `output` event) may
+/// also be `null`. So Quirl's own `ShellError` JSON, which omits empty
+/// `labels`/`context`/`help` and `None` `command`/`exit_status`, decodes,
+/// and so does every record that embeds one. An unknown member is still
+/// refused, and so is a member of the wrong type or out of its range.
+///
+/// **Wire bytes** — [`from_wire_slice`](Self::from_wire_slice) — get
+/// exactly the wire decoder's verdict (the same record, or the same error)
+/// for the same bytes, as a frame's payload does (SPEC §5.9: every
+/// required and nullable member present).
+///
+/// A `Value` has already lost what serde_json drops while parsing text:
+/// whitespace around the value, a repeated key (the last one is kept), an
+/// integer beyond 64 bits (made a float, so refused as `wrong_type` where
+/// the wire says `integer_out_of_range`), and, without serde_json's
+/// `preserve_order` feature, the order of object keys (a
+/// [`StructuredValue::Record`] comes back sorted). Keys are read in the
+/// value's own order, so when a value breaks several rules the one
+/// reported can differ from the wire decoder's. Where order or exact text
+/// matters, serialize to text (`serde_json::to_string`) and use
+/// [`from_json_str`](Self::from_json_str).
 ///
 /// ```
 /// use quirl_lua_protocol::ErrorKind;
 /// use quirl_lua_protocol::records::{ErrorCode, ShellError, StrictDecode};
 /// use serde_json::json;
 ///
-/// // A host's own JSON (for example `serde_json::to_value(&its_error)`) …
-/// let record = ShellError::from_json_value(&json!({
-///     "code": "resource_limit", "message": "too slow", "labels": [], "context": [], "help": [],
-///     "command": null, "exit_status": null
-/// }))?;
-/// assert_eq!(record.code, ErrorCode::ResourceLimit);
+/// // A host's own JSON (for example Quirl's `serde_json::to_value(&its_error)`,
+/// // which leaves out empty lists and `None`s) …
+/// let record = ShellError::from_json_value(&json!({"code": "resource_limit", "message": "too slow"}))?;
+/// assert_eq!(record, ShellError::new(ErrorCode::ResourceLimit, "too slow"));
 /// // … and back, with serde alone.
 /// let back = serde_json::to_value(&record).map_err(|e| e.to_string());
 /// assert_eq!(back.map(|value| value["message"].clone()), Ok(json!("too slow")));
@@ -90,40 +104,53 @@ pub(crate) fn decode_json_value<T: Decode>(value: &Value) -> Result<T, ProtocolE
 /// // Text keeps what a `Value` cannot: a repeated key.
 /// let twice = ShellError::from_json_str(r#"{"code":"io","code":"lua","message":"x"}"#);
 /// assert_eq!(twice.unwrap_err().kind(), ErrorKind::DuplicateKey);
+/// // On the wire every member is present (SPEC §5.9-c).
+/// let short = ShellError::from_wire_slice(br#"{"code":"io","message":"x"}"#);
+/// assert_eq!(short.unwrap_err().kind(), ErrorKind::MissingField);
 /// # Ok::<(), quirl_lua_protocol::ProtocolError>(())
 /// ```
 pub trait StrictDecode: Sized + sealed::Sealed {
-    /// Decode one JSON document (UTF-8 bytes) strictly.
-    fn from_json_slice(bytes: &[u8]) -> Result<Self, ProtocolError>;
+    /// Decode a host's own JSON document (UTF-8 bytes).
+    fn from_json_slice(bytes: &[u8]) -> Result<Self, ProtocolError> {
+        decode_document_in(bytes, Mode::Host)
+    }
 
-    /// Decode one JSON document strictly.
+    /// Decode a host's own JSON document.
     fn from_json_str(text: &str) -> Result<Self, ProtocolError> {
         Self::from_json_slice(text.as_bytes())
     }
 
-    /// Decode a `serde_json::Value` strictly (see the trait docs for what a
-    /// `Value` cannot carry).
-    fn from_json_value(value: &Value) -> Result<Self, ProtocolError>;
+    /// Decode a host's own `serde_json::Value` (see the trait docs for what
+    /// a `Value` cannot carry).
+    fn from_json_value(value: &Value) -> Result<Self, ProtocolError> {
+        decode_json_value(value, Mode::Host)
+    }
+
+    /// Decode wire bytes exactly as a frame's payload is decoded (SPEC §5):
+    /// every required and nullable member present, members omitted when
+    /// empty never `null`.
+    fn from_wire_slice(bytes: &[u8]) -> Result<Self, ProtocolError> {
+        decode_document_in(bytes, Mode::Wire)
+    }
 }
 
 mod sealed {
-    /// Only this crate's records implement [`super::StrictDecode`].
-    pub trait Sealed {}
+    /// Only this crate's records (and lists and options of them) implement
+    /// [`super::StrictDecode`]; the supertrait is the crate's strict
+    /// extraction.
+    pub trait Sealed: crate::json::Decode {}
 }
+
+impl<T: StrictDecode> sealed::Sealed for Vec<T> {}
+impl<T: StrictDecode> StrictDecode for Vec<T> {}
+
+impl<T: StrictDecode> sealed::Sealed for Option<T> {}
+impl<T: StrictDecode> StrictDecode for Option<T> {}
 
 macro_rules! strict_decode {
     ($($ty:ty),* $(,)?) => {$(
         impl sealed::Sealed for $ty {}
-
-        impl StrictDecode for $ty {
-            fn from_json_slice(bytes: &[u8]) -> Result<Self, ProtocolError> {
-                decode_document(bytes)
-            }
-
-            fn from_json_value(value: &Value) -> Result<Self, ProtocolError> {
-                decode_json_value(value)
-            }
-        }
+        impl StrictDecode for $ty {}
     )*};
 }
 
@@ -174,9 +201,11 @@ strict_decode!(
 );
 
 impl OperationResult {
-    /// Decode the `result` of a response to an operation of `kind` from
-    /// JSON text, strictly (the text by SPEC §5, then
-    /// [`OperationResult::decode`]'s checks).
+    /// Decode the `result` of a response to an operation of `kind` from a
+    /// host's own JSON text: the text by SPEC §5, then
+    /// [`OperationResult::decode`]'s checks, with the omitted members of
+    /// [`StrictDecode`]'s host rules filled in (a host's own
+    /// `ExecutionOutcome` whose diagnostics leave out empty lists).
     ///
     /// ```
     /// use quirl_lua_protocol::records::{OperationKind, OperationResult};
@@ -186,7 +215,7 @@ impl OperationResult {
     /// # Ok::<(), quirl_lua_protocol::ProtocolError>(())
     /// ```
     pub fn from_json_slice(kind: OperationKind, bytes: &[u8]) -> Result<Self, ProtocolError> {
-        let value: Value = decode_document(bytes).map_err(|e| e.at("result"))?;
-        Self::decode(kind, &value)
+        let value: Value = decode_document_in(bytes, Mode::Host).map_err(|e| e.at("result"))?;
+        Self::decode_in(kind, &value, Mode::Host)
     }
 }
