@@ -110,7 +110,7 @@ def builtin_seeds(written):
         6, 0,                   # respond(Ok(null))
         0, 2, 1, 1, 0,          # receive request: id 2, eval ""
         8, 0, 1, 5, 2, 7,       # host_call("", 5 ms, 7 bytes)
-        2, 0, 1, 1, 0, 0, 0, 0,  # receive host response echoing (2, 1), outcome
+        2, 0, 1, 1, 0, 0, 0, 0, 0,  # receive host response echoing (2, 1), outcome (the generator's, not Arbitrary's)
         6, 1,                   # respond(Ok(5))
     ]), written)
     write("parent_session", "happy-path", bytes([

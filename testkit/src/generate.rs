@@ -182,6 +182,17 @@ impl<'a> Source<'a> {
         let len = self.below(max + 1);
         (0..len).map(|_| self.byte()).collect()
     }
+
+    /// A `T` built by `arbitrary::Arbitrary` (the protocol crate's feature
+    /// `arbitrary`: values within the protocol's bounds) from the next
+    /// bytes, which it consumes; `None` when `T` refused them.
+    pub fn arbitrary<T: arbitrary::Arbitrary<'a>>(&mut self) -> Option<T> {
+        let rest = self.rest();
+        let mut unstructured = arbitrary::Unstructured::new(rest);
+        let value = T::arbitrary(&mut unstructured).ok();
+        self.pos = self.pos.saturating_add(rest.len() - unstructured.len());
+        value
+    }
 }
 
 // ----- valid records -------------------------------------------------------

@@ -3,6 +3,10 @@
 //! bytes), checked step by step against an independent model of the
 //! transition table (SPEC.md §9 and the crate's `session` docs).
 //!
+//! The records come from the protocol crate's `arbitrary::Arbitrary`
+//! (feature `arbitrary`: any record within the protocol's bounds) and from
+//! this kit's boundary-biased generator, the input choosing which.
+//!
 //! Properties: no panic; a frame is accepted exactly when the model
 //! accepts it; a rejected frame reports a kind the model allows; every
 //! violation poisons, and a poisoned session accepts and sends nothing
@@ -323,8 +327,28 @@ fn simple_result(src: &mut Source<'_>) -> Result<Value, ShellError> {
         3 => Ok(Value::Array(Vec::new())),
         4 => Ok(serde_json::json!({})),
         5 => Ok(Value::from(-1)),
-        _ => Err(generate::shell_error(src)),
+        _ => Err(error_record(src)),
     }
+}
+
+/// An error record: `Arbitrary`'s or the generator's.
+fn error_record(src: &mut Source<'_>) -> ShellError {
+    if src.flag()
+        && let Some(error) = src.arbitrary()
+    {
+        return error;
+    }
+    generate::shell_error(src)
+}
+
+/// A command outcome: `Arbitrary`'s or the generator's.
+fn command_outcome(src: &mut Source<'_>) -> CommandOutcome {
+    if src.flag()
+        && let Some(outcome) = src.arbitrary()
+    {
+        return outcome;
+    }
+    generate::command_outcome(src)
 }
 
 fn choose_id(src: &mut Source<'_>, model: &Model) -> u64 {
@@ -351,15 +375,17 @@ fn choose_call_id(src: &mut Source<'_>, model: &Model) -> u32 {
 }
 
 fn choose_operation(src: &mut Source<'_>) -> Operation {
-    if src.byte().is_multiple_of(3) {
-        let policy = if src.flag() {
-            Policy::quirl_script_profile()
-        } else {
-            Policy::quirl_config_profile()
-        };
-        Operation::initialize(policy, None, !src.byte().is_multiple_of(4))
-    } else {
-        generate::operation(src)
+    match src.byte() % 3 {
+        0 => {
+            let policy = if src.flag() {
+                Policy::quirl_script_profile()
+            } else {
+                Policy::quirl_config_profile()
+            };
+            Operation::initialize(policy, None, !src.byte().is_multiple_of(4))
+        }
+        1 => generate::operation(src),
+        _ => src.arbitrary().unwrap_or_else(|| generate::operation(src)),
     }
 }
 
@@ -380,9 +406,9 @@ fn choose_host_response(src: &mut Source<'_>, model: &Model) -> HostResponse {
         request_id,
         call_id,
         result: if src.flag() {
-            Ok(generate::command_outcome(src))
+            Ok(command_outcome(src))
         } else {
-            Err(generate::shell_error(src))
+            Err(error_record(src))
         },
     }
 }
@@ -901,7 +927,7 @@ pub fn parent_session_trace(data: &[u8]) -> Vec<SessionState> {
                         stderr: Some(src.text(4)),
                     })
                 } else {
-                    Err(generate::shell_error(&mut src))
+                    Err(error_record(&mut src))
                 };
                 let verdict = match model.phase {
                     Phase::Poisoned => Verdict::Violation(vec![ErrorKind::SessionPoisoned]),

@@ -650,17 +650,117 @@ fn round_trip_one<F: WireFrame + PartialEq + std::fmt::Debug>(
     );
 }
 
-/// Target `round_trip`: valid frames generated from the input encode,
-/// decode back equal, re-encode identically (canonical, compact), and
-/// decode equal whatever the member order and inter-token whitespace.
+/// Target `round_trip`: valid frames built from the input — by the
+/// protocol crate's `arbitrary::Arbitrary` (feature `arbitrary`) or by this
+/// kit's boundary-biased generator — encode, decode back equal, re-encode
+/// identically (canonical, compact), and decode equal whatever the member
+/// order and inter-token whitespace; and any other record built by
+/// `Arbitrary` goes through serde and the strict wire decoder back to an
+/// equal record ([`record_round_trip`]).
 pub fn round_trip(data: &[u8]) {
     let mut src = Source::new(data);
-    if src.flag() {
-        let frame = generate::parent_frame(&mut src);
-        round_trip_one(&frame, &mut src, Direction::Parent);
-    } else {
-        let frame = generate::worker_frame(&mut src);
-        round_trip_one(&frame, &mut src, Direction::Worker);
+    match src.byte() % 5 {
+        0 => {
+            let frame = generate::parent_frame(&mut src);
+            round_trip_one(&frame, &mut src, Direction::Parent);
+        }
+        1 => {
+            let frame = generate::worker_frame(&mut src);
+            round_trip_one(&frame, &mut src, Direction::Worker);
+        }
+        2 => {
+            if let Some(frame) = src.arbitrary::<ParentFrame>() {
+                round_trip_one(&frame, &mut src, Direction::Parent);
+            }
+        }
+        3 => {
+            if let Some(frame) = src.arbitrary::<WorkerFrame>() {
+                round_trip_one(&frame, &mut src, Direction::Worker);
+            }
+        }
+        _ => record_round_trip(&mut src),
+    }
+}
+
+/// One record of a type chosen by the input, built by `Arbitrary`:
+/// `serde_json::to_vec`, then `StrictDecode::from_wire_slice`, gives an
+/// equal record (SPEC §12.2); an operation's result goes through
+/// `OperationResult::to_value` and `decode` for that operation.
+pub fn record_round_trip(src: &mut Source<'_>) {
+    use quirl_lua_protocol::records::*;
+
+    fn through_the_wire<T>(src: &mut Source<'_>)
+    where
+        T: for<'b> arbitrary::Arbitrary<'b>
+            + StrictDecode
+            + serde::Serialize
+            + PartialEq
+            + std::fmt::Debug,
+    {
+        let Some(record) = src.arbitrary::<T>() else {
+            return;
+        };
+        let text = serde_json::to_vec(&record)
+            .unwrap_or_else(|error| panic!("{record:?} cannot be serialized: {error}"));
+        match T::from_wire_slice(&text) {
+            Ok(back) => assert_eq!(back, record, "{}", String::from_utf8_lossy(&text)),
+            Err(error) => panic!(
+                "{record:?} is refused on the wire: {error}\n{}",
+                String::from_utf8_lossy(&text)
+            ),
+        }
+    }
+
+    macro_rules! records {
+        ($($ty:ty),* $(,)?) => {
+            const CHOICES: &[fn(&mut Source<'_>)] = &[$(through_the_wire::<$ty>),*];
+        };
+    }
+    records!(
+        Request,
+        Response,
+        Operation,
+        HostCall,
+        HostResponse,
+        Policy,
+        ShellError,
+        ErrorLabel,
+        CommandOutcome,
+        ExecutionContext,
+        ExecutionInput,
+        ExecutionOutcome,
+        OutputTarget,
+        StructuredValue,
+        ExtensionAction,
+        ExtensionEvent,
+        EventHandlerReport,
+        EventSubscription,
+        CommandRegistration,
+        ContributionRegistration,
+        PluginRegistrations,
+        QuirlConfig,
+        Vec<EventHandlerReport>,
+        Option<ShellError>,
+    );
+    let choice = src.below(CHOICES.len() + 1);
+    match CHOICES.get(choice) {
+        Some(round_trip) => round_trip(src),
+        None => {
+            let Some(kind) = src.arbitrary::<OperationKind>() else {
+                return;
+            };
+            let rest = src.rest();
+            let mut unstructured = arbitrary::Unstructured::new(rest);
+            let Ok(result) = OperationResult::arbitrary_for(kind, &mut unstructured) else {
+                return;
+            };
+            let value = result
+                .to_value()
+                .unwrap_or_else(|error| panic!("{result:?} has no value: {error}"));
+            let back = OperationResult::decode(kind, &value)
+                .unwrap_or_else(|error| panic!("{kind:?}: {value} refused: {error}"));
+            assert_eq!(back, result, "{value}");
+        }
     }
 }
 

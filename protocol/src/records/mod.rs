@@ -9,7 +9,15 @@
 //! The records live here only (the crate root re-exports none of them, so
 //! they never clash with a host's own `ShellError` or `ErrorCode`):
 //! `use quirl_lua_protocol::records::{Operation, Policy};`.
+//!
+//! With the feature `arbitrary`, every record implements
+//! `arbitrary::Arbitrary`, generating values within the protocol's bounds
+//! (each encodes, and decodes back equal): a host fuzzes its own code with
+//! them. [`OperationResult::arbitrary_for`] gives a result of one
+//! operation.
 
+#[cfg(feature = "arbitrary")]
+mod arbitrary;
 mod config;
 mod envelope;
 mod execution;
