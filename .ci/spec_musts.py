@@ -18,7 +18,7 @@ item or table cell; a label that covers no MUST; a label whose section is not
 the section it stands in; a label used twice (in one document or across the
 two); a requirement no test cites; a citation of a label that does not exist
 (in any Rust file or case); and a citation whose document prefix names the
-other document (`SPEC §15.6-a` for a label of DESIGN.md).
+other document (a label of DESIGN.md cited with the prefix `SPEC`).
 
 Test code is: every `*/tests/*.rs` file (each one a test target), the
 `#[cfg(test)]` modules of `*/src/**/*.rs`, and the cases of
