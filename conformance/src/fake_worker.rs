@@ -12,7 +12,8 @@
 //! pid <pid> <start-time> <role>          this process (role worker) or a holder grandchild
 //! spawn <pgid> <sid> <tty> <stdout> <env-leaked> <fds> <ppid> <leader-ppid>
 //!                                                         how the parent started it
-//! init <wall_time_ms> <allow_process> <process_enabled>  the policy it was given
+//! init <wall_time_ms> <allow_process> <process_enabled> <memory_limit_bytes> <instruction_limit> <grants as JSON>
+//!                                                         the initialize it was given
 //! request <monotonic-ns> <operation> <id>                when a request was read
 //! parent_error <text>                                    the parent broke the protocol
 //! ```
@@ -282,6 +283,7 @@ impl Fake {
             FakeStep::Answer(result) => self.answer(result),
             FakeStep::AnswerError(error) => self.answer_error(error),
             FakeStep::AnswerHostSummary(_) => self.answer_host_summary(),
+            FakeStep::AnswerHostLines(_) => self.answer_host_lines(),
             FakeStep::Write(text) => {
                 let text = self.substitute(text);
                 self.write_payload(text.as_bytes())
@@ -338,6 +340,30 @@ impl Fake {
         self.write_json(&json!({
             "kind": "response",
             "response": {"version": 1, "id": id, "ok": true, "result": summary},
+        }))
+    }
+
+    /// A success response whose result lists the host calls' outcomes as
+    /// the sorted lines of their stdout (errors as in the summary).
+    fn answer_host_lines(&mut self) -> Flow {
+        let id = self.in_flight.take().unwrap_or(0);
+        let lines: Vec<Value> = self
+            .host_results
+            .iter()
+            .map(
+                |result| match result.get("stdout").and_then(Value::as_str) {
+                    Some(stdout) => {
+                        let mut lines: Vec<&str> = stdout.lines().collect();
+                        lines.sort_unstable();
+                        json!(lines)
+                    }
+                    None => result.clone(),
+                },
+            )
+            .collect();
+        self.write_json(&json!({
+            "kind": "response",
+            "response": {"version": 1, "id": id, "ok": true, "result": lines},
         }))
     }
 
@@ -446,13 +472,17 @@ impl Fake {
         if let Operation::Initialize {
             policy,
             process_enabled,
+            grants,
             ..
         } = &request.operation
         {
             self.note(&format!(
-                "init {} {} {process_enabled}",
+                "init {} {} {process_enabled} {} {} {}",
                 policy.wall_time_ms(),
-                policy.allow_process()
+                policy.allow_process(),
+                policy.memory_limit_bytes(),
+                policy.instruction_limit(),
+                serde_json::to_string(grants).unwrap_or_default()
             ));
         }
         self.last_id = Some(request.id);

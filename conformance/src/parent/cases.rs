@@ -43,6 +43,10 @@ pub struct ParentCaseData {
     /// The source of the `eval`.
     #[serde(default = "default_source")]
     pub source: String,
+    /// Text the parent finds on its standard input (a pipe holding it,
+    /// then closed); without it, stdin is the null device (SPEC §19.3).
+    #[serde(default)]
+    pub parent_stdin: Option<String>,
     /// The fake worker's script.
     pub worker: Vec<FakeStep>,
     /// What the parent must do.
@@ -66,7 +70,9 @@ pub struct ParentExpect {
     /// Error code that stderr must name (one, or a list of acceptable ones).
     #[serde(default)]
     pub code: Option<Codes>,
-    /// Exact JSON stdout must hold (success cases).
+    /// Exact JSON stdout must hold (success cases). In its strings,
+    /// `${CWD}`, `${PATH}` and `${HOME}` stand for the runner's working
+    /// directory and environment, which the parent inherits.
     #[serde(default)]
     pub stdout: Option<Value>,
     /// JSON stdout must contain (subset match).
@@ -236,6 +242,9 @@ pub enum FakeStep {
     AnswerError(Value),
     /// Answer with a summary of the host responses received so far.
     AnswerHostSummary(bool),
+    /// Answer with the host responses received so far, each outcome's
+    /// stdout as its sorted lines (an error as `{error, code}`).
+    AnswerHostLines(bool),
     /// Write this payload text as one frame (`${ID}`, `${ID+1}`, `${ID-1}`,
     /// `${DESCRIPTOR}`, `${MARKER}` are replaced).
     Write(String),

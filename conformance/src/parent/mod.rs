@@ -7,7 +7,8 @@
 //!     CMD [ARGS…] --wall-time-ms <W> [--allow-process] [--grant <CAP>]… eval <SOURCE>
 //! ```
 //!
-//! in a process group of its own, with stdin from the null device, and
+//! in a process group of its own, with stdin from the null device (or a
+//! pipe holding the case's `parent_stdin`, then closed), and
 //! judges what happens: its exit status, the error code it names on
 //! stderr, the JSON it prints on stdout, how long it took from the moment
 //! the fake worker read the request until the parent exited, and whether
@@ -220,11 +221,27 @@ fn file_from<T: Into<OwnedFd>>(pipe: T) -> Option<File> {
     Some(File::from(fd))
 }
 
+/// The parent's standard input: the null device, or a pipe that holds
+/// `text` and is closed (a command that inherits it reads the text).
+fn parent_stdin(text: Option<&str>) -> Result<Stdio, String> {
+    let Some(text) = text else {
+        return Ok(Stdio::null());
+    };
+    let (reader, mut writer) =
+        std::io::pipe().map_err(|error| format!("cannot make the parent's stdin: {error}"))?;
+    // Small enough for the pipe's buffer: written at once, then closed.
+    std::io::Write::write_all(&mut writer, text.as_bytes())
+        .map_err(|error| format!("cannot fill the parent's stdin: {error}"))?;
+    drop(writer);
+    Ok(Stdio::from(reader))
+}
+
 /// Run the parent command to its end (bounded), collecting its output.
 fn run_parent(
     command: &[OsString],
     args: &[String],
     env: &[(OsString, OsString)],
+    stdin: Stdio,
 ) -> Result<Outcome, String> {
     let (program, fixed) = command
         .split_first()
@@ -236,7 +253,7 @@ fn run_parent(
         program,
         &all_args,
         env,
-        Stdio::null(),
+        stdin,
         Stdio::piped(),
         Stdio::piped(),
     )
@@ -353,7 +370,11 @@ pub fn run_case(case: &ParentCaseData, command: &[OsString], exe: &Path) -> Verd
         ),
         (OsString::from(SENTINEL_ENV), OsString::from("1")),
     ];
-    let verdict = match run_parent(command, &parent_arguments(case), &env) {
+    let stdin = match parent_stdin(case.parent_stdin.as_deref()) {
+        Ok(stdin) => stdin,
+        Err(error) => return Verdict::fail(error),
+    };
+    let verdict = match run_parent(command, &parent_arguments(case), &env, stdin) {
         Ok(outcome) => judge(case, &outcome, &pid_file),
         Err(error) => {
             let record = read_record(&pid_file);
@@ -418,6 +439,33 @@ fn exit_problem(expect: &cases::ParentExpect, outcome: &Outcome) -> Option<Strin
     }
 }
 
+/// `value` with `${CWD}`, `${PATH}` and `${HOME}` in its strings replaced by
+/// the runner's working directory and environment (the parent inherits
+/// both, SPEC §19.3).
+fn substitute_runner(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => {
+            let cwd = std::env::current_dir()
+                .map(|dir| dir.display().to_string())
+                .unwrap_or_default();
+            let var = |name: &str| std::env::var(name).unwrap_or_default();
+            Value::String(
+                text.replace("${CWD}", &cwd)
+                    .replace("${PATH}", &var("PATH"))
+                    .replace("${HOME}", &var("HOME")),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(substitute_runner).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, item)| (key.clone(), substitute_runner(item)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// The parent's stderr (naming the error code) and stdout (the JSON value,
 /// or a subset of it, and text it must not contain) against the expectation.
 fn output_problems(expect: &cases::ParentExpect, outcome: &Outcome, problems: &mut Vec<String>) {
@@ -434,8 +482,8 @@ fn output_problems(expect: &cases::ParentExpect, outcome: &Outcome, problems: &m
     if expect.stdout.is_some() || expect.stdout_subset.is_some() {
         match serde_json::from_slice::<serde_json::Value>(outcome.stdout.trim_ascii()) {
             Ok(value) => {
-                if let Some(want) = &expect.stdout
-                    && want != &value
+                if let Some(want) = expect.stdout.as_ref().map(substitute_runner)
+                    && want != value
                 {
                     problems.push(format!(
                         "stdout {}, expected {}",
@@ -443,8 +491,8 @@ fn output_problems(expect: &cases::ParentExpect, outcome: &Outcome, problems: &m
                         abbreviate(want.to_string().as_bytes())
                     ));
                 }
-                if let Some(want) = &expect.stdout_subset
-                    && !crate::worker::script::subset(want, &value)
+                if let Some(want) = expect.stdout_subset.as_ref().map(substitute_runner)
+                    && !crate::worker::script::subset(&want, &value)
                 {
                     problems.push(format!(
                         "stdout {} does not contain {}",
@@ -504,8 +552,11 @@ fn bound_problem(
     })
 }
 
-/// The policy `initialize` carried (as the fake worker recorded it) against
-/// the command line the parent was given.
+/// The `initialize` the parent sent (as the fake worker recorded it)
+/// against the command line it was given (SPEC §19.3): the wall time,
+/// `allow_process`, and the grants — the `--grant` values in their order,
+/// `null` or `[]` without any. (Memory and instructions are the parent's
+/// own; the fake worker decoded them, so they lie in §10's ranges.)
 fn init_problems(case: &ParentCaseData, init: &[String], problems: &mut Vec<String>) {
     let wall = init.first().and_then(|w| w.parse::<u64>().ok());
     if wall != Some(case.wall_time_ms) {
@@ -521,6 +572,22 @@ fn init_problems(case: &ParentCaseData, init: &[String], problems: &mut Vec<Stri
             "initialize carried allow_process {}, the command line said {}",
             allow.unwrap_or("?"),
             case.allow_process
+        ));
+    }
+    let grants = init
+        .get(5..)
+        .map(|words| words.join(" "))
+        .and_then(|text| serde_json::from_str::<Option<Vec<String>>>(&text).ok());
+    let fits = match &grants {
+        Some(Some(sent)) => *sent == case.grants,
+        Some(None) => case.grants.is_empty(),
+        None => false,
+    };
+    if !fits {
+        problems.push(format!(
+            "initialize carried grants {}, the command line gave {:?} (null or [] for none, §19.3-b)",
+            init.get(5..).map_or("?".to_owned(), |words| words.join(" ")),
+            case.grants
         ));
     }
 }
