@@ -518,3 +518,65 @@ fn event_kind(data: &ExtensionEventData) -> &'static str {
         ExtensionEventData::Error { .. } => "error",
     }
 }
+
+/// SPEC §5.10-b: a payload with several defects is named by its first
+/// defect in reading order. The `several_defects_*` fixtures each hold two
+/// or three defects, chosen so that a simpler rule (the first defect in
+/// the text, the first record-level one) would name another: each decodes
+/// to its tagged sub-kind, and one payload shows the stages in turn — with
+/// a byte order mark, without it, without the invalid byte.
+#[test]
+fn several_defects_name_the_first_in_reading_order() {
+    let entries: Vec<Entry> = manifest()
+        .into_iter()
+        .filter(|entry| entry.file.starts_with("frames/several_defects_"))
+        .collect();
+    assert!(
+        entries.len() >= 8,
+        "{} several_defects fixtures",
+        entries.len()
+    );
+    let kinds: BTreeSet<String> = entries.iter().filter_map(|e| e.code.clone()).collect();
+    // The order's every stage is represented: payload bytes, text, close.
+    for kind in [
+        "byte_order_mark",
+        "invalid_utf8",
+        "unknown_field",
+        "duplicate_key",
+        "wrong_type",
+        "malformed_json",
+    ] {
+        assert!(
+            kinds.contains(kind),
+            "no several_defects fixture names {kind}"
+        );
+    }
+    for entry in &entries {
+        let bytes = read(&entry.file);
+        let payload = &bytes[4..];
+        let error = match decode_payload(entry.direction, payload) {
+            Ok(_) => panic!("{} decoded", entry.file),
+            Err(error) => error,
+        };
+        assert_eq!(
+            Some(error.kind().as_str()),
+            entry.code.as_deref(),
+            "{}: {error}",
+            entry.file
+        );
+    }
+    // The order between the stages, on one payload: without the byte order
+    // mark, the invalid byte is named; without that too, the malformed text.
+    let eval = br#"{"kind":"request","request":{"version":1,"id":1,"operation":{"operation":"eval","source":"return 1"}}}"#;
+    let malformed =
+        String::from_utf8_lossy(eval).replace(r#""kind":"request","#, r#""kind":"request",,"#);
+    let mut invalid = malformed.clone().into_bytes();
+    let at = invalid.len() - 5;
+    invalid.insert(at, 0xff);
+    let mut marked = vec![0xef, 0xbb, 0xbf];
+    marked.extend_from_slice(&invalid);
+    let kind = |payload: &[u8]| decode_parent_frame(payload).unwrap_err().kind();
+    assert_eq!(kind(&marked), ErrorKind::ByteOrderMark);
+    assert_eq!(kind(&invalid), ErrorKind::InvalidUtf8);
+    assert_eq!(kind(malformed.as_bytes()), ErrorKind::MalformedJson);
+}
