@@ -16,6 +16,7 @@
 //! [`Canceller`]: crate::blocking::Canceller
 
 use std::fmt;
+use std::panic::RefUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -52,14 +53,16 @@ pub const CANCEL_CHECK_INTERVAL: Duration = Duration::from_millis(1);
 /// ```
 #[derive(Clone)]
 pub struct Cancellation {
-    holds: Arc<dyn Fn() -> bool + Send + Sync>,
+    holds: Arc<dyn Fn() -> bool + Send + Sync + RefUnwindSafe>,
 }
 
 impl Cancellation {
     /// Cancel once `predicate` returns `true`. It is called from the
     /// waiting client's thread, at least every [`CANCEL_CHECK_INTERVAL`]
-    /// while a call waits: keep it cheap and non-blocking.
-    pub fn when(predicate: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+    /// while a call waits: keep it cheap and non-blocking. (`RefUnwindSafe`
+    /// keeps the clients unwind-safe; a closure over atomics, `Arc`s and
+    /// `Mutex`es is.)
+    pub fn when(predicate: impl Fn() -> bool + Send + Sync + RefUnwindSafe + 'static) -> Self {
         Self {
             holds: Arc::new(predicate),
         }
