@@ -303,14 +303,18 @@ impl CancelWatch {
     /// Completes once either source says cancel; never without one.
     async fn cancelled(&self) {
         let flag = async {
-            match &self.flag {
-                Some(flag) => loop {
-                    if flag.is_cancelled() {
-                        return;
-                    }
-                    ::tokio::time::sleep(CANCEL_CHECK_INTERVAL).await;
-                },
-                None => std::future::pending().await,
+            let Some(flag) = &self.flag else {
+                return std::future::pending().await;
+            };
+            // A fixed period, not a `sleep` per check: a sleep of 1 ms
+            // rounds up to the timer's next tick and would check every 2 ms.
+            let mut ticks = ::tokio::time::interval(CANCEL_CHECK_INTERVAL);
+            ticks.set_missed_tick_behavior(::tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                if flag.is_cancelled() {
+                    return;
+                }
             }
         };
         let when = std::future::poll_fn(|cx| match &self.when {
