@@ -1,5 +1,5 @@
 //! The case counts `conformance/README.md` states are the binary's: its
-//! `--version` lines, the worker suite's total in the examples, one count
+//! `--version` lines (the SPEC.md revision included), the worker suite's total in the examples, one count
 //! per case file in the suite table (the fixture-derived row is the rest),
 //! and the parent suite's total. A case added without the README's count
 //! following fails here; `UPDATE_README_COUNTS=1 cargo test -p
@@ -34,12 +34,18 @@ fn numbers(text: &str) -> Vec<u64> {
         .collect()
 }
 
-fn version_counts() -> (Counts, String, String) {
+fn version_counts() -> (Counts, String, String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_quirl-conformance"))
         .arg("--version")
         .output()
         .unwrap();
     let text = String::from_utf8(output.stdout).unwrap();
+    let revision = text
+        .lines()
+        .find_map(|line| line.strip_prefix("checks: SPEC.md revision "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_owned();
     let worker_line = text
         .lines()
         .find(|line| line.starts_with("worker suite: "))
@@ -60,7 +66,7 @@ fn version_counts() -> (Counts, String, String) {
         protocol_only: worker[4],
         parent: parent[0],
     };
-    (counts, worker_line, parent_line)
+    (counts, worker_line, parent_line, revision)
 }
 
 /// Cases per worker case file (`cases/worker*.json`), by file name.
@@ -128,7 +134,7 @@ fn set_cell_before(text: &str, anchor: &str, value: u64) -> String {
 
 /// The README as it should read, with every count from the binary.
 fn expected_readme(readme: &str) -> String {
-    let (counts, worker_line, parent_line) = version_counts();
+    let (counts, worker_line, parent_line, revision) = version_counts();
     let files = worker_files();
     let mut text = readme.to_owned();
     let mut edits = Vec::new();
@@ -141,6 +147,9 @@ fn expected_readme(readme: &str) -> String {
                 version(&worker_line)
             } else if line.starts_with("# parent suite: ") {
                 version(&parent_line)
+            } else if let Some(rest) = line.strip_prefix("# checks: SPEC.md revision ") {
+                let after = rest.split_once(' ').map_or("", |(_, after)| after);
+                format!("# checks: SPEC.md revision {revision} {after}")
             } else {
                 line.to_owned()
             }

@@ -84,6 +84,9 @@
 //!   directions via `schemars`. Without it (the default) the crate needs no
 //!   proc-macro crate besides serde's derive.
 //! - `tokio`: the async adapters, module `tokio_io`.
+//! - `arbitrary`: `arbitrary::Arbitrary` for every record of [`records`],
+//!   generating values within the protocol's bounds (structure-aware
+//!   fuzzing of a host's code and of this crate's).
 //!
 //! # Modules
 //!
