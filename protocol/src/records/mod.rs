@@ -13,7 +13,7 @@
 //! With the feature `arbitrary`, every record implements
 //! `arbitrary::Arbitrary`, generating values within the protocol's bounds
 //! (each encodes, and decodes back equal): a host fuzzes its own code with
-//! them. [`OperationResult::arbitrary_for`] gives a result of one
+//! them. `OperationResult::arbitrary_for` gives a result of one
 //! operation.
 
 #[cfg(feature = "arbitrary")]
