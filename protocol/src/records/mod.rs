@@ -10,6 +10,7 @@
 //! they never clash with a host's own `ShellError` or `ErrorCode`):
 //! `use quirl_lua_protocol::records::{Operation, Policy};`.
 
+mod check_report;
 mod config;
 mod envelope;
 mod execution;
@@ -19,6 +20,9 @@ pub(crate) mod results;
 mod shell_error;
 mod strict;
 
+pub use check_report::{
+    CHECK_DIAGNOSTICS_GRANT, CHECK_RULE_BYTES_MAX, CheckDiagnostic, CheckReport, Severity,
+};
 pub use config::{
     CompletionConfig, EditorConfig, PickerConfig, PromptConfig, QuirlConfig, StatuslineConfig,
     ThemeColors, UiConfig,
