@@ -339,6 +339,44 @@ impl Reference {
     }
 }
 
+/// A library table: its standard members and what the VM holds there now.
+#[derive(Debug, Clone, Copy)]
+pub struct Library<'a> {
+    standard: &'a Tree,
+    live: Option<&'a Tree>,
+}
+
+impl<'a> Library<'a> {
+    /// The member `name`.
+    pub fn get(&self, name: &str) -> Option<&'a Entry> {
+        self.standard
+            .entries
+            .get(name)
+            .or_else(|| self.live.and_then(|live| live.entries.get(name)))
+    }
+
+    /// The entry at `path` below this table.
+    pub fn get_path(&self, path: &[&str]) -> Option<&'a Entry> {
+        self.standard
+            .get(path)
+            .or_else(|| self.live.and_then(|live| live.get(path)))
+    }
+
+    /// Every member name, sorted, once.
+    pub fn names(&self) -> Vec<&'a str> {
+        let mut names: Vec<&str> = self
+            .standard
+            .entries
+            .keys()
+            .chain(self.live.iter().flat_map(|live| live.entries.keys()))
+            .map(String::as_str)
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+}
+
 /// Everything the lint knows about the environment of one check.
 #[derive(Debug, Clone)]
 pub struct Environment {
@@ -425,7 +463,7 @@ impl Environment {
     /// a table of the standard environment that holds at least one function
     /// (so `package.loaded`, a table of data, is none). Its members are
     /// the standard ones plus what the live reading holds there.
-    pub fn library(&self, path: &[&str]) -> Option<Tree> {
+    pub fn library(&self, path: &[&str]) -> Option<Library<'_>> {
         let standard = self.standard.get(path)?.members()?;
         if !standard
             .entries
@@ -434,12 +472,13 @@ impl Environment {
         {
             return None;
         }
-        match self.live.as_ref().and_then(|live| live.get(path)) {
-            Some(Entry::Table(live)) => Some(standard.merged(live)),
+        let live = match self.live.as_ref().and_then(|live| live.get(path)) {
+            Some(Entry::Table(live)) => Some(live),
             // Replaced by something else: not the library any more.
-            Some(_) => None,
-            None => Some(standard.clone()),
-        }
+            Some(_) => return None,
+            None => None,
+        };
+        Some(Library { standard, live })
     }
 
     /// Whether stock Lua has `path`, and if so the capability that would

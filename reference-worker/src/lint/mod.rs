@@ -43,8 +43,8 @@ pub use report::{check_error, check_report};
 pub use sdk_calls::{SDK_SIGNATURES, Signature};
 
 /// Sources larger than this are compiled but not linted (the parse tree
-/// takes memory outside the VM's budget; about 60 bytes per source byte).
-pub const LINT_SOURCE_BYTES_MAX: usize = 1024 * 1024;
+/// takes memory outside the VM's budget: about 180 bytes per source byte).
+pub const LINT_SOURCE_BYTES_MAX: usize = 512 * 1024;
 
 /// A byte span of the source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

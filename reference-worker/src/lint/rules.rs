@@ -6,17 +6,19 @@
 //! calling or indexing a name that does not exist is an error, reading it
 //! (it is `nil`) a warning; and anything the chunk guards is a warning:
 //! inside `pcall`/`xpcall`, or a path the chunk tests somewhere (`if io
-//! then`, `x = unpack or table.unpack`, `type(jit)`), or when globals
-//! can appear by other ways (`_ENV`, `setmetatable(_G, …)`, a globals
-//! table with a metatable, a live reading cut short).
+//! then`, `x = unpack or table.unpack`, `type(jit)`), or code that never
+//! runs here (after `error(…)` in its block, or after `if NAME == nil then
+//! return end` for a `NAME` the environment lacks), or when globals can
+//! appear by other ways (`_ENV`, `setmetatable(_G, …)`, a globals table
+//! with a metatable, a live reading cut short).
 
 use super::annotations::{LUALS_TAGS, UnknownTag};
 use super::environment::{Entry, Environment};
 use super::sdk_calls::signature;
 use super::suggest::closest;
-use super::walk::{Access, Facts, LocalNote, Use};
+use super::walk::{Access, Dead, Facts, LocalNote, Use};
 use super::{Finding, LineIndex, Rule, Severity, shown};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// How to do without a facility the sandbox leaves out, when no grant adds it.
 fn facility_help(path: &str) -> String {
@@ -76,11 +78,33 @@ impl Context<'_> {
     /// `index` (0 is the root) in the way `use_`.
     fn severity(&self, access: &Access, index: usize, use_: Use) -> Severity {
         let guarded = access.in_pcall
-            || (0..=index).any(|len| self.facts.probed.contains(&access.path(len + 1)));
+            || (0..=index).any(|len| self.facts.probed.contains(&access.path(len + 1)))
+            || access.dead.iter().any(|dead| self.never_runs(dead));
         if fails(use_) && !guarded && self.names_certain {
             Severity::Error
         } else {
             Severity::Warning
+        }
+    }
+
+    /// Whether code that `dead` describes never runs in this environment.
+    fn never_runs(&self, dead: &Dead) -> bool {
+        match dead {
+            Dead::AfterError => true,
+            Dead::Unless(path) => {
+                let parts: Vec<&str> = path.split('.').collect();
+                match parts.split_first() {
+                    Some((root, [])) => !self.global_defined(root),
+                    Some((root, members)) => {
+                        !self.global_defined(root)
+                            || self.env.library(&[root]).is_some_and(|library| {
+                                library.get_path(members).is_none()
+                                    && !self.facts.defined_members.contains(path)
+                            })
+                    }
+                    None => false,
+                }
+            }
         }
     }
 
@@ -103,6 +127,7 @@ pub fn findings(
     };
     let mut found = Vec::new();
     let mut written: HashSet<&str> = HashSet::new();
+    let mut helps: HashMap<&str, Vec<String>> = HashMap::new();
     for access in &facts.accesses {
         let name = access.root.0.as_str();
         if access.last == Use::Write && access.members.is_empty() {
@@ -112,7 +137,10 @@ pub fn findings(
             continue;
         }
         if !context.global_defined(name) {
-            found.push(missing_global(&context, access));
+            let help = helps
+                .entry(name)
+                .or_insert_with(|| missing_help(&context, name));
+            found.push(missing_global(&context, access, help));
             continue;
         }
         if let Some(finding) = members(&context, access) {
@@ -151,45 +179,51 @@ fn global_write(access: &Access, facts: &Facts) -> Finding {
     }
 }
 
+/// How to fix a root name nothing defines (the same for each use of it).
+fn missing_help(context: &Context<'_>, name: &str) -> Vec<String> {
+    let env = context.env;
+    if env.stock.entries.contains_key(name) || env.granted_by(&[name]).is_some() {
+        return vec![absent_help(env, &[name])];
+    }
+    let candidates = env
+        .global_names()
+        .chain(context.facts.defined_globals.iter().map(String::as_str))
+        .chain(context.facts.local_names.iter().map(String::as_str));
+    match closest(name, candidates)
+        .or_else(|| closest(name, env.stock.entries.keys().map(String::as_str)))
+    {
+        Some(near) if env.stock.entries.contains_key(near) && !env.has_global(near) => {
+            vec![format!(
+                "did you mean `{}`? {}",
+                shown(near),
+                capitalized(&absent_help(env, &[near]))
+            )]
+        }
+        Some(near) => vec![format!("did you mean `{}`?", shown(near))],
+        None => vec![format!(
+            "define it first (`local {} = …`), or check its spelling",
+            shown(name)
+        )],
+    }
+}
+
 /// A root name nothing defines: absent from the sandbox, or unknown.
-fn missing_global(context: &Context<'_>, access: &Access) -> Finding {
+fn missing_global(context: &Context<'_>, access: &Access, help: &[String]) -> Finding {
     let (name, span) = (&access.root.0, access.root.1);
     let use_ = access.use_at(0);
     let severity = context.severity(access, 0, use_);
     let env = context.env;
     let verb = use_verb(use_);
-    let stock = env.stock.entries.contains_key(name.as_str());
-    if stock || env.granted_by(&[name]).is_some() {
+    if env.stock.entries.contains_key(name.as_str()) || env.granted_by(&[name]).is_some() {
         return Finding {
             rule: Rule::AbsentFacility,
             severity,
             span,
             message: format!("`{}` is not available in the sandbox", shown(name)),
             label: format!("{verb} here, but the sandbox has no `{}`", shown(name)),
-            help: vec![absent_help(env, &[name])],
+            help: help.to_vec(),
         };
     }
-    let candidates = env
-        .global_names()
-        .chain(context.facts.defined_globals.iter().map(String::as_str))
-        .chain(context.facts.local_names.iter().map(String::as_str));
-    let help = match closest(name, candidates)
-        .or_else(|| closest(name, env.stock.entries.keys().map(String::as_str)))
-    {
-        Some(near) if env.has_global(near) || context.facts.local_names.contains(near) => {
-            vec![format!("did you mean `{}`?", shown(near))]
-        }
-        Some(near) if env.stock.entries.contains_key(near) => vec![format!(
-            "did you mean `{}`? {}",
-            shown(near),
-            capitalized(&absent_help(env, &[near]))
-        )],
-        Some(near) => vec![format!("did you mean `{}`?", shown(near))],
-        None => vec![format!(
-            "define it first (`local {} = …`), or check its spelling",
-            shown(name)
-        )],
-    };
     let message = if fails(use_) {
         format!("`{}` is not defined", shown(name))
     } else {
@@ -201,7 +235,7 @@ fn missing_global(context: &Context<'_>, access: &Access) -> Finding {
         span,
         message,
         label: format!("{verb} here, but nothing defines `{}`", shown(name)),
-        help,
+        help: help.to_vec(),
     }
 }
 
@@ -218,7 +252,7 @@ fn members(context: &Context<'_>, access: &Access) -> Option<Finding> {
     for (index, (member, span)) in access.members.iter().enumerate() {
         let use_ = access.use_at(index + 1);
         let dotted = format!("{}.{member}", path.join("."));
-        if let Some(entry) = library.entries.get(member) {
+        if let Some(entry) = library.get(member) {
             path.push(member);
             match entry {
                 Entry::Table(_) => match env.library(&path) {
@@ -257,7 +291,7 @@ fn members(context: &Context<'_>, access: &Access) -> Option<Finding> {
                 help: vec![absent_help(env, &full)],
             });
         }
-        let names: Vec<&str> = library.entries.keys().map(String::as_str).collect();
+        let names = library.names();
         let help = match closest(member, names.iter().copied()) {
             Some(near) => format!("did you mean `{container}.{near}`?"),
             None => format!("`{container}` has: {}", names.join(", ")),

@@ -16,7 +16,7 @@ use full_moon::ast::{
     Parameter, Prefix, Stmt, Suffix, Var, punctuated::Punctuated,
 };
 use full_moon::tokenizer::{Symbol, TokenReference, TokenType};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Nesting deeper than this is not walked further (Lua's own compiler
 /// refuses sources nested beyond about 200 levels before the lint runs;
@@ -59,6 +59,18 @@ pub struct Access {
     pub last: Use,
     /// Inside the arguments of `pcall`/`xpcall`, whose errors are caught.
     pub in_pcall: bool,
+    /// Why the access may never be reached (empty: nothing says so).
+    pub dead: Vec<Dead>,
+}
+
+/// Why code may never run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dead {
+    /// It follows a call of `error` in its block.
+    AfterError,
+    /// It follows `if NAME == nil then … return end` (or `if not NAME`)
+    /// in its block: it runs only where the global path `NAME` exists.
+    Unless(String),
 }
 
 impl Access {
@@ -147,22 +159,33 @@ struct Local {
 /// The walk's state: the locals in scope and the facts found.
 struct Walker {
     locals: Vec<Local>,
+    /// Name → indexes into `locals` of the visible locals of that name,
+    /// innermost last (a lookup must not scan every local of a long chunk).
+    visible: HashMap<String, Vec<usize>>,
     /// Start index into `locals` of each open scope.
     scopes: Vec<usize>,
     facts: Facts,
     /// How many `pcall`/`xpcall` argument lists enclose the current node.
     pcall_depth: usize,
     depth: usize,
+    /// Why the statements being walked may never run (innermost last).
+    dead: Vec<Dead>,
+    /// Local functions that raise on every path (`local function fail(m)
+    /// error(m) end`): what follows a call of one never runs.
+    raising: HashSet<String>,
 }
 
 /// Walk `block`, the chunk.
 pub fn walk(block: &Block) -> Facts {
     let mut walker = Walker {
         locals: Vec::new(),
+        visible: HashMap::new(),
         scopes: Vec::new(),
         facts: Facts::default(),
         pcall_depth: 0,
         depth: 0,
+        dead: Vec::new(),
+        raising: HashSet::new(),
     };
     walker.scoped_block(block, &[]);
     walker.facts
@@ -241,6 +264,9 @@ impl Walker {
     fn close_scope(&mut self) {
         let start = self.scopes.pop().unwrap_or(0);
         for local in self.locals.drain(start..) {
+            if let Some(stack) = self.visible.get_mut(&local.name) {
+                stack.pop();
+            }
             if local.kind == LocalKind::Local && !local.used && !local.name.starts_with('_') {
                 self.facts.locals.push(LocalNote::Unused {
                     name: local.name,
@@ -251,10 +277,22 @@ impl Walker {
     }
 
     fn find_local(&mut self, name: &str) -> Option<&mut Local> {
-        self.locals
-            .iter_mut()
-            .rev()
-            .find(|local| local.name == name)
+        let index = *self.visible.get(name)?.last()?;
+        self.locals.get_mut(index)
+    }
+
+    fn is_local(&self, name: &str) -> bool {
+        self.visible
+            .get(name)
+            .is_some_and(|stack| !stack.is_empty())
+    }
+
+    fn push_local(&mut self, local: Local) {
+        self.visible
+            .entry(local.name.clone())
+            .or_default()
+            .push(self.locals.len());
+        self.locals.push(local);
     }
 
     fn declare(&mut self, token: &TokenReference, kind: LocalKind) {
@@ -266,16 +304,16 @@ impl Walker {
             self.facts.dynamic_globals = true;
         }
         if !name.starts_with('_')
-            && let Some(previous) = self.locals.iter().rev().find(|local| local.name == name)
+            && let Some(&previous) = self.visible.get(name).and_then(|stack| stack.last())
         {
             self.facts.locals.push(LocalNote::Shadows {
                 name: name.to_owned(),
                 span,
-                shadowed: previous.span,
+                shadowed: self.locals[previous].span,
             });
         }
         self.facts.local_names.insert(name.to_owned());
-        self.locals.push(Local {
+        self.push_local(Local {
             name: name.to_owned(),
             span,
             kind,
@@ -311,8 +349,12 @@ impl Walker {
         if !self.enter() {
             return;
         }
+        let outer = self.dead.len();
         for stmt in block.stmts() {
             self.stmt(stmt);
+            if let Some(dead) = self.exits(stmt) {
+                self.dead.push(dead);
+            }
         }
         if let Some(last) = block.last_stmt()
             && let LastStmt::Return(ret) = last
@@ -321,6 +363,7 @@ impl Walker {
                 self.expression(expression);
             }
         }
+        self.dead.truncate(outer);
         self.leave();
     }
 
@@ -386,6 +429,11 @@ impl Walker {
             }
             Stmt::LocalFunction(function) => {
                 self.declare(function.name(), LocalKind::Local);
+                if let Some(name) = name_of(function.name())
+                    && self.always_raises(function.body().block(), name)
+                {
+                    self.raising.insert(name.to_owned());
+                }
                 self.function_body(function.body(), false);
             }
             Stmt::NumericFor(numeric) => {
@@ -412,6 +460,98 @@ impl Walker {
             }
             // `goto` and labels name no variable.
             _ => {}
+        }
+    }
+
+    /// Whether what follows `stmt` in its block may never run: after a
+    /// call of the global `error`, or after `if NAME == nil then … return
+    /// end` / `if not NAME then … return end` without other branches.
+    fn exits(&self, stmt: &Stmt) -> Option<Dead> {
+        match stmt {
+            Stmt::FunctionCall(call) if self.raises(call, None) => Some(Dead::AfterError),
+            Stmt::If(branch)
+                if branch.else_if().is_none()
+                    && branch.else_block().is_none()
+                    && matches!(branch.block().last_stmt(), Some(LastStmt::Return(_))) =>
+            {
+                let tested = match branch.condition() {
+                    Expression::UnaryOperator {
+                        unop: full_moon::ast::UnOp::Not(_),
+                        expression,
+                    } => expression.as_ref(),
+                    Expression::BinaryOperator { lhs, binop, rhs }
+                        if matches!(binop, full_moon::ast::BinOp::TwoEqual(_))
+                            && is_symbol(rhs, Symbol::Nil) =>
+                    {
+                        lhs.as_ref()
+                    }
+                    _ => return None,
+                };
+                let Expression::Var(var) = tested else {
+                    return None;
+                };
+                let path = constant_path(var)?;
+                if self.is_local(&path[0]) {
+                    return None;
+                }
+                Some(Dead::Unless(path.join(".")))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether `call` always raises: a call of the global `error`, of a
+    /// local function known to raise on every path, or of `this` (the
+    /// function being judged: a recursive call is taken to raise, the
+    /// usual assumption of "never returns" inference).
+    fn raises(&self, call: &FunctionCall, this: Option<&str>) -> bool {
+        let (Prefix::Name(token), 1) = (call.prefix(), call.suffixes().count()) else {
+            return false;
+        };
+        let Some(name) = name_of(token) else {
+            return false;
+        };
+        if this == Some(name) || self.raising.contains(name) {
+            return true;
+        }
+        name == "error" && !self.is_local("error")
+    }
+
+    /// Whether `block` raises on every path (no path reaches its end or a
+    /// `return`/`break`): a statement that raises (a raising call, `return
+    /// error(…)`, a `do` block or an `if` with an `else` whose every branch
+    /// raises) before anything that could leave it.
+    fn always_raises(&self, block: &Block, this: &str) -> bool {
+        for stmt in block.stmts() {
+            let raises = match stmt {
+                Stmt::FunctionCall(call) => self.raises(call, Some(this)),
+                Stmt::Do(inner) => self.always_raises(inner.block(), this),
+                Stmt::If(branch) => {
+                    branch
+                        .else_block()
+                        .is_some_and(|block| self.always_raises(block, this))
+                        && self.always_raises(branch.block(), this)
+                        && branch
+                            .else_if()
+                            .into_iter()
+                            .flatten()
+                            .all(|else_if| self.always_raises(else_if.block(), this))
+                }
+                _ => false,
+            };
+            if raises {
+                return true;
+            }
+        }
+        match block.last_stmt() {
+            Some(LastStmt::Return(ret)) => {
+                let mut values = ret.returns().iter();
+                matches!(
+                    (values.next(), values.next()),
+                    (Some(Expression::FunctionCall(call)), None) if self.raises(call, Some(this))
+                )
+            }
+            _ => false,
         }
     }
 
@@ -451,7 +591,7 @@ impl Walker {
         // under it (`pcall(function() … end)`), so its body counts as guarded.
         self.open_scope();
         if method {
-            self.locals.push(Local {
+            self.push_local(Local {
                 name: "self".to_owned(),
                 span: Span { start: 0, end: 0 },
                 kind: LocalKind::Quiet,
@@ -601,6 +741,7 @@ impl Walker {
             members,
             last,
             in_pcall: self.pcall_depth > 0,
+            dead: self.dead.clone(),
         });
     }
 
@@ -610,7 +751,7 @@ impl Walker {
             Prefix::Name(token) => name_of(token).filter(|name| {
                 suffixes.len() == 1
                     && matches!(suffixes[0], Suffix::Call(Call::AnonymousCall(_)))
-                    && !self.locals.iter().any(|local| local.name == *name)
+                    && !self.is_local(name)
             }),
             _ => None,
         };
