@@ -111,7 +111,16 @@ pub(crate) enum Command {
         /// The configuration file.
         file: PathBuf,
     },
-    /// Check that a Lua file compiles, without running it.
+    /// Compile and lint a Lua file without running it; exit 1 on errors.
+    ///
+    /// Errors (exit 1): undefined globals called or indexed, what the
+    /// sandbox leaves out under the grants given (`io`, `os`, `print`,
+    /// `load`, …), unknown members of its library tables, SDK calls with
+    /// too few arguments, misspelt annotation tags. Warnings (exit 0):
+    /// unused locals, shadowing, global assignments, and the same problems
+    /// where the code guards them (`pcall`, `if io then`). Each is printed
+    /// with its file:line:column, the source line and a caret; `--json`
+    /// prints the report record.
     Check {
         /// The file to check.
         file: PathBuf,

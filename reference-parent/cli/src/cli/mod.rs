@@ -6,6 +6,7 @@
 
 mod args;
 mod batch;
+mod check;
 mod render;
 
 use std::collections::BTreeMap;
@@ -189,6 +190,11 @@ fn execute(cli: &Cli) -> Result<Option<Value>, Failure> {
             batch::run(config, options)?;
             return Ok(None);
         }
+        Command::Check { file } => {
+            let config = config.with_grants(check::grants(&cli.options));
+            check::run(config, file, cli.options.json)?;
+            return Ok(None);
+        }
         Command::Stats(options) => {
             let options = args::BatchArgs {
                 stats: true,
@@ -219,11 +225,6 @@ fn execute_one(
             }
             Ok(worker.eval(source)?)
         }
-        Command::Check { file } => {
-            let source = read_source(file)?;
-            Worker::spawn(config)?.check(&source, &file.display().to_string())?;
-            Ok(Value::Null)
-        }
         Command::Test { file } => {
             let source = read_source(file)?;
             let count = Worker::spawn(config)?.test(&source, &file.display().to_string())?;
@@ -252,9 +253,9 @@ fn execute_one(
             printed_outcome(&outcome, options.json)
         }
         Command::Plugin(plugin) => run_plugin(config, plugin, options),
-        Command::Batch(_) | Command::Stats(_) => {
-            Err(Failure::Usage("batch and stats run separately".to_owned()))
-        }
+        Command::Batch(_) | Command::Stats(_) | Command::Check { .. } => Err(Failure::Usage(
+            "batch, stats and check run separately".to_owned(),
+        )),
     }
 }
 
