@@ -87,6 +87,11 @@ fn the_readme_examples_have_no_errors() {
     ]);
     for (name, source) in readme_examples() {
         let errors = errors_of(&lint::lint(&source, &env));
+        if name == "issue.lua" {
+            // The README shows what `check` finds in it: four errors.
+            assert_eq!(errors.len(), 4, "README {name}: {errors:#?}");
+            continue;
+        }
         assert!(errors.is_empty(), "README {name}: {errors:#?}");
     }
 }
