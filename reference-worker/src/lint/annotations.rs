@@ -108,6 +108,17 @@ pub struct UnknownTag {
     pub near: Option<&'static str>,
 }
 
+/// Whether `source` may hold an annotation: `---`, optional spaces, `@`
+/// (a scan of the text, far cheaper than a walk of the tree).
+pub fn may_have_annotations(source: &str) -> bool {
+    memchr::memmem::find_iter(source.as_bytes(), b"---").any(|at| {
+        source.as_bytes()[at + 3..]
+            .iter()
+            .find(|&&b| b != b'-' && b != b' ' && b != b'\t')
+            == Some(&b'@')
+    })
+}
+
 /// Every unknown `---@tag` in the comments of `ast`, in source order.
 pub fn unknown_tags(ast: &Ast) -> Vec<UnknownTag> {
     // full_moon's visitor reaches every comment token once, in order (its

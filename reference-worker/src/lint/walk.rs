@@ -288,10 +288,13 @@ impl Walker {
     }
 
     fn push_local(&mut self, local: Local) {
-        self.visible
-            .entry(local.name.clone())
-            .or_default()
-            .push(self.locals.len());
+        let index = self.locals.len();
+        match self.visible.get_mut(&local.name) {
+            Some(stack) => stack.push(index),
+            None => {
+                self.visible.insert(local.name.clone(), vec![index]);
+            }
+        }
         self.locals.push(local);
     }
 
@@ -312,7 +315,9 @@ impl Walker {
                 shadowed: self.locals[previous].span,
             });
         }
-        self.facts.local_names.insert(name.to_owned());
+        if !self.facts.local_names.contains(name) {
+            self.facts.local_names.insert(name.to_owned());
+        }
         self.push_local(Local {
             name: name.to_owned(),
             span,

@@ -28,7 +28,11 @@ impl Vm {
         self.compile_block(&chunk)
             .map_err(|e| self.fail(&e, Some(&chunk)))?;
         let findings = match self.lint_environment() {
-            Ok(environment) => lint::lint(&chunk.text, &environment),
+            Ok(environment) => {
+                let (findings, tree) = lint::lint_deferring(&chunk.text, &environment);
+                self.deferred = Some(tree);
+                findings
+            }
             Err(why) => vec![lint::not_linted(why)],
         };
         if self

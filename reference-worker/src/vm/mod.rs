@@ -96,6 +96,9 @@ pub struct Vm {
     /// The last compiled `eval` chunk, by exact source text (see
     /// [`Vm::eval_function`]).
     eval_cache: Option<(String, Function)>,
+    /// What the last `check` left to free (its parse tree), freed by
+    /// [`Vm::release_deferred`] once the answer is out, or by the next request.
+    deferred: Option<crate::lint::Deferred>,
 }
 
 fn build_error(error: &mlua::Error) -> OpError {
@@ -220,6 +223,7 @@ impl Vm {
             limits,
             plugin: None,
             eval_cache: None,
+            deferred: None,
         })
     }
 
@@ -233,9 +237,17 @@ impl Vm {
         self.meter.used_memory()
     }
 
+    /// Free what the last request left to free after its answer (the
+    /// parse tree of `check`'s lint). The serve loop calls it once the
+    /// answer is written; otherwise the next request frees it first.
+    pub fn release_deferred(&mut self) {
+        self.deferred = None;
+    }
+
     /// Run one operation (any but `initialize`, which builds the VM: see
     /// [`Vm::new`]).
     pub fn handle(&mut self, operation: Operation) -> Verdict {
+        self.release_deferred();
         if let Some(verdict) = self.stopped_verdict() {
             return verdict;
         }
