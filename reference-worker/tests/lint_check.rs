@@ -185,3 +185,75 @@ fn a_long_report_keeps_the_errors_and_says_how_many_more() {
             .starts_with("37 more findings (37 errors")
     );
 }
+
+/// The deepest nesting and the longest operator chains Lua's compiler
+/// accepts never exhaust the worker's stack (its main thread has 8 MiB;
+/// this test gives the VM's thread the same): the lint reads what it can
+/// walk and free, and names the rest `lint_incomplete`.
+#[test]
+fn the_deepest_sources_lua_compiles_do_not_exhaust_the_stack() {
+    let worker_stack = 8 << 20;
+    let run = std::thread::Builder::new()
+        .stack_size(worker_stack)
+        .spawn(|| {
+            let mut vm = negotiated();
+            let shapes: [(&str, &str, &str); 4] = [
+                ("(", "x", ")"),
+                ("{", "x", "}"),
+                ("function() return ", "x", " end"),
+                ("(function() if x then ", "x()", " end end)()"),
+            ];
+            let mut linted = 0;
+            let mut cut = 0;
+            for (open, inner, close) in shapes {
+                for depth in (10..=400).step_by(10) {
+                    let source = format!(
+                        "return {}{inner}{}",
+                        open.repeat(depth),
+                        close.repeat(depth)
+                    );
+                    match vm.handle(Operation::Check {
+                        source,
+                        source_name: "deep.lua".to_owned(),
+                    }) {
+                        Verdict::Success(value) => {
+                            let report: CheckReport =
+                                match OperationResult::decode(OperationKind::Check, &value) {
+                                    Ok(OperationResult::CheckReport(report)) => report,
+                                    other => panic!("{other:?}"),
+                                };
+                            if report
+                                .diagnostics
+                                .iter()
+                                .any(|d| d.rule == "lint_incomplete")
+                            {
+                                cut += 1;
+                            } else {
+                                linted += 1;
+                            }
+                        }
+                        // Lua's own limit.
+                        Verdict::Failure(error) => {
+                            assert_eq!(error.code, ErrorCode::Lua, "{error:?}");
+                            break;
+                        }
+                        other => panic!("{other:?}"),
+                    }
+                }
+            }
+            // Chains of any length compile: 262,144 operators in 512 KiB.
+            for (terms, lints) in [(1_000, true), (262_000, false)] {
+                let source = format!("return {}1", "1+".repeat(terms));
+                let report = report(check(&mut vm, &source));
+                let incomplete = report
+                    .diagnostics
+                    .iter()
+                    .any(|d| d.rule == "lint_incomplete");
+                assert_eq!(!incomplete, lints, "{terms} terms");
+            }
+            (linted, cut)
+        })
+        .unwrap();
+    let (linted, cut) = run.join().expect("the lint exhausted the stack");
+    assert!(linted >= 10 && cut >= 1, "linted {linted}, cut {cut}");
+}

@@ -21,7 +21,7 @@
 //! | `global_write` | an assignment that creates a global (it persists across requests) | warning |
 //! | `unused_local` | a `local` (or local function) nothing reads; names starting with `_`, parameters and loop variables are exempt | warning |
 //! | `shadowing` | a local that hides a visible local of the same name | warning |
-//! | `lint_incomplete` | a source the lint could not read in full (too large, or a construct full_moon refuses) | warning |
+//! | `lint_incomplete` | a source the lint could not read in full (over 512 KiB; nested or chained deeper than `depth` allows; a construct full_moon refuses) | warning |
 //!
 //! "Guarded" means inside the arguments of `pcall`/`xpcall`, or a path the
 //! chunk tests somewhere (`if io then`, `unpack or table.unpack`,
@@ -30,6 +30,7 @@
 //! carries a "did you mean".
 
 mod annotations;
+mod depth;
 pub mod environment;
 mod report;
 mod rules;
@@ -155,6 +156,8 @@ pub fn lint_deferring(source: &str, env: &Environment) -> (Vec<Finding>, Deferre
             "the source has {} bytes; the lint reads at most {LINT_SOURCE_BYTES_MAX}",
             source.len()
         );
+        (vec![not_linted(why)], None)
+    } else if let Some(why) = depth::too_deep(source) {
         (vec![not_linted(why)], None)
     } else {
         let parsed = full_moon::parse_fallible(source, full_moon::LuaVersion::lua54());

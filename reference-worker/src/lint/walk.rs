@@ -876,14 +876,30 @@ impl Walker {
             return;
         }
         match expression {
-            Expression::BinaryOperator { lhs, binop, rhs } => {
+            Expression::BinaryOperator { .. } => {
+                // A left-associative chain (`a + b + c`) nests along its
+                // left operands: walk that spine in a loop, not by
+                // recursion (`super::depth` bounds its length).
                 use full_moon::ast::BinOp;
-                if matches!(binop, BinOp::And(_) | BinOp::Or(_)) {
-                    self.probe(lhs);
-                    self.probe(rhs);
+                let mut spine = Vec::new();
+                let mut leftmost = expression;
+                while let Expression::BinaryOperator { lhs, binop, rhs } = leftmost {
+                    spine.push((binop, rhs.as_ref()));
+                    leftmost = lhs.as_ref();
                 }
-                self.expression(lhs);
-                self.expression(rhs);
+                let tested = spine
+                    .iter()
+                    .any(|(binop, _)| matches!(binop, BinOp::And(_) | BinOp::Or(_)));
+                if tested {
+                    self.probe(leftmost);
+                }
+                self.expression(leftmost);
+                for (binop, rhs) in spine.into_iter().rev() {
+                    if matches!(binop, BinOp::And(_) | BinOp::Or(_)) {
+                        self.probe(rhs);
+                    }
+                    self.expression(rhs);
+                }
             }
             Expression::Parentheses { expression, .. } => self.expression(expression),
             Expression::UnaryOperator { unop, expression } => {
