@@ -76,16 +76,39 @@ fn readme_examples() -> Vec<(String, String)> {
     examples
 }
 
+/// The `--grant`s of the README's command lines that run `name`.
+fn readme_grants(name: &str) -> Vec<String> {
+    let text = read(&root().join("README.md"));
+    let mut grants = Vec::new();
+    for line in text.lines().filter(|line| line.contains(name)) {
+        let mut words = line.split_whitespace();
+        while let Some(word) = words.next() {
+            if word == "--grant"
+                && let Some(grant) = words.next()
+            {
+                grants.push(grant.to_owned());
+            }
+        }
+    }
+    grants
+}
+
 #[test]
 fn the_readme_examples_have_no_errors() {
-    // The plugin examples run with these grants in the README.
-    let env = sandbox(&[
-        "extension.contribute",
-        "catalog.register",
-        "commands.register",
-        "prompt.register",
-    ]);
     for (name, source) in readme_examples() {
+        // The plugin examples run with `$GRANTS`; the others with the
+        // `--grant`s of the lines that run them.
+        let mut grants = readme_grants(&name);
+        grants.extend(
+            [
+                "extension.contribute",
+                "catalog.register",
+                "commands.register",
+                "prompt.register",
+            ]
+            .map(str::to_owned),
+        );
+        let env = Environment::for_grants(&grants.into_iter().collect()).unwrap();
         let errors = errors_of(&lint::lint(&source, &env));
         if name == "issue.lua" {
             // The README shows what `check` finds in it: four errors.

@@ -74,13 +74,13 @@ fn the_four_problems_of_the_issue_file() {
                 "undefined_global",
                 E,
                 "prnt",
-                "did you mean `print`? The sandbox has no output stream: return the value instead (the parent prints what a chunk returns)"
+                "did you mean `print`? The grant `lua.io` adds it (`quirl-lua --grant lua.io`, or `lua.io` in initialize's grants)"
             ),
             (
                 "absent_facility",
                 E,
                 "io",
-                "the sandbox has no files and no terminal: take input from the execution context (`ctx.input`) and return the output"
+                "the grant `lua.io` adds it (`quirl-lua --grant lua.io`, or `lua.io` in initialize's grants)"
             ),
         ]
     );
@@ -152,7 +152,16 @@ fn facilities_the_sandbox_leaves_out_name_the_grant_that_adds_them() {
         errors("os.exit(1)", &[]),
         [("absent_facility", "os".to_owned())]
     );
-    assert!(help_of("os.exit(1)", Rule::AbsentFacility).contains("quirl.process.run"));
+    assert!(help_of("os.exit(1)", Rule::AbsentFacility).contains("`lua.os`"));
+    assert_eq!(errors("os.exit(1)", &["lua.os"]), []);
+    // What no grant adds: a member of `os` left out, the debug library.
+    assert_eq!(
+        errors("os.execute('ls')", &["lua.os"]),
+        [("absent_facility", "execute".to_owned())]
+    );
+    let help = lint_with("os.execute('ls')", &["lua.os"])[0].help.join(" ");
+    assert!(help.contains("quirl.process.run"), "{help}");
+    assert!(help_of("debug.traceback()", Rule::AbsentFacility).contains("debug library"));
     assert_eq!(
         errors("_G.print('x')", &[]),
         [("absent_facility", "print".to_owned())]

@@ -2,8 +2,8 @@
 //! under which grants, and which of stock Lua 5.4's the sandbox leaves out.
 //!
 //! Nothing here is a hand-kept list. [`Tree::read`] reads a live Lua
-//! state's globals (names, and the members of their tables two levels
-//! deep); the reference data the lint starts from is such a reading of
+//! state's globals (names, and the members of their library tables, those
+//! holding functions, two levels deep); the reference data the lint starts from is such a reading of
 //! the worker's own environments, committed as
 //! `tests/snapshots/lint_environment.snap.json` and embedded here:
 //!
@@ -23,7 +23,8 @@
 //! capability alone and for all of them together, the environment the lint
 //! derives here must equal what the live sandbox holds, so the two cannot
 //! drift (regenerate with `INSTA_UPDATE=always cargo test -p
-//! quirl-lua-reference-worker --test lint_environment`). At check time the
+//! quirl-lua-reference-worker --test lint_environment`, then build again:
+//! the reading is embedded at build time). At check time the
 //! worker adds a reading of its own VM ([`Environment::with_live`]), so
 //! globals and members earlier requests defined count as defined.
 
@@ -234,7 +235,7 @@ impl Reader {
             let entry = match value {
                 Value::Table(member) => {
                     let fresh = self.seen.insert(member.to_pointer() as usize);
-                    if fresh && depth <= TABLE_DEPTH_MAX {
+                    if fresh && depth <= TABLE_DEPTH_MAX && has_function(&member)? {
                         listed.push((name.clone(), member));
                         continue;
                     }
@@ -251,6 +252,21 @@ impl Reader {
         }
         Ok(Tree { entries })
     }
+}
+
+/// Whether `table` holds a function under a string key: a library table,
+/// whose members the lint lists and checks. A table of data
+/// (`package.loaded`, `package.preload`) is read as opaque: its members
+/// change as the program runs, and what it holds depends on other grants
+/// (`package.loaded.os` exists with `lua.load` and `lua.os` together).
+fn has_function(table: &Table) -> mlua::Result<bool> {
+    for pair in table.pairs::<Value, Value>() {
+        let (key, value) = pair?;
+        if matches!((key, value), (Value::String(_), Value::Function(_))) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// What Lua's `type` says of `value` (mlua names integers and light
@@ -503,16 +519,19 @@ impl Environment {
 }
 
 /// The worker capabilities the readings cover: every grant string the
-/// worker knows (SPEC §7.1): Quirl's default grants, `process.spawn`,
-/// `lua.load` and `check.diagnostics`. Most add nothing to the globals;
-/// the readings say so.
+/// worker knows (`sandbox::grants::KNOWN_GRANTS`, SPEC §7.1), which
+/// includes the sandbox's capabilities
+/// (`sandbox::capabilities::SANDBOX_CAPABILITIES`: `lua.load`, `lua.os`,
+/// `lua.io`). Most add nothing to the globals; the readings say so.
 pub fn known_capabilities() -> Vec<String> {
-    let mut known: Vec<String> = crate::sandbox::grants::default_grants(true)
-        .into_iter()
-        .chain([
-            crate::sandbox::LUA_LOAD_GRANT.to_owned(),
-            quirl_lua_protocol::records::CHECK_DIAGNOSTICS_GRANT.to_owned(),
-        ])
+    let mut known: Vec<String> = crate::sandbox::grants::KNOWN_GRANTS
+        .iter()
+        .map(|grant| (*grant).to_owned())
+        .chain(
+            crate::sandbox::capabilities::SANDBOX_CAPABILITIES
+                .iter()
+                .map(|capability| capability.grant.to_owned()),
+        )
         .collect();
     known.sort();
     known.dedup();
