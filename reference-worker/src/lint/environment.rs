@@ -497,18 +497,6 @@ impl Environment {
         Some(Library { standard, live })
     }
 
-    /// Whether stock Lua has `path`, and if so the capability that would
-    /// add it, when one does.
-    pub fn in_stock(&self, path: &[&str]) -> Option<Option<&str>> {
-        self.stock.get(path)?;
-        Some(
-            self.not_granted
-                .iter()
-                .find(|(_, tree)| tree.get(path).is_some())
-                .map(|(grant, _)| grant.as_str()),
-        )
-    }
-
     /// The capability not granted that would add `path`, stock or not.
     pub fn granted_by(&self, path: &[&str]) -> Option<&str> {
         self.not_granted
