@@ -167,7 +167,9 @@
 //!   descendants that left the group, and its one documented gap.
 
 pub(crate) mod command_language;
+mod command_spawn;
 mod exec;
+mod exec_guard;
 mod exec_image;
 mod exec_ruleset;
 mod grants;
@@ -175,16 +177,23 @@ mod host_call;
 mod host_error;
 mod landlock_abi;
 pub(crate) mod orphans;
+mod private_dirs;
+mod program_identity;
 mod tree;
 mod wrappers;
+mod write_ruleset;
 
 // The token the host waits on (`cancel::CancelSignal`) lives with the
 // workers and pools that share it; the submodules name it `super::cancel`.
 use crate::cancel;
 pub use command_language::{COMMAND_BYTES_MAX, parse_command};
+pub(crate) use command_spawn::pid_namespace_summary;
+pub use command_spawn::pid_namespace_support;
 pub use exec::{
     CommandOutcomeData, OUTCOME_ENCODED_BYTES_MAX, OUTPUT_BYTES_MAX, ProcessRequest, run_command,
 };
+pub(crate) use exec_guard::exec_guard_summary;
+pub use exec_guard::exec_guard_support;
 pub use exec_ruleset::{LandlockSupport, landlock_support};
 pub use grants::{
     DEFAULT_COMMAND_PIDS_MAX, Environment, GrantRule, Grants, PROCESS_SPAWN_GRANT,
@@ -200,3 +209,4 @@ pub use wrappers::{
     COMMAND_OPTION_PROGRAMS, COMMAND_RUNNING_PROGRAMS, PROGRAMMING_ENVIRONMENTS,
     is_programming_environment, runs_arguments_as_command,
 };
+pub(crate) use write_ruleset::write_confinement_summary;

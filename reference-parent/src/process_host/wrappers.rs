@@ -270,16 +270,43 @@ pub fn is_programming_environment(name: &str) -> bool {
     listed_in(PROGRAMMING_ENVIRONMENTS, name)
 }
 
-/// `name` compared by final path component, a trailing version ignored;
-/// the dynamic loaders (`ld-linux*`, `ld-musl*`) are on every list.
+/// `name` compared by final path component under each of its spellings
+/// ([`spellings`]); the dynamic loaders (`ld-linux*`, `ld-musl*`) are on
+/// every list.
 fn listed_in(list: &[&str], name: &str) -> bool {
     let base = name.rsplit('/').next().unwrap_or(name);
     if base.starts_with("ld-linux") || base.starts_with("ld-musl") {
         return true; // the dynamic loader runs any program it is given
     }
+    spellings(base)
+        .into_iter()
+        .flatten()
+        .any(|spelling| list.contains(&spelling))
+}
+
+/// The names a program file name stands for: itself; without a trailing
+/// version (`python3.12` → `python`, `bash5` → `bash`); before its first
+/// `.` (`vim.basic` → `vim`, `perl.real` → `perl`); and before its first
+/// digit (`perl5.36-x86_64-linux-gnu` → `perl`, `lua5.4` → `lua`).
+/// Distributions install one program under such names, so a list entry
+/// covers all of them (at the price of a few names of other programs that
+/// share a listed prefix, refused too).
+fn spellings(base: &str) -> [Option<&str>; 4] {
+    fn some(text: &str) -> Option<&str> {
+        (!text.is_empty()).then_some(text)
+    }
     let unversioned = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');
-    list.iter()
-        .any(|listed| *listed == base || (!unversioned.is_empty() && *listed == unversioned))
+    let before_dot = base.split('.').next().unwrap_or(base);
+    let before_digit = base
+        .split(|c: char| c.is_ascii_digit())
+        .next()
+        .unwrap_or(base);
+    [
+        some(base),
+        some(unversioned),
+        some(before_dot),
+        some(before_digit),
+    ]
 }
 
 #[cfg(test)]
@@ -305,6 +332,17 @@ mod tests {
         assert!(runs_arguments_as_command("/usr/bin/perl5.36"));
         assert!(runs_arguments_as_command("bash5"));
         assert!(runs_arguments_as_command("/lib64/ld-linux-x86-64.so.2"));
+        // Debian's other names of refused programs (issue 38).
+        for name in [
+            "perl5.36-x86_64-linux-gnu",
+            "perl5.36.0",
+            "vim.basic",
+            "vim.tiny",
+            "lua5.4",
+            "/usr/bin/python3.11-config",
+        ] {
+            assert!(is_programming_environment(name), "{name}");
+        }
     }
 
     #[test]
