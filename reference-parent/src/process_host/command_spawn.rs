@@ -120,7 +120,7 @@ fn probe_pid_namespace() -> Result<(), String> {
 /// One line for reports.
 pub(crate) fn pid_namespace_summary() -> String {
     match pid_namespace_support() {
-        Ok(()) => "each host command is the first process of a PID namespace of its own: when it ends, the kernel kills every process it started".to_owned(),
+        Ok(()) => "each host command runs in a PID namespace of its own under a small init: when the program ends, the kernel kills every process it started".to_owned(),
         Err(why) => format!("unavailable ({why}): process groups, the /proc sweep and adopted orphans (DESIGN §16.7)"),
     }
 }

@@ -68,9 +68,9 @@ pub(crate) struct GlobalOptions {
     /// child when writable, else process groups), `cgroup` or `process-group`.
     #[arg(long, global = true, value_name = "MODE", default_value = "auto", value_parser = parse_containment)]
     pub(crate) containment: Containment,
-    /// pids.max of each host command's cgroup (cgroup mode, where the pids controller is enabled).
-    #[arg(long = "command-pids-max", global = true, value_name = "N", default_value_t = DEFAULT_COMMAND_PIDS_MAX)]
-    pub(crate) command_pids_max: u64,
+    /// How many processes each host command's tree may hold (pids.max of its cgroup, v2 or v1); `max` for no limit. Enforced or refused: where no pids controller can be written, a command with a limit fails (see --version --verbose).
+    #[arg(long = "command-pids-max", global = true, value_name = "N|max", default_value = DEFAULT_COMMAND_PIDS_MAX_TEXT, value_parser = parse_pids_max)]
+    pub(crate) command_pids_max: Option<u64>,
     /// Fail host commands closed where the Landlock execute ruleset cannot be applied, instead of falling back to the program list (DESIGN §16.6).
     #[arg(long = "require-landlock", global = true)]
     pub(crate) require_landlock: bool,
@@ -292,6 +292,23 @@ fn parse_containment(text: &str) -> Result<Containment, String> {
     text.parse()
 }
 
+/// The `--command-pids-max` default, as the flag spells it.
+const DEFAULT_COMMAND_PIDS_MAX_TEXT: &str = "256";
+const _: () = assert!(DEFAULT_COMMAND_PIDS_MAX == 256);
+
+/// `N` (at least 1) or `max` (no limit, as cgroup's `pids.max` spells it).
+pub(crate) fn parse_pids_max(text: &str) -> Result<Option<u64>, String> {
+    if text == "max" {
+        return Ok(None);
+    }
+    match text.parse::<u64>() {
+        Ok(count) if count >= 1 => Ok(Some(count)),
+        _ => Err(format!(
+            "`{text}` is not a process count (a whole number from 1, or `max` for no limit)"
+        )),
+    }
+}
+
 /// Parse `33554432`, `32MiB`, `512KiB`, `1G`, … into bytes.
 pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
@@ -393,6 +410,19 @@ mod tests {
         assert!(parse_module("json=").is_err());
         assert!(parse_module("json.lua").is_err());
         assert!(parse_module("a\0b=x.lua").is_err());
+    }
+
+    #[test]
+    fn parses_process_limits() {
+        assert_eq!(parse_pids_max("16"), Ok(Some(16)));
+        assert_eq!(parse_pids_max("max"), Ok(None));
+        assert!(parse_pids_max("0").is_err());
+        assert!(parse_pids_max("-1").is_err());
+        assert!(parse_pids_max("none").is_err());
+        assert_eq!(
+            parse_pids_max(DEFAULT_COMMAND_PIDS_MAX_TEXT),
+            Ok(Some(DEFAULT_COMMAND_PIDS_MAX))
+        );
     }
 
     #[test]

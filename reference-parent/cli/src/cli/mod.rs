@@ -153,6 +153,14 @@ fn verbose_version(arguments: &[std::ffi::OsString]) -> Option<String> {
     }
     // DESIGN §16.6: the host commands' execute ruleset.
     text.push_str(&format!("landlock: {}\n", report.landlock.summary()));
+    // DESIGN §16.6–§16.7: what a host command granted by name may do.
+    text.push_str(&format!("exec guard: {}\n", report.exec_guard));
+    text.push_str(&format!("command writes: {}\n", report.command_writes));
+    text.push_str(&format!("pid namespace: {}\n", report.pid_namespace));
+    text.push_str(&format!(
+        "command pids limit: {}\n",
+        report.command_pids_limit
+    ));
     // DESIGN §18.3: the built-in worker's own lockdown.
     text.push_str(&format!("worker lockdown: {}\n", worker_lockdown()));
     Some(text)
@@ -650,7 +658,7 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
         .with_cancel(cancel_on_interrupt())
         .with_limits(worker_limits(options, &policy))
         .with_containment(options.containment)
-        .with_command_pids_max(Some(options.command_pids_max))
+        .with_command_pids_max(options.command_pids_max)
         .with_require_landlock(options.require_landlock);
     // DESIGN §16.6: fail closed before anything starts.
     let landlock = quirl_lua_reference_parent::process_host::landlock_support();
