@@ -70,7 +70,7 @@ pub(crate) struct GlobalOptions {
     pub(crate) containment: Containment,
     /// How many processes each host command's tree may hold (pids.max of its cgroup, v2 or v1); `max` for no limit. Enforced or refused: where no pids controller can be written, a command with a limit fails (see --version --verbose).
     #[arg(long = "command-pids-max", global = true, value_name = "N|max", default_value = DEFAULT_COMMAND_PIDS_MAX_TEXT, value_parser = parse_pids_max)]
-    pub(crate) command_pids_max: Option<u64>,
+    pub(crate) command_pids_max: PidsLimit,
     /// Fail host commands closed where the Landlock execute ruleset cannot be applied, instead of falling back to the program list (DESIGN §16.6).
     #[arg(long = "require-landlock", global = true)]
     pub(crate) require_landlock: bool,
@@ -296,13 +296,17 @@ fn parse_containment(text: &str) -> Result<Containment, String> {
 const DEFAULT_COMMAND_PIDS_MAX_TEXT: &str = "256";
 const _: () = assert!(DEFAULT_COMMAND_PIDS_MAX == 256);
 
+/// A host command's process limit: a count, or none (`max`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PidsLimit(pub(crate) Option<u64>);
+
 /// `N` (at least 1) or `max` (no limit, as cgroup's `pids.max` spells it).
-pub(crate) fn parse_pids_max(text: &str) -> Result<Option<u64>, String> {
+pub(crate) fn parse_pids_max(text: &str) -> Result<PidsLimit, String> {
     if text == "max" {
-        return Ok(None);
+        return Ok(PidsLimit(None));
     }
     match text.parse::<u64>() {
-        Ok(count) if count >= 1 => Ok(Some(count)),
+        Ok(count) if count >= 1 => Ok(PidsLimit(Some(count))),
         _ => Err(format!(
             "`{text}` is not a process count (a whole number from 1, or `max` for no limit)"
         )),
@@ -414,14 +418,14 @@ mod tests {
 
     #[test]
     fn parses_process_limits() {
-        assert_eq!(parse_pids_max("16"), Ok(Some(16)));
-        assert_eq!(parse_pids_max("max"), Ok(None));
+        assert_eq!(parse_pids_max("16"), Ok(PidsLimit(Some(16))));
+        assert_eq!(parse_pids_max("max"), Ok(PidsLimit(None)));
         assert!(parse_pids_max("0").is_err());
         assert!(parse_pids_max("-1").is_err());
         assert!(parse_pids_max("none").is_err());
         assert_eq!(
             parse_pids_max(DEFAULT_COMMAND_PIDS_MAX_TEXT),
-            Ok(Some(DEFAULT_COMMAND_PIDS_MAX))
+            Ok(PidsLimit(Some(DEFAULT_COMMAND_PIDS_MAX)))
         );
     }
 

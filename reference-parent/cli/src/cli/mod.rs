@@ -658,7 +658,7 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
         .with_cancel(cancel_on_interrupt())
         .with_limits(worker_limits(options, &policy))
         .with_containment(options.containment)
-        .with_command_pids_max(options.command_pids_max)
+        .with_command_pids_max(options.command_pids_max.0)
         .with_require_landlock(options.require_landlock);
     // DESIGN §16.6: fail closed before anything starts.
     let landlock = quirl_lua_reference_parent::process_host::landlock_support();
