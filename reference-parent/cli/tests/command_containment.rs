@@ -108,6 +108,7 @@ fn git(dir: &Path, args: &[&str]) {
 
 // DESIGN §16.8: writes only beneath the working directory and the
 // private directory.
+// DESIGN §16.6-c
 #[test]
 fn a_granted_git_cannot_change_the_operators_gitconfig_or_anything_outside_its_repository() {
     let test =
@@ -290,6 +291,7 @@ fn batch(args: &[&str], lines: impl FnOnce(u32) -> String) -> (Vec<String>, Opti
 
 // DESIGN §16.7: a host command cannot signal the parent (Landlock's signal
 // scope, and its PID namespace, where it cannot even name it).
+// DESIGN §16.7-a
 #[test]
 fn a_command_cannot_signal_quirl_lua() {
     let test = "a_command_cannot_signal_quirl_lua";
@@ -420,6 +422,7 @@ fn nothing_survives_quirl_lua(mode: &str, test: &str) {
     eprintln!("{mode}: 100 runs in {:?}", started.elapsed());
 }
 
+// DESIGN §16.7-a
 #[test]
 fn in_cgroup_mode_nothing_a_command_starts_survives_quirl_lua() {
     let test = "in_cgroup_mode_nothing_a_command_starts_survives_quirl_lua";
@@ -431,6 +434,7 @@ fn in_cgroup_mode_nothing_a_command_starts_survives_quirl_lua() {
     nothing_survives_quirl_lua("cgroup", test);
 }
 
+// DESIGN §16.7-a
 #[test]
 fn in_process_group_mode_nothing_a_command_starts_survives_quirl_lua() {
     nothing_survives_quirl_lua(
@@ -456,6 +460,7 @@ print(made, failed)
 
 // DESIGN §16.7: the process limit is enforced (or the command refused),
 // never ignored, in both modes.
+// DESIGN §16.7-b
 #[test]
 fn the_command_process_limit_is_enforced_or_the_command_refused() {
     let test = "the_command_process_limit_is_enforced_or_the_command_refused";

@@ -221,6 +221,7 @@ int main(int argc, char **argv) {
 "#;
 
 // DESIGN §16.6-a: a program granted by name cannot start another.
+// DESIGN §16.6-b: exactly one program.
 #[test]
 fn the_loader_run_by_a_granted_program_runs_nothing() {
     let test = "the_loader_run_by_a_granted_program_runs_nothing";
@@ -228,7 +229,11 @@ fn the_loader_run_by_a_granted_program_runs_nothing() {
         return;
     }
     let Some(loader) = loader() else {
-        eprintln!("SKIPPED {test}: no glibc dynamic loader at a known path");
+        quirl_lua_testkit::environment::skip(
+            "programs",
+            test,
+            "no glibc dynamic loader at a known path",
+        );
         return;
     };
     let scratch = Scratch::new("loader");
@@ -257,6 +262,7 @@ fn the_loader_run_by_a_granted_program_runs_nothing() {
     assert_eq!(outcome.status, 3, "{outcome:?}");
 }
 
+// DESIGN §16.6-b: exactly one program.
 #[test]
 fn a_program_copied_into_a_memfd_is_not_executed() {
     let test = "a_program_copied_into_a_memfd_is_not_executed";
@@ -283,6 +289,7 @@ fn a_program_copied_into_a_memfd_is_not_executed() {
     );
 }
 
+// DESIGN §16.6-b: exactly one program.
 #[test]
 fn gcc_cannot_run_the_loader_as_its_wrapper() {
     let test = "gcc_cannot_run_the_loader_as_its_wrapper";
@@ -290,7 +297,11 @@ fn gcc_cannot_run_the_loader_as_its_wrapper() {
         return;
     }
     let Some(loader) = loader() else {
-        eprintln!("SKIPPED {test}: no glibc dynamic loader at a known path");
+        quirl_lua_testkit::environment::skip(
+            "programs",
+            test,
+            "no glibc dynamic loader at a known path",
+        );
         return;
     };
     let scratch = Scratch::new("gcc");
@@ -310,6 +321,7 @@ fn gcc_cannot_run_the_loader_as_its_wrapper() {
     );
 }
 
+// DESIGN §16.6-b: exactly one program.
 #[test]
 fn make_cannot_run_the_loader_as_its_shell() {
     let test = "make_cannot_run_the_loader_as_its_shell";
@@ -317,7 +329,11 @@ fn make_cannot_run_the_loader_as_its_shell() {
         return;
     }
     let Some(loader) = loader() else {
-        eprintln!("SKIPPED {test}: no glibc dynamic loader at a known path");
+        quirl_lua_testkit::environment::skip(
+            "programs",
+            test,
+            "no glibc dynamic loader at a known path",
+        );
         return;
     };
     let scratch = Scratch::new("make");
@@ -329,6 +345,7 @@ fn make_cannot_run_the_loader_as_its_shell() {
     refused_by_the_guard(&result);
 }
 
+// DESIGN §16.6-b: exactly one program.
 #[test]
 fn git_cannot_run_the_loader_through_exec_path_and_a_symlink() {
     let test = "git_cannot_run_the_loader_through_exec_path_and_a_symlink";
@@ -336,7 +353,11 @@ fn git_cannot_run_the_loader_through_exec_path_and_a_symlink() {
         return;
     }
     let Some(loader) = loader() else {
-        eprintln!("SKIPPED {test}: no glibc dynamic loader at a known path");
+        quirl_lua_testkit::environment::skip(
+            "programs",
+            test,
+            "no glibc dynamic loader at a known path",
+        );
         return;
     };
     let scratch = Scratch::new("git");

@@ -99,9 +99,11 @@ impl CommandOutcomeData {
 
 /// Check, parse, authorize and run `request`.
 ///
-/// Order: access (`validation`), command language (`invalid_argument`),
-/// program grant (`validation`), program lookup (`process_spawn`), deadline
-/// and cancellation (`resource_limit`), then the run itself.
+/// Order (DESIGN §16.3): access (`validation`), command language
+/// (`invalid_argument`), program grant (`validation`), program lookup
+/// (`process_spawn`), a granted program commands could write and the
+/// program's identity (`validation`), cancellation and deadline
+/// (`resource_limit`), containment, then the run itself.
 pub fn run_command(
     config: &ProcessHostConfig,
     request: &ProcessRequest,
@@ -111,6 +113,9 @@ pub fn run_command(
     let argv = parse_command(&request.command)?;
     let program = argv.first().map(String::as_str).unwrap_or_default();
     let path = config.authorize(program)?;
+    let granted_by_name = !config.grants().any_program();
+    let ruleset = exec_ruleset(config, program, &path)?;
+    let guard = exec_guard(granted_by_name, program)?;
     let limit = request.max_output_bytes.min(OUTPUT_BYTES_MAX);
     let started = Instant::now();
     if cancel.is_cancelled() {
@@ -121,9 +126,6 @@ pub fn run_command(
             .with_context("the deadline had passed before the command started"));
     }
     ensure_children_are_not_auto_reaped()?;
-    let granted_by_name = !config.grants().any_program();
-    let ruleset = exec_ruleset(config, program, &path)?;
-    let guard = exec_guard(granted_by_name, program)?;
     let mut containment = Containment::build(config)?;
     let environment = child_environment(config, &containment.private);
     let image = ExecImage::new(
