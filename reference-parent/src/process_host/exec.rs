@@ -225,6 +225,7 @@ pub fn run_command(
         guard,
         containment,
         status_pipe,
+        guard_done: false,
     };
     capture_until_exit(
         &mut running,
@@ -306,6 +307,8 @@ struct Running {
     guard: Option<ExecGuard>,
     containment: Containment,
     status_pipe: Option<std::os::fd::OwnedFd>,
+    /// No task carries the guard's filter any more.
+    guard_done: bool,
 }
 
 impl Running {
@@ -322,6 +325,9 @@ impl Running {
 
     /// The guard's listener while it still has a task to watch.
     fn guard_fd(&self) -> Option<BorrowedFd<'_>> {
+        if self.guard_done {
+            return None;
+        }
         self.guard.as_ref().map(ExecGuard::fd)
     }
 }
@@ -381,14 +387,13 @@ fn capture_until_exit(
             until,
         )
         .map_err(|error| HostError::io("could not wait for the child", &error))?;
-        if ready[4].is_some() {
-            if ready[4] == Some(PollFlags::IN)
-                || ready[4].is_some_and(|got| got.contains(PollFlags::IN))
-            {
+        if let Some(events) = ready[4] {
+            if events.contains(PollFlags::IN) {
                 running.answer_guard();
             } else {
-                // No task carries the filter any more (POLLHUP).
-                running.guard = None;
+                // No task carries the filter any more (POLLHUP): keep the
+                // count of refusals, stop watching.
+                running.guard_done = true;
             }
         }
         if ready[0].is_some() {

@@ -188,7 +188,7 @@ impl Grants {
 }
 
 /// DESIGN §16.2: a grant of a program the rule refuses would grant every
-/// program (or, under Landlock, arbitrary code); refuse it with that
+/// program (or, under the exec guard, arbitrary code); refuse it with that
 /// explanation.
 pub(crate) fn refuse_command_runner(rule: GrantRule, name: &str) -> Result<(), HostError> {
     if !rule.refuses(name) {
