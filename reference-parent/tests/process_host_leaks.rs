@@ -1,4 +1,5 @@
-//! Nothing outlives a host call: no descriptor, no thread, no child.
+//! Nothing outlives a host call: no descriptor, no thread, no child, no
+//! cgroup, no private directory (DESIGN §16.5).
 //!
 //! One test in its own binary, so no other test opens descriptors or starts
 //! threads while the counts are compared.
@@ -13,6 +14,16 @@ use quirl_lua_reference_parent::{Cancel, Containment, containment_report};
 
 fn count(directory: &str) -> usize {
     std::fs::read_dir(directory).unwrap().count()
+}
+
+/// This process's private directories of host commands still present.
+fn private_dirs() -> usize {
+    let prefix = format!("quirl-lua-command-{}-", std::process::id());
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
+        .count()
 }
 
 /// Children of this process, zombies included.
@@ -98,4 +109,5 @@ fn host_calls_leak_nothing(containment: Containment) {
     assert_eq!(count("/proc/self/fd"), fds, "descriptors");
     assert_eq!(count("/proc/self/task"), threads, "threads");
     assert_eq!(children(), kids, "children");
+    assert_eq!(private_dirs(), 0, "private directories");
 }
