@@ -527,3 +527,101 @@ fn the_command_process_limit_is_enforced_or_the_command_refused() {
         assert!(text.contains("PID namespace of its own"), "{text}");
     }
 }
+
+/// DESIGN §16.7 for an unprivileged parent: where the kernel allows
+/// unprivileged user namespaces, `quirl-lua` run as `nobody` still puts
+/// each host command in a PID namespace of its own (inside a user
+/// namespace that maps only `nobody`), and a process limit it cannot set
+/// in a cgroup is `RLIMIT_NPROC` there. Needs root (to become `nobody`
+/// with `setpriv`); elsewhere it prints why and returns.
+#[test]
+fn an_unprivileged_quirl_lua_still_contains_its_commands() {
+    let test = "an_unprivileged_quirl_lua_still_contains_its_commands";
+    if !program_or_skip(test, PYTHON) {
+        return;
+    }
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|line| line.starts_with("Uid:\t0\t"));
+    if !root || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("SKIPPED {test}: needs root and setpriv to run quirl-lua as nobody");
+        return;
+    }
+    let scratch = Scratch::new("nobody");
+    let script = scratch.0.join("forks.py");
+    std::fs::write(&script, FORKS).unwrap();
+    let as_nobody = |args: &[&str]| {
+        let output = Command::new("/usr/bin/setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", CLI])
+            .args(args)
+            .current_dir(&scratch.0)
+            .env("PATH", "/usr/bin:/bin")
+            .env_remove("QUIRL_LUA_WORKER")
+            .env_remove("TMPDIR")
+            .output()
+            .unwrap();
+        (
+            String::from_utf8(output.stdout).unwrap(),
+            String::from_utf8(output.stderr).unwrap(),
+        )
+    };
+    let (verbose, _) = as_nobody(&["--version", "--verbose"]);
+    if verbose.contains("\npid namespace: unavailable") {
+        eprintln!("SKIPPED {test}: no unprivileged user namespaces here:\n{verbose}");
+        return;
+    }
+    assert!(verbose.contains("inside a user namespace"), "{verbose}");
+    let forks = |limit: &str| {
+        as_nobody(&[
+            "--allow-process",
+            "--grant",
+            "process.spawn",
+            "--command-pids-max",
+            limit,
+            "eval",
+            &format!(
+                "return quirl.process.run('{PYTHON} {} 60').value",
+                script.display()
+            ),
+        ])
+    };
+    let (limited, stderr) = forks("16");
+    if verbose.contains("command pids limit: unavailable") {
+        assert!(
+            stderr.contains("could not apply the command's process limit"),
+            "{stderr}"
+        );
+    } else {
+        let counts: Vec<u32> = limited
+            .trim()
+            .trim_matches('"')
+            .trim_end_matches("\\n")
+            .split_whitespace()
+            .map(|count| count.parse().unwrap())
+            .collect();
+        assert!(counts[0] <= 15 && counts[1] >= 45, "{limited} {stderr}");
+    }
+    let (unlimited, stderr) = forks("max");
+    assert_eq!(unlimited.trim(), "\"60 0\\n\"", "{stderr}");
+    // The command holds no capability in its user namespace either, and
+    // lives two PID namespaces deep.
+    let (status, stderr) = as_nobody(&[
+        "--allow-process",
+        "--grant",
+        "process.spawn:cat",
+        "eval",
+        "return quirl.process.run('cat /proc/self/status').value",
+    ]);
+    for name in ["CapEff", "CapPrm", "CapBnd", "CapAmb"] {
+        assert!(
+            status.contains(&format!("{name}:\\t0000000000000000")),
+            "{name}: {status} {stderr}"
+        );
+    }
+    let levels = status
+        .split("\\n")
+        .find_map(|line| line.strip_prefix("NSpid:"))
+        .map(|pids| pids.split("\\t").filter(|pid| !pid.is_empty()).count());
+    assert_eq!(levels, Some(2), "{status}");
+}

@@ -256,6 +256,9 @@ pub(crate) enum PidsEnforcement {
     CgroupV2,
     /// `pids.max` of a cgroup of its own in the v1 `pids` hierarchy.
     CgroupV1(&'static PidsHierarchy),
+    /// `RLIMIT_NPROC` of the command's user namespace (an unprivileged
+    /// parent: the count is the command's own processes there).
+    UserNamespace,
     /// Neither: a command with a limit is refused.
     Unavailable(String),
 }
@@ -269,6 +272,7 @@ impl PidsEnforcement {
                 "pids.max of a cgroup v1 of its own (under {}; cgroup v2 has no pids controller here)",
                 found.own().display()
             ),
+            Self::UserNamespace => "RLIMIT_NPROC in the command's own user namespace (no writable pids controller here)".to_owned(),
             Self::Unavailable(why) => format!(
                 "unavailable ({why}): a host command with a process limit is refused; --command-pids-max max runs commands without one"
             ),
@@ -284,6 +288,7 @@ pub(crate) fn command_pids_enforcement(cgroup_hierarchy: Option<&Hierarchy>) -> 
     }
     match pids_v1() {
         Ok(found) => PidsEnforcement::CgroupV1(found),
+        Err(_) if crate::process_host::user_namespace_in_effect() => PidsEnforcement::UserNamespace,
         Err(why) => {
             let v2 = match cgroup_hierarchy {
                 Some(_) => "cgroup v2 has no pids controller here".to_owned(),

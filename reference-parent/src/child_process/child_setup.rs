@@ -117,11 +117,17 @@ pub(crate) fn bounding_set_to_drop() -> Option<u32> {
     if !sets.effective.contains(CapabilitySet::SETPCAP) {
         return None;
     }
-    let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+    Some(last_capability())
+}
+
+/// The highest capability the running kernel knows
+/// (`/proc/sys/kernel/cap_last_cap`; 63 if unreadable, the drop then stops
+/// at the kernel's `EINVAL`).
+pub(crate) fn last_capability() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
         .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(63);
-    Some(last)
+        .unwrap_or(63)
 }
 
 /// Renumber `fd` to 3 or above if it is one of 0–2 (possible when the

@@ -64,24 +64,62 @@ use crate::child_process::poll::{self, PollFlags};
 pub(crate) enum Namespace {
     /// None: process-group and cgroup containment only.
     None,
-    /// A new PID namespace (needs `CAP_SYS_ADMIN`).
+    /// A new PID namespace (the parent holds `CAP_SYS_ADMIN`).
     Pid,
+    /// A new user namespace, mapping only the parent's own user and group
+    /// to themselves, and in it a new PID namespace: what an unprivileged
+    /// parent may create where the kernel allows unprivileged user
+    /// namespaces.
+    UserAndPid,
+}
+
+impl Namespace {
+    fn flags(self) -> c_int {
+        match self {
+            Self::None => 0,
+            Self::Pid => libc::CLONE_NEWPID,
+            Self::UserAndPid => libc::CLONE_NEWUSER | libc::CLONE_NEWPID,
+        }
+    }
 }
 
 /// Whether host commands start in a PID namespace of their own here, and
 /// if not, why. Probed once per process by starting one such child.
 pub fn pid_namespace_support() -> &'static Result<(), String> {
     static SUPPORT: OnceLock<Result<(), String>> = OnceLock::new();
-    SUPPORT.get_or_init(probe_pid_namespace)
+    SUPPORT.get_or_init(|| match namespace_probed() {
+        Namespace::None => Err(NAMESPACE_REFUSED.get().cloned().unwrap_or_default()),
+        _ => Ok(()),
+    })
 }
+
+/// Why neither namespace could be created (set by the probe).
+static NAMESPACE_REFUSED: OnceLock<String> = OnceLock::new();
 
 /// The namespace host commands are started in.
 pub(crate) fn namespace_in_effect() -> Namespace {
-    if pid_namespace_support().is_ok() {
-        Namespace::Pid
-    } else {
+    namespace_probed()
+}
+
+fn namespace_probed() -> Namespace {
+    static PROBED: OnceLock<Namespace> = OnceLock::new();
+    *PROBED.get_or_init(|| {
+        let pid = probe_namespace(Namespace::Pid);
+        if pid.is_ok() {
+            return Namespace::Pid;
+        }
+        let user = probe_namespace(Namespace::UserAndPid);
+        if user.is_ok() {
+            return Namespace::UserAndPid;
+        }
+        let why = format!(
+            "a new PID namespace is refused ({}; it needs CAP_SYS_ADMIN), and so is one in a user namespace of its own ({})",
+            pid.err().unwrap_or_default(),
+            user.err().unwrap_or_default()
+        );
+        let _ = NAMESPACE_REFUSED.set(why);
         Namespace::None
-    }
+    })
 }
 
 extern "C" fn exit_at_once(_: *mut c_void) -> c_int {
@@ -90,7 +128,7 @@ extern "C" fn exit_at_once(_: *mut c_void) -> c_int {
     unsafe { libc::_exit(0) }
 }
 
-fn probe_pid_namespace() -> Result<(), String> {
+fn probe_namespace(namespace: Namespace) -> Result<(), String> {
     let stack = ChildStack::map().map_err(|error| format!("no stack for the probe: {error}"))?;
     let blocked = SignalsBlocked::all().map_err(|error| format!("signal mask: {error}"))?;
     // SAFETY: the child runs `exit_at_once` on `stack` (its own copy: no
@@ -100,16 +138,14 @@ fn probe_pid_namespace() -> Result<(), String> {
         libc::clone(
             exit_at_once,
             stack.top(),
-            libc::CLONE_NEWPID | libc::SIGCHLD,
+            namespace.flags() | libc::SIGCHLD,
             ptr::null_mut(),
         )
     };
     let error = io::Error::last_os_error();
     drop(blocked);
     if pid < 0 {
-        return Err(format!(
-            "a new PID namespace is refused ({error}; it needs CAP_SYS_ADMIN)"
-        ));
+        return Err(error.to_string());
     }
     if let Some(pid) = Pid::from_raw(pid) {
         reap(pid);
@@ -117,11 +153,53 @@ fn probe_pid_namespace() -> Result<(), String> {
     Ok(())
 }
 
+/// Whether host commands run in a user namespace of their own (an
+/// unprivileged parent), where a process limit is `RLIMIT_NPROC` in it.
+pub(crate) fn user_namespace_in_effect() -> bool {
+    namespace_in_effect() == Namespace::UserAndPid
+}
+
 /// One line for reports.
 pub(crate) fn pid_namespace_summary() -> String {
-    match pid_namespace_support() {
-        Ok(()) => "each host command runs in a PID namespace of its own under a small init: when the program ends, the kernel kills every process it started".to_owned(),
-        Err(why) => format!("unavailable ({why}): process groups, the /proc sweep and adopted orphans (DESIGN §16.7)"),
+    match namespace_in_effect() {
+        Namespace::Pid => "each host command runs in a PID namespace of its own under a small init: when the program ends, the kernel kills every process it started".to_owned(),
+        Namespace::UserAndPid => "each host command runs in a PID namespace of its own, inside a user namespace that maps only this user (no CAP_SYS_ADMIN here), under a small init: when the program ends, the kernel kills every process it started".to_owned(),
+        Namespace::None => format!(
+            "unavailable ({}): process groups, the /proc sweep and adopted orphans (DESIGN §16.7)",
+            NAMESPACE_REFUSED.get().map_or("", String::as_str)
+        ),
+    }
+}
+
+/// The user and group maps an unprivileged parent writes for its command's
+/// user namespace (its own ids to themselves), prepared before the clone.
+pub(super) struct IdMaps {
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+}
+
+impl IdMaps {
+    pub(super) fn of_this_process() -> Self {
+        let uid = rustix::process::getuid().as_raw();
+        let gid = rustix::process::getgid().as_raw();
+        Self {
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        }
+    }
+
+    /// Runs in the init, in its new user namespace: `deny` to `setgroups`,
+    /// then both maps (`open` and `write`, no allocation).
+    fn write_in_child(&self) -> io::Result<()> {
+        let write = |path: &CStr, bytes: &[u8]| -> io::Result<()> {
+            let file =
+                rustix::fs::open(path, rustix::fs::OFlags::WRONLY, rustix::fs::Mode::empty())?;
+            rustix::io::write(&file, bytes)?;
+            Ok(())
+        };
+        write(c"/proc/self/setgroups", b"deny")?;
+        write(c"/proc/self/uid_map", &self.uid_map)?;
+        write(c"/proc/self/gid_map", &self.gid_map)
     }
 }
 
@@ -136,6 +214,11 @@ pub(super) struct ChildPlan<'a> {
     /// The exec guard's filter, for a command granted by name.
     pub(super) guard: Option<&'static GuardProgram>,
     pub(super) namespace: Namespace,
+    /// The maps of a [`Namespace::UserAndPid`].
+    pub(super) id_maps: Option<&'a IdMaps>,
+    /// `RLIMIT_NPROC` of the command, where its process limit is counted
+    /// in its user namespace (no `pids` controller, §16.7).
+    pub(super) processes_max: Option<u64>,
     /// The highest capability number, when the parent may empty the
     /// bounding set (it holds `CAP_SETPCAP`).
     pub(super) bounding_last: Option<u32>,
@@ -157,6 +240,8 @@ pub(super) enum Step {
     SendListener,
     Exec,
     Init,
+    UserNamespace,
+    ProcessLimit,
 }
 
 impl Step {
@@ -174,6 +259,8 @@ impl Step {
             Self::SendListener,
             Self::Exec,
             Self::Init,
+            Self::UserNamespace,
+            Self::ProcessLimit,
         ]
         .into_iter()
         .find(|step| *step as i32 == raw)
@@ -194,6 +281,8 @@ impl Step {
             Self::SendListener => "handing the exec guard to the parent",
             Self::Exec => "executing the program",
             Self::Init => "starting the program in its PID namespace",
+            Self::UserNamespace => "mapping this user in the command's user namespace",
+            Self::ProcessLimit => "setting the command's process limit (RLIMIT_NPROC)",
         }
     }
 }
@@ -256,7 +345,7 @@ pub(super) fn launch(plan: &ChildPlan<'_>) -> io::Result<Launched> {
         None,
     )?;
     let child_report = above_stdio(child_report)?;
-    let in_namespace = plan.namespace == Namespace::Pid;
+    let in_namespace = plan.namespace != Namespace::None;
     let (status, status_writer) = if in_namespace {
         let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
         (Some(reader), Some(above_stdio(writer)?))
@@ -283,10 +372,7 @@ pub(super) fn launch(plan: &ChildPlan<'_>) -> io::Result<Launched> {
             .map_or(ptr::null_mut(), ChildStack::top),
         signal_max: libc::SIGRTMAX(),
     };
-    let mut flags = libc::SIGCHLD;
-    if in_namespace {
-        flags |= libc::CLONE_NEWPID;
-    }
+    let flags = libc::SIGCHLD | plan.namespace.flags();
     let blocked = SignalsBlocked::all()?;
     // SAFETY: without CLONE_VM the child runs `command_child_main` on its
     // own copy of `stack` and of `context` (and everything `context` points
@@ -475,7 +561,7 @@ extern "C" fn command_child_main(arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the `ChildContext` of `launch`'s frame, in this
     // child's copy of the parent's memory, unchanged since the clone.
     let context = unsafe { &*arg.cast_const().cast::<ChildContext<'_>>() };
-    let failed = if context.plan.namespace == Namespace::Pid {
+    let failed = if context.plan.namespace != Namespace::None {
         run_init(context)
     } else {
         let Err(failed) = run_whole(context);
@@ -513,6 +599,20 @@ fn run_whole(context: &ChildContext<'_>) -> Result<std::convert::Infallible, (St
 /// descriptor, and death with the parent.
 fn enter_command(context: &ChildContext<'_>) -> Result<(), (Step, i32)> {
     reset_signals(context.signal_max).map_err(|errno| (Step::Signals, errno))?;
+    if let Some(maps) = context.plan.id_maps {
+        maps.write_in_child()
+            .map_err(|error| (Step::UserNamespace, errno_of(&error)))?;
+    }
+    if let Some(max) = context.plan.processes_max {
+        rustix::process::setrlimit(
+            rustix::process::Resource::Nproc,
+            rustix::process::Rlimit {
+                current: Some(max),
+                maximum: Some(max),
+            },
+        )
+        .map_err(|errno| (Step::ProcessLimit, errno.raw_os_error()))?;
+    }
     for &procs in context.plan.cgroup_procs {
         crate::cgroup::enter_in_child(procs).map_err(|error| (Step::Cgroup, errno_of(&error)))?;
     }
@@ -602,7 +702,7 @@ extern "C" fn program_main(arg: *mut c_void) -> c_int {
 /// The program's own steps, in order; returns only on failure.
 fn run_program(context: &ChildContext<'_>) -> Result<std::convert::Infallible, (Step, i32)> {
     let plan = context.plan;
-    if plan.namespace == Namespace::Pid {
+    if plan.namespace != Namespace::None {
         // The program leads a session and group of its own, as without a
         // namespace (it is not a group leader: its group is the init's).
         rustix::process::setsid().map_err(|errno| (Step::Session, errno.raw_os_error()))?;
@@ -695,13 +795,13 @@ mod tests {
 
     #[test]
     fn steps_round_trip_through_the_report() {
-        for raw in 1..=12 {
+        for raw in 1..=14 {
             let step = Step::from_raw(raw).unwrap();
             assert_eq!(step as i32, raw);
             assert!(!step.describe().is_empty());
         }
         assert_eq!(Step::from_raw(0), None);
-        assert_eq!(Step::from_raw(13), None);
+        assert_eq!(Step::from_raw(15), None);
     }
 
     #[test]

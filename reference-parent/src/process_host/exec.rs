@@ -148,6 +148,7 @@ pub fn run_command(
     layers.extend(containment.writes.as_ref().map(WriteRuleset::raw_fd));
     layers.extend(ruleset.as_deref().and_then(ExecRuleset::raw_fd));
     let namespace = command_spawn::namespace_in_effect();
+    let id_maps = (namespace == Namespace::UserAndPid).then(command_spawn::IdMaps::of_this_process);
     let plan = ChildPlan {
         image: &image,
         cwd: &cwd,
@@ -155,7 +156,15 @@ pub fn run_command(
         landlock: &layers,
         guard,
         namespace,
-        bounding_last: child_setup::bounding_set_to_drop(),
+        id_maps: id_maps.as_ref(),
+        processes_max: containment.processes_max,
+        // In its own user namespace the child holds every capability there,
+        // `CAP_SETPCAP` included, whatever this process holds.
+        bounding_last: if namespace == Namespace::UserAndPid {
+            Some(child_setup::last_capability())
+        } else {
+            child_setup::bounding_set_to_drop()
+        },
     };
     // Adopting orphans: no sweep may take the new leader for one before it
     // is registered (DESIGN §16.7).
@@ -166,7 +175,7 @@ pub fn run_command(
     let mut tree = OwnedTree::new(
         launched.pid,
         containment.cgroup.take(),
-        namespace == Namespace::Pid,
+        namespace != Namespace::None,
     );
     drop(spawn_lock);
     let guard =
@@ -246,6 +255,8 @@ struct Containment {
     writes: Option<WriteRuleset>,
     cgroup: Option<ChildCgroup>,
     pids: Option<PidsCgroup>,
+    /// The process limit as `RLIMIT_NPROC` in the command's user namespace.
+    processes_max: Option<u64>,
 }
 
 impl Containment {
@@ -270,12 +281,13 @@ impl Containment {
         } else {
             None
         };
-        let (cgroup, pids) = command_cgroups(config)?;
+        let (cgroup, pids, processes_max) = command_cgroups(config)?;
         Ok(Self {
             private,
             writes,
             cgroup,
             pids,
+            processes_max,
         })
     }
 }
@@ -614,12 +626,14 @@ fn landlock_note(layers: &[RawFd], files: Option<&[std::path::PathBuf]>) -> Stri
     }
 }
 
-/// The command's cgroup v2 (DESIGN §17.2), in cgroup mode, and its v1
-/// `pids` cgroup where its process limit needs one (DESIGN §16.7). A
-/// process limit that cannot be applied fails the command closed.
+/// The command's cgroup v2 (DESIGN §17.2), in cgroup mode, its v1 `pids`
+/// cgroup where its process limit needs one, or the limit as
+/// `RLIMIT_NPROC` in its user namespace (DESIGN §16.7). A process limit
+/// that cannot be applied fails the command closed.
+#[allow(clippy::type_complexity)]
 fn command_cgroups(
     config: &ProcessHostConfig,
-) -> Result<(Option<ChildCgroup>, Option<PidsCgroup>), HostError> {
+) -> Result<(Option<ChildCgroup>, Option<PidsCgroup>, Option<u64>), HostError> {
     let failed = |why: String| {
         HostError::new(ErrorCode::Io, "could not contain the command in a cgroup")
             .with_context(why)
@@ -656,6 +670,9 @@ fn command_cgroups(
                 .with_help("Run where a cgroup with the pids controller is writable, or lift the limit (--command-pids-max max)")
             })?)
         }
+        (Some(max), Some(PidsEnforcement::UserNamespace)) => {
+            return Ok((cgroup, None, Some(max)));
+        }
         (Some(max), Some(PidsEnforcement::Unavailable(why))) => {
             return Err(HostError::new(
                 ErrorCode::ProcessSpawn,
@@ -666,7 +683,7 @@ fn command_cgroups(
         }
         _ => None,
     };
-    Ok((cgroup, pids))
+    Ok((cgroup, pids, None))
 }
 
 /// Escapes the cgroup caught, and how the command was contained, as

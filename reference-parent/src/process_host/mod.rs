@@ -187,8 +187,8 @@ mod write_ruleset;
 // workers and pools that share it; the submodules name it `super::cancel`.
 use crate::cancel;
 pub use command_language::{COMMAND_BYTES_MAX, parse_command};
-pub(crate) use command_spawn::pid_namespace_summary;
 pub use command_spawn::pid_namespace_support;
+pub(crate) use command_spawn::{pid_namespace_summary, user_namespace_in_effect};
 pub use exec::{
     CommandOutcomeData, OUTCOME_ENCODED_BYTES_MAX, OUTPUT_BYTES_MAX, ProcessRequest, run_command,
 };
