@@ -1,8 +1,8 @@
 //! Starting one host command (DESIGN §16.6): a `clone` child — a copy of
 //! the parent, as `fork` makes one — that contains itself and `execve`s the
-//! granted program; then the parent's side of that exec: the exec guard's
-//! listener arrives, the one exec is let through, and the child's report
-//! channel says whether the exec happened.
+//! granted program; and the parent's side of the child's report channel,
+//! on which the exec guard's listener arrives and a failed step is
+//! reported (the capture loop reads it, `exec`).
 //!
 //! Where the kernel allows it the child is the first process (init) of a
 //! new PID namespace, and stays this crate's code: a small init that starts
@@ -45,7 +45,6 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -53,11 +52,9 @@ use rustix::net::{
 };
 use rustix::process::{Pid, WaitOptions};
 
-use super::cancel::CancelSignal;
-use super::exec_guard::{ExecGuard, GuardProgram};
+use super::exec_guard::GuardProgram;
 use super::exec_image::ExecImage;
 use crate::child_process::child_setup::{self, ChildStack, SignalsBlocked, above_stdio};
-use crate::child_process::poll::{self, PollFlags};
 
 /// Which namespaces the command's first process is created in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -327,7 +324,7 @@ struct ChildContext<'a> {
 }
 
 /// Start the child of `plan` (see the module docs). The child is unreaped
-/// and may still fail before its exec: [`await_exec`] says.
+/// and may still fail before its exec: its [`ReportChannel`] says.
 pub(super) fn launch(plan: &ChildPlan<'_>) -> io::Result<Launched> {
     let stdin = above_stdio(rustix::fs::open(
         "/dev/null",
@@ -408,87 +405,59 @@ pub(super) fn launch(plan: &ChildPlan<'_>) -> io::Result<Launched> {
     })
 }
 
-/// How the wait for the child's exec ended.
+/// The parent's end of the report socket while the command runs (read
+/// from the same wait that captures its output, so the parent never waits
+/// for the exec on its own): the exec guard's listener arrives on it, a
+/// step that failed is reported on it, and its end of file means every
+/// process that could report has exec'd or exited.
 #[derive(Debug)]
-pub(super) enum ExecWait {
-    /// The program runs; with its guard when it was granted by name.
-    Running(Option<ExecGuard>),
-    /// A step of the child failed; it has exited (unreaped).
-    Failed(Step, io::Error),
-    /// The child ended before its exec without a report.
-    Vanished,
-    /// The deadline passed first.
-    Deadline,
-    /// Cancellation came first.
-    Cancelled,
+pub(super) struct ReportChannel {
+    fd: Option<OwnedFd>,
+    failed: Option<(Step, i32)>,
 }
 
-/// Fallback tick when the cancellation token has no wake descriptor.
-const CANCEL_TICK: Duration = Duration::from_millis(10);
+/// What one read of the [`ReportChannel`] brought.
+pub(super) enum Reported {
+    /// The exec guard's listener.
+    Listener(OwnedFd),
+    /// Nothing the caller must act on (a failure is kept, see
+    /// [`ReportChannel::failure`]; the end closes the channel).
+    Nothing,
+}
 
-/// The parent's side of the child's exec: receive the exec guard's
-/// listener (when `guarded`), let the child's own exec through, and read
-/// the report socket to its end (the exec closed the child's end) or to a
-/// failure report.
-pub(super) fn await_exec(
-    launched: &Launched,
-    guarded: bool,
-    deadline: Instant,
-    cancel: &(impl CancelSignal + ?Sized),
-) -> io::Result<ExecWait> {
-    let mut guard: Option<ExecGuard> = None;
-    loop {
-        if cancel.is_cancelled() {
-            return Ok(ExecWait::Cancelled);
+impl ReportChannel {
+    pub(super) fn new(fd: OwnedFd) -> Self {
+        Self {
+            fd: Some(fd),
+            failed: None,
         }
-        let now = Instant::now();
-        if now >= deadline {
-            return Ok(ExecWait::Deadline);
-        }
-        let wake = cancel.wake_fd();
-        let until = if wake.is_some() {
-            deadline
-        } else {
-            deadline.min(now + CANCEL_TICK)
+    }
+
+    /// The socket, until its end of file was read.
+    pub(super) fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.fd.as_ref().map(AsFd::as_fd)
+    }
+
+    /// The step that failed before the program's exec, with its error.
+    pub(super) fn failure(&self) -> Option<(Step, io::Error)> {
+        self.failed
+            .map(|(step, errno)| (step, io::Error::from_raw_os_error(errno)))
+    }
+
+    /// Read one message (call when [`Self::fd`] polled readable).
+    pub(super) fn read(&mut self) -> io::Result<Reported> {
+        let Some(fd) = self.fd.as_ref() else {
+            return Ok(Reported::Nothing);
         };
-        let listener = guard
-            .as_ref()
-            .filter(|guard| !guard.started())
-            .map(ExecGuard::fd);
-        let mut fds = vec![poll::interest(launched.report.as_fd(), PollFlags::IN)];
-        if let Some(listener) = listener {
-            fds.push(poll::interest(listener, PollFlags::IN));
-        }
-        if let Some(wake) = wake {
-            fds.push(poll::interest(wake, PollFlags::IN));
-        }
-        poll::wait_until(&mut fds, until)?;
-        let report_ready = poll::fired(&fds[0], PollFlags::IN);
-        let listener_ready = listener.is_some() && poll::fired(&fds[1], PollFlags::IN);
-        drop(fds);
-        if listener_ready && let Some(guard) = guard.as_mut() {
-            guard.answer()?;
-        }
-        if !report_ready {
-            continue;
-        }
-        match read_report(launched.report.as_fd())? {
-            Report::Listener(listener) => {
-                guard = Some(ExecGuard::new(listener));
-            }
+        match read_report(fd.as_fd())? {
+            Report::Listener(listener) => return Ok(Reported::Listener(listener)),
             Report::Failed(step, errno) => {
-                return Ok(ExecWait::Failed(step, io::Error::from_raw_os_error(errno)));
+                self.failed.get_or_insert((step, errno));
             }
-            Report::End => {
-                // The exec closed the child's end (close-on-exec), or the
-                // child died. With a guard, only a let-through exec counts.
-                if guarded && !guard.as_ref().is_some_and(ExecGuard::started) {
-                    return Ok(ExecWait::Vanished);
-                }
-                return Ok(ExecWait::Running(guard));
-            }
+            Report::End => self.fd = None,
             Report::Nothing => {}
         }
+        Ok(Reported::Nothing)
     }
 }
 

@@ -26,7 +26,7 @@ use quirl_lua_protocol::records::ErrorCode;
 
 use super::cancel::CancelSignal;
 use super::command_language::parse_command;
-use super::command_spawn::{self, ChildPlan, ExecWait, Launched, Namespace};
+use super::command_spawn::{self, ChildPlan, Launched, Namespace, ReportChannel, Reported};
 use super::exec_guard::{ExecGuard, GuardProgram, exec_guard_support};
 use super::exec_image::ExecImage;
 use super::exec_ruleset::{ExecRuleset, landlock_support};
@@ -171,57 +171,20 @@ pub fn run_command(
     let spawn_lock = super::orphans::spawn_guard();
     let files = ruleset.as_deref().map(ExecRuleset::files);
     let launched = command_spawn::launch(&plan)
-        .map_err(|error| spawn_error(program, &error, None, &plan, files))?;
-    let mut tree = OwnedTree::new(
+        .map_err(|error| spawn_error(program, &error, None, &SpawnNotes::of(&plan, files)))?;
+    let tree = OwnedTree::new(
         launched.pid,
         containment.cgroup.take(),
         namespace != Namespace::None,
     );
     drop(spawn_lock);
-    let guard =
-        match command_spawn::await_exec(&launched, guard.is_some(), request.deadline, cancel) {
-            Ok(ExecWait::Running(guard)) => guard,
-            Ok(ExecWait::Failed(step, error)) => {
-                let _ = tree.kill_and_reap();
-                return Err(spawn_error(program, &error, Some(step), &plan, files));
-            }
-            Ok(ExecWait::Vanished) => {
-                let status = tree.kill_and_reap().ok();
-                return Err(spawn_error(
-                    program,
-                    &io::Error::other(format!(
-                        "the child ended before it executed the program ({})",
-                        status.map_or_else(
-                            || "status unknown".to_owned(),
-                            |status| status.to_string()
-                        )
-                    )),
-                    None,
-                    &plan,
-                    files,
-                ));
-            }
-            Ok(ExecWait::Deadline) => {
-                let _ = tree.kill_and_reap();
-                return Err(deadline_error(started, true));
-            }
-            Ok(ExecWait::Cancelled) => {
-                let _ = tree.kill_and_reap();
-                return Err(cancelled_error(started, true));
-            }
-            Err(error) => {
-                let _ = tree.kill_and_reap();
-                return Err(HostError::io(
-                    "could not wait for the command to start",
-                    &error,
-                ));
-            }
-        };
-    // The child has entered its domains (and has exec'd); ours can go (a
+    // The child has copies of its domains' descriptors; ours can go (a
     // cached execute ruleset stays with the configuration).
+    let spawn_notes = SpawnNotes::of(&plan, files);
     drop(ruleset);
     containment.writes = None;
     let Launched {
+        report,
         stdout,
         stderr,
         status: status_pipe,
@@ -231,7 +194,9 @@ pub fn run_command(
     let mut stderr = Capture::new(Some(std::fs::File::from(stderr)), limit)?;
     let mut running = Running {
         tree,
-        guard,
+        guard: None,
+        guarded: guard.is_some(),
+        report: ReportChannel::new(report),
         containment,
         status_pipe,
         guard_done: false,
@@ -243,8 +208,29 @@ pub fn run_command(
         request,
         cancel,
         started,
-    )?;
-    finish(running, stdout, stderr, limit)
+    )
+    .map_err(|error| {
+        running
+            .spawn_failure(program, &spawn_notes)
+            .unwrap_or(error)
+    })?;
+    finish(running, stdout, stderr, limit, program, &spawn_notes)
+}
+
+/// What a spawn error says of the command's containment, kept past the
+/// spawn (the plan borrows what the start needed).
+struct SpawnNotes {
+    landlock: String,
+    guarded: bool,
+}
+
+impl SpawnNotes {
+    fn of(plan: &ChildPlan<'_>, files: Option<&[std::path::PathBuf]>) -> Self {
+        Self {
+            landlock: landlock_note(plan.landlock, files),
+            guarded: plan.guard.is_some(),
+        }
+    }
 }
 
 /// What contains one command besides its process tree, all released after
@@ -312,11 +298,16 @@ fn child_environment<'a>(
     entries
 }
 
-/// A started command: its tree, its exec guard, what else contains it, and
-/// (in a PID namespace) the pipe its init sends the program's status on.
+/// A started command: its tree, its report channel and exec guard, what
+/// else contains it, and (in a PID namespace) the pipe its init sends the
+/// program's status on.
 struct Running {
     tree: OwnedTree,
     guard: Option<ExecGuard>,
+    /// Whether the command runs under the exec guard (its listener may not
+    /// have arrived yet).
+    guarded: bool,
+    report: ReportChannel,
     containment: Containment,
     status_pipe: Option<std::os::fd::OwnedFd>,
     /// No task carries the guard's filter any more.
@@ -333,6 +324,33 @@ impl Running {
         {
             self.guard = None;
         }
+    }
+
+    /// Read the report channel: the exec guard's listener arrives here.
+    fn read_report(&mut self) -> io::Result<()> {
+        if let Reported::Listener(listener) = self.report.read()? {
+            self.guard = Some(ExecGuard::new(listener));
+        }
+        Ok(())
+    }
+
+    /// The spawn error of a command whose program never ran: a step of
+    /// the child failed (its report), or a guarded command ended before the
+    /// guard let its exec through.
+    fn spawn_failure(&self, program: &str, notes: &SpawnNotes) -> Option<HostError> {
+        if let Some((step, error)) = self.report.failure() {
+            return Some(spawn_error(program, &error, Some(step), notes));
+        }
+        let started = self.guard.as_ref().is_some_and(ExecGuard::started);
+        if self.guarded && !started && self.report.fd().is_none() {
+            return Some(spawn_error(
+                program,
+                &io::Error::other("the child ended before it executed the program"),
+                None,
+                notes,
+            ));
+        }
+        None
     }
 
     /// The guard's listener while it still has a task to watch.
@@ -381,7 +399,11 @@ fn capture_until_exit(
                 running.tree.kill_after_exit();
             }
         }
-        if leader_exited && stdout.is_closed() && stderr.is_closed() {
+        if leader_exited
+            && stdout.is_closed()
+            && stderr.is_closed()
+            && running.report.fd().is_none()
+        {
             return Ok(());
         }
         let exit = if leader_exited {
@@ -395,10 +417,22 @@ fn capture_until_exit(
             until = until.min(now + FALLBACK_TICK);
         }
         let ready = wait_for_events(
-            [stdout.fd(), stderr.fd(), exit, wake, running.guard_fd()],
+            [
+                stdout.fd(),
+                stderr.fd(),
+                exit,
+                wake,
+                running.guard_fd(),
+                running.report.fd(),
+            ],
             until,
         )
         .map_err(|error| HostError::io("could not wait for the child", &error))?;
+        if ready[5].is_some() {
+            running
+                .read_report()
+                .map_err(|error| HostError::io("could not read the child's report", &error))?;
+        }
         if let Some(events) = ready[4] {
             if events.contains(PollFlags::IN) {
                 running.answer_guard();
@@ -430,11 +464,11 @@ fn capture_until_exit(
 /// One wait over the present descriptors of `slots` (each for
 /// readability) until `until`; what fired on each.
 fn wait_for_events(
-    slots: [Option<BorrowedFd<'_>>; 5],
+    slots: [Option<BorrowedFd<'_>>; 6],
     until: Instant,
-) -> io::Result<[Option<PollFlags>; 5]> {
+) -> io::Result<[Option<PollFlags>; 6]> {
     let mut fds = Vec::with_capacity(slots.len());
-    let mut index = [None; 5];
+    let mut index = [None; 6];
     for (slot, fd) in index.iter_mut().zip(slots) {
         if let Some(fd) = fd {
             *slot = Some(fds.len());
@@ -455,11 +489,16 @@ fn finish(
     stdout: Capture,
     stderr: Capture,
     limit: usize,
+    program: &str,
+    notes: &SpawnNotes,
 ) -> Result<CommandOutcomeData, HostError> {
     let status = running
         .tree
         .kill_and_reap()
         .map_err(|error| HostError::io("could not reap the child", &error))?;
+    if let Some(error) = running.spawn_failure(program, notes) {
+        return Err(error);
+    }
     // In a PID namespace the reaped process is the init; the program's own
     // status is what the init sent.
     let status = running
@@ -837,8 +876,7 @@ fn spawn_error(
     program: &str,
     error: &io::Error,
     step: Option<command_spawn::Step>,
-    plan: &ChildPlan<'_>,
-    files: Option<&[std::path::PathBuf]>,
+    notes: &SpawnNotes,
 ) -> HostError {
     let mut host_error = HostError::new(
         ErrorCode::ProcessSpawn,
@@ -852,10 +890,10 @@ fn spawn_error(
         host_error = host_error.with_context(format!("failed step: {}", step.describe()));
     }
     host_error
-        .with_context(landlock_note(plan.landlock, files))
+        .with_context(notes.landlock.clone())
         .with_context(format!(
             "exec guard: {}",
-            if plan.guard.is_some() {
+            if notes.guarded {
                 "in force"
             } else {
                 "not applied"
