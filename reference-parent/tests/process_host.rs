@@ -554,12 +554,26 @@ fn the_environment_is_exactly_the_granted_one() {
     let mut lines: Vec<&str> = outcome.stdout.lines().collect();
     lines.sort_unstable();
     // A declared HOME stays; TMPDIR is the command's private one (DESIGN
-    // §16.5), removed after the call.
+    // §16.5): emptied after the call, and gone with the configuration.
     let tmpdir = lines.pop().unwrap();
-    let private = tmpdir.strip_prefix("TMPDIR=").unwrap();
+    let private = tmpdir.strip_prefix("TMPDIR=").unwrap().to_owned();
     assert!(private.ends_with("/tmp"), "{tmpdir}");
     assert!(private.contains("quirl-lua-command-"), "{tmpdir}");
-    assert!(!std::path::Path::new(private).exists(), "{tmpdir} was left");
+    let outcome = run(
+        &config,
+        "sh -c 'echo x > \"$TMPDIR/left\"; echo \"$TMPDIR\"'",
+    )
+    .unwrap();
+    assert_eq!(
+        outcome.stdout.trim(),
+        private,
+        "the configuration reuses its emptied directory"
+    );
+    assert_eq!(
+        std::fs::read_dir(&private).unwrap().count(),
+        0,
+        "{private} was left with what the command wrote"
+    );
     assert_eq!(
         lines,
         [
@@ -567,6 +581,11 @@ fn the_environment_is_exactly_the_granted_one() {
             "PATH=/usr/bin:/bin",
             "QUIRL_DECLARED=value with spaces",
         ]
+    );
+    drop(config);
+    assert!(
+        !std::path::Path::new(&private).exists(),
+        "{private} outlived its configuration"
     );
     // Without a declared HOME the command's is private and empty.
     let config = ProcessHostConfig::new(

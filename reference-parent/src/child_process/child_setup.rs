@@ -41,6 +41,18 @@ pub(crate) fn enter_new_session_locked_down() -> io::Result<()> {
     mark_inherited_descriptors_cloexec()
 }
 
+/// [`enter_new_session_locked_down`] with a new process group instead of a
+/// new session: for the init of a host command's PID namespace (DESIGN
+/// §16.6), which never touches a terminal and whose program starts its own
+/// session. (A new session also makes a new scheduler autogroup, whose
+/// first runs wait behind every busy group of a loaded machine: one per
+/// command is enough.)
+pub(crate) fn enter_new_group_locked_down() -> io::Result<()> {
+    rustix::process::setpgid(None, None)?;
+    rustix::thread::set_no_new_privs(true)?;
+    mark_inherited_descriptors_cloexec()
+}
+
 /// Mark every descriptor from 3 up close-on-exec (runs in the child).
 fn mark_inherited_descriptors_cloexec() -> io::Result<()> {
     // SAFETY: close_range with integer arguments; CLOSE_RANGE_CLOEXEC only

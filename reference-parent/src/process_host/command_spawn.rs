@@ -6,8 +6,8 @@
 //!
 //! Where the kernel allows it the child is the first process (init) of a
 //! new PID namespace, and stays this crate's code: a small init that starts
-//! the program as the namespace's second process (a `CLONE_VM |
-//! CLONE_VFORK` child, as `posix_spawn` makes one), reaps whatever is
+//! the program as the namespace's second process (a `CLONE_VM` child on a
+//! stack of its own, which makes no copy of the memory), reaps whatever is
 //! orphaned to it, and when the program has exited sends its wait status to
 //! the parent and exits — which makes the kernel kill everything left in
 //! the namespace. The program is not init itself because init ignores the
@@ -585,44 +585,56 @@ fn enter_command(context: &ChildContext<'_>) -> Result<(), (Step, i32)> {
     for &procs in context.plan.cgroup_procs {
         crate::cgroup::enter_in_child(procs).map_err(|error| (Step::Cgroup, errno_of(&error)))?;
     }
-    child_setup::enter_new_session_locked_down()
-        .map_err(|error| (Step::Session, errno_of(&error)))?;
+    if context.plan.namespace == Namespace::None {
+        child_setup::enter_new_session_locked_down()
+    } else {
+        // The init: a group of its own (out of a terminal's foreground
+        // group), no session (the program starts that).
+        child_setup::enter_new_group_locked_down()
+    }
+    .map_err(|error| (Step::Session, errno_of(&error)))?;
     rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
         .map_err(|errno| (Step::ParentDeath, errno.raw_os_error()))?;
     Ok(())
 }
 
 /// The init of the command's PID namespace: contain the command, start the
-/// program as a `CLONE_VM | CLONE_VFORK` child, end the exec handshake
-/// (close the report socket once the program has exec'd), drop every
-/// descriptor but the status pipe and every capability, then reap until
-/// the program is gone and send its wait status. Returns only when a step
+/// program as a `CLONE_VM` child (on its own stack), close every descriptor
+/// but the status pipe, drop every capability, then reap until the program
+/// is gone and send its wait status. Returns only when a step
 /// before the program started failed.
 fn run_init(context: &ChildContext<'_>) -> (Step, i32) {
     if let Err(failed) = enter_command(context) {
         return failed;
     }
     // SAFETY: the program's child runs `program_main` on the second stack
-    // (this process's copy of the mapping the parent made) and reads
-    // `context`, which lives in this process's copy of the parent's memory
-    // and does not change; CLONE_VFORK suspends this thread until the child
-    // has exec'd or exited, so neither is used by two processes at once. The
-    // child makes system calls only and ends in `execve` or `_exit`.
+    // (this process's copy of the mapping the parent made, which this
+    // process never unmaps and outlives: it waits for the child) and only
+    // reads `context`, which lives in this process's copy of the parent's
+    // memory and which nothing writes. This process goes on at once (no
+    // CLONE_VFORK, so that it does not wait to be woken when the program
+    // execs: under load each wake-up of a new process costs a scheduler
+    // slice) and, like the child, touches only its own stack and makes
+    // system calls: nothing is written by both. (Both share the C library's
+    // per-thread `errno`, which this process writes only if `close_range`
+    // below fails, and reads never.) The child has a copy of the descriptor
+    // table (no CLONE_FILES), so closing ours leaves its own intact. It ends
+    // in `execve` or `_exit`.
     let program = unsafe {
         libc::clone(
             program_main,
             context.program_stack,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            libc::CLONE_VM | libc::SIGCHLD,
             ptr::from_ref(context).cast_mut().cast::<c_void>(),
         )
     };
     if program < 0 {
         return (Step::Init, errno_of(&io::Error::last_os_error()));
     }
-    // The program has exec'd (or reported its failure and exited): the
-    // parent reads the report socket to its end once this copy is closed
-    // too. Then nothing else of the parent's may stay open here: close every
-    // descriptor but the status pipe.
+    // The program's process has its own report socket, which closes when
+    // it execs: the parent reads the socket to its end once this copy is
+    // closed too. Nothing else of the parent's may stay open here: close
+    // every descriptor but the status pipe.
     // SAFETY: close_range with integer arguments; the only descriptor this
     // process still uses is `context.status`.
     unsafe {
@@ -658,11 +670,11 @@ fn run_init(context: &ChildContext<'_>) -> (Step, i32) {
     unsafe { libc::_exit(0) }
 }
 
-/// The program's process in a PID namespace (the init's `CLONE_VM |
-/// CLONE_VFORK` child, on the second stack).
+/// The program's process in a PID namespace (the init's `CLONE_VM` child,
+/// on the second stack).
 extern "C" fn program_main(arg: *mut c_void) -> c_int {
-    // SAFETY: `arg` is the init's `ChildContext`, alive and unchanged while
-    // this child runs (the init is suspended by CLONE_VFORK).
+    // SAFETY: `arg` is the init's `ChildContext`, which lives until the
+    // init exits (after this child) and which nothing writes.
     let context = unsafe { &*arg.cast_const().cast::<ChildContext<'_>>() };
     let Err(failed) = run_program(context);
     report_and_exit(context.report, failed)

@@ -32,7 +32,7 @@ use super::exec_image::ExecImage;
 use super::exec_ruleset::{ExecRuleset, landlock_support};
 use super::grants::{GrantRule, ProcessHostConfig};
 use super::host_error::HostError;
-use super::private_dirs::PrivateDirs;
+use super::private_dirs::{PooledDirs, PrivateDirs, PrivateDirsPool};
 use super::tree::OwnedTree;
 use super::write_ruleset::WriteRuleset;
 use crate::cgroup::{self, CgroupLimits, ChildCgroup, ChildKind, PidsCgroup, PidsEnforcement};
@@ -127,7 +127,10 @@ pub fn run_command(
     }
     ensure_children_are_not_auto_reaped()?;
     let mut containment = Containment::build(config)?;
-    let environment = child_environment(config, &containment.private);
+    let private = containment
+        .dirs()
+        .ok_or_else(|| HostError::new(ErrorCode::Io, "the command has no private directory"))?;
+    let environment = child_environment(config, private);
     let image = ExecImage::new(
         &path,
         &argv,
@@ -145,7 +148,14 @@ pub fn run_command(
     cgroup_procs.extend(containment.cgroup.as_ref().map(ChildCgroup::procs_fd));
     cgroup_procs.extend(containment.pids.as_ref().map(PidsCgroup::procs_fd));
     let mut layers: Vec<RawFd> = Vec::with_capacity(2);
-    layers.extend(containment.writes.as_ref().map(WriteRuleset::raw_fd));
+    layers.extend(
+        containment
+            .private
+            .as_mut()
+            .filter(|_| landlock_support().available())
+            .and_then(|pooled| pooled.writes(&config.writable_roots()).ok())
+            .map(WriteRuleset::raw_fd),
+    );
     layers.extend(ruleset.as_deref().and_then(ExecRuleset::raw_fd));
     let namespace = command_spawn::namespace_in_effect();
     let id_maps = (namespace == Namespace::UserAndPid).then(command_spawn::IdMaps::of_this_process);
@@ -182,7 +192,6 @@ pub fn run_command(
     // cached execute ruleset stays with the configuration).
     let spawn_notes = SpawnNotes::of(&plan, files);
     drop(ruleset);
-    containment.writes = None;
     let Launched {
         report,
         stdout,
@@ -214,7 +223,15 @@ pub fn run_command(
             .spawn_failure(program, &spawn_notes)
             .unwrap_or(error)
     })?;
-    finish(running, stdout, stderr, limit, program, &spawn_notes)
+    finish(
+        running,
+        stdout,
+        stderr,
+        limit,
+        program,
+        &spawn_notes,
+        config.private_dirs(),
+    )
 }
 
 /// What a spawn error says of the command's containment, kept past the
@@ -234,11 +251,11 @@ impl SpawnNotes {
 }
 
 /// What contains one command besides its process tree, all released after
-/// it: its private directory, its write domain (until the child entered
-/// it), and its cgroups (the v2 one moves into the tree).
+/// it: its private directories (with their write domain, kept by the
+/// configuration for its next command), and its cgroups (the v2 one moves
+/// into the tree).
 struct Containment {
-    private: PrivateDirs,
-    writes: Option<WriteRuleset>,
+    private: Option<PooledDirs>,
     cgroup: Option<ChildCgroup>,
     pids: Option<PidsCgroup>,
     /// The process limit as `RLIMIT_NPROC` in the command's user namespace.
@@ -247,15 +264,11 @@ struct Containment {
 
 impl Containment {
     fn build(config: &ProcessHostConfig) -> Result<Self, HostError> {
-        let private = PrivateDirs::create().map_err(|error| {
+        let mut private = config.private_dirs().take().map_err(|error| {
             HostError::io("could not create the command's private directory", &error)
         })?;
-        let writes = if landlock_support().available() {
-            let roots = config
-                .writable_roots()
-                .into_iter()
-                .chain(std::iter::once(private.root()));
-            Some(WriteRuleset::build(roots).map_err(|why| {
+        if landlock_support().available() {
+            private.writes(&config.writable_roots()).map_err(|why| {
                 HostError::new(
                     ErrorCode::ProcessSpawn,
                     "could not confine the command's writes (its Landlock domain)",
@@ -263,18 +276,20 @@ impl Containment {
                 .with_context(why)
                 .with_context(format!("landlock: {}", landlock_support().summary()))
                 .with_help("Check that the working directory and the writable directories exist")
-            })?)
-        } else {
-            None
-        };
+            })?;
+        }
         let (cgroup, pids, processes_max) = command_cgroups(config)?;
         Ok(Self {
-            private,
-            writes,
+            private: Some(private),
             cgroup,
             pids,
             processes_max,
         })
+    }
+
+    /// The private directories (present until the command has ended).
+    fn dirs(&self) -> Option<&PrivateDirs> {
+        self.private.as_ref().map(|pooled| &pooled.dirs)
     }
 }
 
@@ -282,7 +297,7 @@ impl Containment {
 /// `TMPDIR` in the private directory unless declared (DESIGN §16.5).
 fn child_environment<'a>(
     config: &'a ProcessHostConfig,
-    private: &'a PrivateDirs,
+    private: &PrivateDirs,
 ) -> Vec<(&'a str, std::ffi::OsString)> {
     let mut entries: Vec<(&str, std::ffi::OsString)> = config
         .environment()
@@ -491,6 +506,7 @@ fn finish(
     limit: usize,
     program: &str,
     notes: &SpawnNotes,
+    config_private_dirs: &PrivateDirsPool,
 ) -> Result<CommandOutcomeData, HostError> {
     let status = running
         .tree
@@ -510,7 +526,9 @@ fn finish(
     if let Some(pids) = running.containment.pids.as_mut() {
         problems.extend(pids.remove());
     }
-    problems.extend(running.containment.private.remove());
+    if let Some(private) = running.containment.private.take() {
+        problems.extend(config_private_dirs.give_back(private));
+    }
     let (status, signal) = encode_status(status);
     if !running.tree.escaped().is_empty() {
         return Err(with_containment_notes(

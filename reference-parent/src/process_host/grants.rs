@@ -13,6 +13,7 @@ use quirl_lua_protocol::records::ErrorCode;
 use super::exec_guard::exec_guard_support;
 use super::exec_ruleset::RulesetCache;
 use super::host_error::HostError;
+use super::private_dirs::PrivateDirsPool;
 use super::wrappers::{is_programming_environment, runs_arguments_as_command};
 use crate::cgroup::Containment;
 
@@ -362,6 +363,8 @@ pub struct ProcessHostConfig {
     writable: Vec<PathBuf>,
     /// The execute rulesets of the programs run so far (DESIGN §16.6).
     rulesets: RulesetCache,
+    /// Emptied private directories of earlier commands (DESIGN §16.5).
+    private_dirs: PrivateDirsPool,
 }
 
 impl ProcessHostConfig {
@@ -377,6 +380,7 @@ impl ProcessHostConfig {
             require_landlock: false,
             writable: Vec::new(),
             rulesets: RulesetCache::default(),
+            private_dirs: PrivateDirsPool::default(),
         }
     }
 
@@ -429,6 +433,7 @@ impl ProcessHostConfig {
             require_landlock: false,
             writable: Vec::new(),
             rulesets: RulesetCache::default(),
+            private_dirs: PrivateDirsPool::default(),
         };
         config.judge_granted_programs()?;
         Ok(config)
@@ -537,6 +542,9 @@ impl ProcessHostConfig {
     /// written or once its links are resolved (DESIGN §16.8).
     pub(crate) fn is_writable_by_commands(&self, path: &Path) -> bool {
         let roots = self.writable_roots();
+        if roots.is_empty() {
+            return false;
+        }
         let canonical_roots: Vec<PathBuf> = roots
             .iter()
             .filter_map(|root| std::fs::canonicalize(root).ok())
@@ -566,6 +574,11 @@ impl ProcessHostConfig {
     /// The execute rulesets built for this configuration's commands.
     pub(crate) fn rulesets(&self) -> &RulesetCache {
         &self.rulesets
+    }
+
+    /// The private directories kept for this configuration's commands.
+    pub(crate) fn private_dirs(&self) -> &PrivateDirsPool {
+        &self.private_dirs
     }
 
     /// The containment asked for.
