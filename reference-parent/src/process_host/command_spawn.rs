@@ -16,26 +16,29 @@
 //! status pipe and no capability while it waits, and nothing of the command
 //! can signal or trace it.
 //!
-//! Why our own `clone` and not `std::process::Command`: the program must be
-//! the init of its PID namespace, so that its exit (or its `SIGKILL`) makes
-//! the kernel kill every process of the namespace however it forked or
-//! called `setsid` (DESIGN §16.7); `unshare(CLONE_NEWPID)` in a `pre_exec`
-//! hook moves only the caller's *children* into the namespace. And the
-//! exec guard (module `exec_guard`) needs the parent to answer the child's
-//! exec while the spawn is under way, which `Command::spawn` (blocked until
-//! the exec is done) cannot.
+//! Why our own `clone` and not `std::process::Command`: the command must
+//! start in a new PID namespace, so that its end (or its init's `SIGKILL`)
+//! makes the kernel kill every process of the namespace however it forked
+//! or called `setsid` (DESIGN §16.7); `unshare(CLONE_NEWPID)` in a
+//! `pre_exec` hook moves only the caller's *children* into the namespace.
+//! And the exec guard (module `exec_guard`) needs the parent to answer the
+//! child's exec while the spawn is under way, which `Command::spawn`
+//! (blocked until the exec is done) cannot.
 //!
 //! The child runs on a stack of its own in its copy of the parent's memory;
 //! everything it reads was built before the clone ([`ChildPlan`], the
 //! `ExecImage`, the descriptors), it makes system calls only (no allocation,
 //! no locks: the parent is multithreaded), and a step that fails sends
-//! `(step, errno)` over the report socket and ends the child with
-//! `_exit(127)`. Its steps, in order: every signal disposition to its
-//! default and an empty mask; standard input `/dev/null`, output and error
-//! the capture pipes; join the command's cgroups; `setsid`,
-//! `no_new_privs`, every inherited descriptor close-on-exec
-//! (`child_setup`); `PR_SET_PDEATHSIG` = `SIGKILL` (the spawning thread
-//! waits for the command, so its exit means the parent is gone); `chdir`;
+//! `(step, errno)` over the report socket and ends its process with
+//! `_exit(127)`. The steps, in order — the init's (or, without a PID
+//! namespace, the one child's): every signal disposition to its default and
+//! an empty mask; in a user namespace, its id maps and the process limit
+//! (`RLIMIT_NPROC`); join the command's cgroups; a process group of its own
+//! (a new session without a namespace), `no_new_privs`, every inherited
+//! descriptor close-on-exec (`child_setup`); `PR_SET_PDEATHSIG` = `SIGKILL`
+//! (the spawning thread waits for the command, so its exit means the parent
+//! is gone). Then the program's: a new session (no controlling terminal);
+//! standard input `/dev/null`, output and error the capture pipes; `chdir`;
 //! each Landlock layer; every capability dropped (bounding, ambient,
 //! effective, permitted, inheritable); the exec guard's filter, whose
 //! listener goes to the parent over the report socket; `execve`.
