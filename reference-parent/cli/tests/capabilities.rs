@@ -8,8 +8,9 @@
 
 use std::time::{Duration, Instant};
 
+use quirl_lua_reference_parent::Cancel;
 use quirl_lua_reference_parent::process_host::{
-    Cancel, Environment, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest, run_command,
+    Environment, Grants, ProcessAccess, ProcessHostConfig, ProcessRequest, run_command,
 };
 use quirl_lua_reference_parent::{
     Policy, PolicySettings, WORKER_ARGUMENT, Worker, WorkerCommand, WorkerConfig,

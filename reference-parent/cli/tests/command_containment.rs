@@ -20,8 +20,9 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use quirl_lua_reference_parent::Cancel;
 use quirl_lua_reference_parent::process_host::{
-    Cancel, CommandOutcomeData, Environment, ErrorCode, Grants, HostError, ProcessAccess,
+    CommandOutcomeData, Environment, ErrorCode, Grants, HostError, ProcessAccess,
     ProcessHostConfig, ProcessRequest, pid_namespace_support, run_command,
 };
 use quirl_lua_reference_parent::{Containment, containment_report};

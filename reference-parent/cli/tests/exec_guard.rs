@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use quirl_lua_reference_parent::Cancel;
 use quirl_lua_reference_parent::process_host::{
-    Cancel, CommandOutcomeData, Environment, ErrorCode, Grants, HostError, ProcessAccess,
+    CommandOutcomeData, Environment, ErrorCode, Grants, HostError, ProcessAccess,
     ProcessHostConfig, ProcessRequest, exec_guard_support, run_command,
 };
 
