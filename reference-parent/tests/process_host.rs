@@ -708,16 +708,21 @@ fn a_token_without_a_wake_descriptor_still_cancels_promptly() {
 fn a_tree_that_keeps_forking_session_escapees_leaves_nothing() {
     let mark = marker();
     let started = Instant::now();
-    let error = run_command(
+    let result = run_command(
         &config(&["process.spawn"]),
         &request(
             &format!("sh -c 'while :; do setsid sleep {mark} & done'"),
             Duration::from_millis(200),
         ),
         &Cancel::new(),
-    )
-    .unwrap_err();
-    assert_eq!(error.code(), ErrorCode::ResourceLimit);
+    );
+    match result {
+        // Killed at its deadline, still forking ...
+        Err(error) => assert_eq!(error.code(), ErrorCode::ResourceLimit, "{error:?}"),
+        // ... or stopped by its process limit first (DESIGN §16.7: 256 by
+        // default, where a pids controller can be written).
+        Ok(outcome) => assert!(outcome.stderr.contains("fork"), "{outcome:?}"),
+    }
     assert!(started.elapsed() < Duration::from_millis(200) + PROMPTLY);
     assert_eq!(leftovers(&mark), Vec::<u32>::new());
 }
