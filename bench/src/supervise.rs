@@ -267,8 +267,8 @@ pub fn host_commands_limited(
         Environment::empty().with("PATH", "/usr/bin:/bin")?,
         "/",
     )?
-    .containment(containment)
-    .command_pids_max(pids_max);
+    .with_containment(containment)
+    .with_command_pids_max(pids_max);
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let started = Instant::now();

@@ -84,7 +84,7 @@ fn host_calls_leak_nothing(containment: Containment) {
             "/",
         )
         .unwrap()
-        .containment(containment)
+        .with_containment(containment)
     };
     let run =
         |config: &ProcessHostConfig, command: &str, deadline: Duration, max_output_bytes: usize| {

@@ -112,7 +112,7 @@ fn host(containment: Containment) -> ProcessHostConfig {
         "/",
     )
     .unwrap()
-    .containment(containment)
+    .with_containment(containment)
 }
 
 fn run(
@@ -604,7 +604,7 @@ fn child_cgroups_carry_the_configured_limits_where_the_controllers_are_enabled()
             ),
         );
     } else {
-        let config = host(Containment::Cgroup).command_pids_max(Some(17));
+        let config = host(Containment::Cgroup).with_command_pids_max(Some(17));
         let command = format!(
             "sh -c 'cat \"$0$(sed -n s/^0:://p /proc/self/cgroup)/pids.max\"' {}",
             mount_point(&own).display()

@@ -482,8 +482,8 @@ fn the_command_process_limit_is_enforced_or_the_command_refused() {
             scratch.dir("work"),
         )
         .unwrap()
-        .containment(mode)
-        .command_pids_max(Some(16));
+        .with_containment(mode)
+        .with_command_pids_max(Some(16));
         let summary = containment_report(mode).command_pids_limit;
         match run(&config, &format!("{PYTHON} {} 60", script.display())) {
             Ok(outcome) => {
@@ -512,7 +512,7 @@ fn the_command_process_limit_is_enforced_or_the_command_refused() {
             }
         }
         // Without a limit the same command forks all 60.
-        let unlimited = config.clone().command_pids_max(None);
+        let unlimited = config.clone().with_command_pids_max(None);
         let outcome = run(&unlimited, &format!("{PYTHON} {} 60", script.display())).unwrap();
         assert_eq!(outcome.stdout.trim(), "60 0", "{mode}: {outcome:?}");
     }

@@ -220,7 +220,7 @@ fn host_config(containment: Containment) -> ProcessHostConfig {
         "/",
     )
     .unwrap()
-    .containment(containment)
+    .with_containment(containment)
 }
 
 // DESIGN §16.7: in-process, with this process adopting orphans, the sweep of

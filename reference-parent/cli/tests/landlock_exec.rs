@@ -425,7 +425,7 @@ fn the_grant_rule_follows_the_exec_guard() {
 #[test]
 fn require_landlock_runs_only_under_the_ruleset() {
     let scratch = Scratch::new("require");
-    let config = config_in(&["process.spawn:cat"], &scratch.0).require_landlock(true);
+    let config = config_in(&["process.spawn:cat"], &scratch.0).with_require_landlock(true);
     let result = run(&config, "cat /proc/self/status");
     if landlock_support().available() {
         let outcome = result.unwrap();

@@ -604,13 +604,13 @@ fn exec_ruleset(
 ) -> Result<Option<Arc<ExecRuleset>>, HostError> {
     let support = landlock_support();
     let shown = super::grants::truncate_for_display(program);
-    if !support.available() && config.landlock_required() {
+    if !support.available() && config.require_landlock() {
         return Err(HostError::new(
             ErrorCode::ProcessSpawn,
             format!("could not start `{shown}`: Landlock is required but unavailable"),
         )
         .with_context(format!("landlock: {}", support.summary()))
-        .with_help("Run on Linux 5.13 or later with Landlock enabled (lsm=landlock), or drop --require-landlock"));
+        .with_help("Run on Linux 5.13 or later with Landlock enabled (lsm=landlock), or do not require Landlock (ProcessHostConfig::with_require_landlock)"));
     }
     if config.grants().any_program() {
         return Ok(None);
@@ -696,8 +696,8 @@ fn command_cgroups(
             .with_context(why)
             .with_help("Use process-group containment where cgroup v2 is not writable")
     };
-    let hierarchy = cgroup::resolve(config.configured_containment()).map_err(failed)?;
-    let pids_max = config.configured_command_pids_max();
+    let hierarchy = cgroup::resolve(config.containment()).map_err(failed)?;
+    let pids_max = config.command_pids_max();
     let enforcement = pids_max.map(|_| cgroup::command_pids_enforcement(hierarchy));
     let cgroup = match hierarchy {
         Some(hierarchy) => {

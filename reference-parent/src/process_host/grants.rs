@@ -475,7 +475,7 @@ impl ProcessHostConfig {
     /// How each command is contained (default [`Containment::Auto`]: a
     /// cgroup per command when cgroup v2 is writable; DESIGN §17.2–17.3).
     #[must_use]
-    pub fn containment(mut self, containment: Containment) -> Self {
+    pub fn with_containment(mut self, containment: Containment) -> Self {
         self.containment = containment;
         self
     }
@@ -488,22 +488,22 @@ impl ProcessHostConfig {
     /// written every command fails with `process_spawn` and says why (see
     /// `quirl-lua --version --verbose`).
     #[must_use]
-    pub fn command_pids_max(mut self, count: Option<u64>) -> Self {
+    pub fn with_command_pids_max(mut self, count: Option<u64>) -> Self {
         self.command_pids_max = count;
         self
     }
 
     /// Fail every command closed where the Landlock execute ruleset cannot
     /// be applied, instead of falling back to the program list (DESIGN §16.6;
-    /// CLI `--require-landlock`). Default off.
+    /// the CLI's `--require-landlock`). Default off.
     #[must_use]
-    pub fn require_landlock(mut self, required: bool) -> Self {
+    pub fn with_require_landlock(mut self, required: bool) -> Self {
         self.require_landlock = required;
         self
     }
 
-    /// Whether [`Self::require_landlock`] is set.
-    pub fn landlock_required(&self) -> bool {
+    /// Whether [`Self::with_require_landlock`] is set.
+    pub fn require_landlock(&self) -> bool {
         self.require_landlock
     }
 
@@ -582,12 +582,12 @@ impl ProcessHostConfig {
     }
 
     /// The containment asked for.
-    pub fn configured_containment(&self) -> Containment {
+    pub fn containment(&self) -> Containment {
         self.containment
     }
 
     /// The `pids.max` of each command's cgroup.
-    pub fn configured_command_pids_max(&self) -> Option<u64> {
+    pub fn command_pids_max(&self) -> Option<u64> {
         self.command_pids_max
     }
 
