@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Options: `--quick`; `--only X1,X2,…` (sections X1–X6, `L`, the Lua
-//! compute rows, `C`, `B1`/`B2`, the budget and callback-deadline rows,
+//! compute rows, `C`, `LL` and `EG`, what the Landlock execute ruleset and
+//! the exec guard add to a host command, `B1`/`B2`, the budget and callback-deadline rows,
 //! `V`, the metered VM against stock Lua of the same release on whole
 //! programs, `T`, the first request after a limit trip with and without a warm
 //! spare, `S`, the throughput/latency curve of pools, `M`, a pool on a mix
@@ -142,7 +143,7 @@ fn parse() -> Result<Options, BoxError> {
             }
             "-h" | "--help" => {
                 println!(
-                    "quirl-lua-bench [--quick] [--only X1,X2,X3,X4,X5,X6,L,C,B1,B2,T,S,M,R,H] [--worker CMD]... \
+                    "quirl-lua-bench [--quick] [--only X1,X2,X3,X4,X5,X6,L,C,LL,EG,B1,B2,T,S,M,R,H] [--worker CMD]... \
                      [--compare-arg ARG] [--kill-source LUA] [--containment MODE] [--ballast-mib N]\n\
                      --worker may be given several times: every section uses the first; \
                      X2, X3, X4 and L are then also measured for each, interleaved, in a side-by-side table"
@@ -306,6 +307,9 @@ fn run() -> Result<(), BoxError> {
     }
     if options.wants("LL") {
         rows.extend(landlock_costs(&options, &mut notes)?);
+    }
+    if options.wants("EG") {
+        rows.extend(exec_guard_costs(&options, &mut notes)?);
     }
     if options.wants("B1") {
         rows.extend(budget::b1(
@@ -668,6 +672,65 @@ fn landlock_costs(options: &Options, notes: &mut Vec<String>) -> Result<Vec<Row>
         Some(&host[0]),
         None,
     )?])
+}
+
+/// Section EG: what the exec guard adds to a host command's start (DESIGN
+/// §16.6): `true` granted by name (the guard's filter installed in the
+/// child, its listener sent to the parent, the one exec let through, and
+/// the Landlock execute ruleset) against the unscoped grant (neither), in
+/// one run, blocks of 10 alternating, process-group mode; both with the
+/// rest of a command's containment (its PID namespace and init, private
+/// directory, write domain). A second row: what a command's process limit
+/// costs where it needs a cgroup v1 `pids` cgroup of its own (the
+/// unscoped grant with and without `--command-pids-max`).
+fn exec_guard_costs(options: &Options, notes: &mut Vec<String>) -> Result<Vec<Row>, BoxError> {
+    use quirl_lua_reference_parent::process_host::{DEFAULT_COMMAND_PIDS_MAX, exec_guard_support};
+    if let Err(why) = exec_guard_support() {
+        notes.push(format!("EG: skipped, {why}"));
+        return Ok(Vec::new());
+    }
+    let n = options.n(400);
+    let block = 10;
+    let variants = [
+        ("process.spawn", None),
+        ("process.spawn:true", None),
+        ("process.spawn", Some(DEFAULT_COMMAND_PIDS_MAX)),
+    ];
+    let mut host: [Vec<Duration>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    for _ in 0..n.div_ceil(block) {
+        for (index, (grant, pids_max)) in variants.iter().enumerate() {
+            host[index].extend(supervise::host_commands_limited(
+                "true",
+                grant,
+                block,
+                Containment::ProcessGroup,
+                *pids_max,
+            )?);
+        }
+    }
+    let report = containment_report(Containment::ProcessGroup);
+    notes.push(format!(
+        "EG: interleaved in blocks of {block}, process-group mode; exec guard: {}; pid namespace: {}; command pids limit: {}",
+        report.exec_guard, report.pid_namespace, report.command_pids_limit
+    ));
+    Ok(vec![
+        time_row(
+            "EG",
+            "host command `true` granted by name: exec guard + execute ruleset",
+            &host[1],
+            "unscoped grant (neither)",
+            Some(&host[0]),
+            None,
+        )?,
+        time_row(
+            "EG/pids",
+            "host command `true` with --command-pids-max (its pids cgroup)",
+            &host[2],
+            "no process limit",
+            Some(&host[0]),
+            None,
+        )?,
+    ])
 }
 
 fn x5(worker: &WorkerCommand, notes: &mut Vec<String>) -> Result<Vec<Row>, BoxError> {

@@ -239,6 +239,25 @@ pub fn host_commands_granted(
     n: usize,
     containment: Containment,
 ) -> Result<Vec<Duration>, BoxError> {
+    host_commands_limited(
+        command,
+        grant,
+        n,
+        containment,
+        Some(quirl_lua_reference_parent::process_host::DEFAULT_COMMAND_PIDS_MAX),
+    )
+}
+
+/// [`host_commands_granted`] with the command's process limit
+/// (`None`: no limit, so no `pids` cgroup of its own where cgroup v2 has
+/// no `pids` controller).
+pub fn host_commands_limited(
+    command: &str,
+    grant: &str,
+    n: usize,
+    containment: Containment,
+    pids_max: Option<u64>,
+) -> Result<Vec<Duration>, BoxError> {
     let config = ProcessHostConfig::new(
         ProcessAccess {
             allow_process: true,
@@ -248,7 +267,8 @@ pub fn host_commands_granted(
         Environment::empty().with("PATH", "/usr/bin:/bin")?,
         "/",
     )?
-    .containment(containment);
+    .with_containment(containment)
+    .with_command_pids_max(pids_max);
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let started = Instant::now();

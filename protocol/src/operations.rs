@@ -11,7 +11,7 @@
 //! |---|---|
 //! | [`Initialize`] | `()` |
 //! | [`Eval`], [`Complete`], [`Contribution`] | [`serde_json::Value`] |
-//! | [`Check`] | `()` |
+//! | [`Check`] | `Option<`[`CheckReport`]`>` (`None`: `null`) |
 //! | [`LoadConfig`] | [`QuirlConfig`] |
 //! | [`LoadPlugin`] | [`PluginRegistrations`] |
 //! | [`RenderPrompt`] | `Option<String>` |
@@ -32,7 +32,7 @@
 
 use crate::error::{ErrorKind, ProtocolError};
 use crate::records::{
-    ContributionKind, EventHandlerReport, ExecutionContext, ExecutionOutcome, ExtensionEvent,
+    CheckReport, ContributionKind, EventHandlerReport, ExecutionContext, ExecutionOutcome, ExtensionEvent,
     Operation, OperationKind, OperationResult, PluginRegistrations, Policy, QuirlConfig,
 };
 use serde_json::Value;
@@ -90,7 +90,7 @@ macro_rules! typed_operation {
     (
         $(#[$doc:meta])*
         $name:ident -> $output:ty, $kind:ident { $( $(#[$field_doc:meta])* $field:ident : $field_ty:ty ),* $(,)? }
-        result $pattern:pat => $value:expr
+        result $( $pattern:pat => $value:expr ),+ $(,)?
     ) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq)]
@@ -115,7 +115,7 @@ macro_rules! typed_operation {
 
             fn output(result: OperationResult) -> Result<$output, ProtocolError> {
                 match result {
-                    $pattern => Ok($value),
+                    $( $pattern => Ok($value), )+
                     other => Err(mismatch(OperationKind::$kind, &other)),
                 }
             }
@@ -188,14 +188,18 @@ impl Eval {
 }
 
 typed_operation! {
-    /// `check`: compile without running; answered with `()`.
-    Check -> (), Check {
+    /// `check`: compile without running (SPEC §7.1); answered with `None`
+    /// (`null`: it compiles, Quirl 0.1's wire) or, where the session granted
+    /// `check.diagnostics`, with the report (SPEC §7.2).
+    Check -> Option<CheckReport>, Check {
         /// Lua source.
         source: String,
         /// Name used in diagnostics.
         source_name: String,
     }
-    result OperationResult::Null => ()
+    result
+        OperationResult::Null => None,
+        OperationResult::CheckReport(report) => Some(report),
 }
 
 typed_operation! {
@@ -320,7 +324,16 @@ mod tests {
         let wrong = Eval::output(OperationResult::TestCount(1)).unwrap_err();
         assert_eq!(wrong.kind(), ErrorKind::WrongType);
         assert_eq!(Test::output(OperationResult::TestCount(3)).unwrap(), 3);
-        Check::output(OperationResult::Null).unwrap();
+        assert_eq!(Check::output(OperationResult::Null).unwrap(), None);
+        let report = CheckReport {
+            diagnostics: Vec::new(),
+        };
+        assert_eq!(
+            Check::output(OperationResult::CheckReport(report.clone())).unwrap(),
+            Some(report)
+        );
+        let wrong = Check::output(OperationResult::TestCount(1)).unwrap_err();
+        assert_eq!(wrong.kind(), ErrorKind::WrongType);
         let init = Initialize::new(Policy::quirl_config_profile())
             .grants(["process.spawn:echo"])
             .process_enabled(true);

@@ -1,8 +1,9 @@
 //! JSON Schema (draft 2020-12, via schemars) of both frame directions.
 //!
-//! The committed copies live in `fixtures/schema/parent_to_worker.json` and
-//! `fixtures/schema/worker_to_parent.json`; a test fails when they drift
-//! from the types (run it with `UPDATE_SCHEMA=1` to regenerate them).
+//! The committed copies live in `fixtures/schema/parent_to_worker.snap.json`
+//! and `fixtures/schema/worker_to_parent.snap.json` (plain JSON, `insta`
+//! snapshots); `tests/schema.rs` fails when they drift from the types
+//! (`cargo insta review`, or `INSTA_UPDATE=always` to accept).
 //!
 //! The schema describes shape, closed records (`additionalProperties:
 //! false`), enum spellings and the simple numeric ranges. It cannot say

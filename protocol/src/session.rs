@@ -10,7 +10,7 @@
 //! | `Initializing` | response ok (same id) | `Ready` | `identity_mismatch` |
 //! | `Initializing` | response error (same id) | `Failed` | `identity_mismatch` |
 //! | `Ready` | request (not `initialize`, id > previous) | `Busy` | `unexpected_frame` / `identity_mismatch` |
-//! | `Busy` | response (same id) | `Ready` | `identity_mismatch` |
+//! | `Busy` | response (same id; a `check` result other than `null` only when `initialize` granted `check.diagnostics`) | `Ready` | `identity_mismatch` / `wrong_type` |
 //! | `Busy` | host call (same request id, call id = calls + 1 ≤ 16, process enabled and allowed by the policy) | `HostCallPending` | `identity_mismatch` / `host_call_limit` / `unexpected_frame` |
 //! | `HostCallPending` | host response (echoes both ids; each captured stream within the call's `max_output_bytes`) | `Busy` | `identity_mismatch` / `domain_bounds` |
 //! | `Failed` | anything | — | `unexpected_frame` |
@@ -27,8 +27,8 @@ use crate::error::{ErrorKind, ProtocolError};
 use crate::limits::HOST_CALLS_PER_REQUEST_MAX;
 use crate::records::results::check_free_form;
 use crate::records::{
-    CommandOutcome, HostCall, HostResponse, Operation, OperationKind, OperationResult, ParentFrame,
-    Request, Response, ShellError, WorkerFrame,
+    CHECK_DIAGNOSTICS_GRANT, CommandOutcome, HostCall, HostResponse, Operation, OperationKind,
+    OperationResult, ParentFrame, Request, Response, ShellError, WorkerFrame,
 };
 use serde_json::Value;
 
@@ -84,6 +84,9 @@ struct Machine {
     process_enabled: bool,
     /// `process_enabled` and the policy's `allow_process`, both fixed by `initialize`.
     host_calls_allowed: bool,
+    /// `initialize` granted `check.diagnostics`: `check` may answer with a
+    /// report instead of `null` (SPEC §7.2).
+    check_reports: bool,
     last_request_id: Option<u64>,
     in_flight: Option<InFlight>,
     poisoned: Option<ProtocolError>,
@@ -96,6 +99,8 @@ enum Step {
         kind: OperationKind,
         /// `initialize` only: `process_enabled` and whether host calls are allowed.
         process: Option<(bool, bool)>,
+        /// `initialize` only: whether it granted `check.diagnostics`.
+        check_reports: bool,
     },
     Response {
         ok: bool,
@@ -121,6 +126,7 @@ impl Machine {
             initialized: None,
             process_enabled: false,
             host_calls_allowed: false,
+            check_reports: false,
             last_request_id: None,
             in_flight: None,
             poisoned: None,
@@ -179,6 +185,11 @@ impl Machine {
             )));
         }
         let kind = request.operation.kind();
+        let check_reports = matches!(
+            &request.operation,
+            Operation::Initialize { grants: Some(grants), .. }
+                if grants.iter().any(|grant| grant == CHECK_DIAGNOSTICS_GRANT)
+        );
         let process = match (&request.operation, self.initialized) {
             (
                 Operation::Initialize {
@@ -203,6 +214,7 @@ impl Machine {
             id: request.id,
             kind,
             process,
+            check_reports,
         })
     }
 
@@ -316,10 +328,16 @@ impl Machine {
 
     fn apply(&mut self, step: Step) {
         match step {
-            Step::Request { id, kind, process } => {
+            Step::Request {
+                id,
+                kind,
+                process,
+                check_reports,
+            } => {
                 if let Some((enabled, allowed)) = process {
                     self.process_enabled = enabled;
                     self.host_calls_allowed = allowed;
+                    self.check_reports = check_reports;
                 }
                 self.last_request_id = Some(id);
                 self.in_flight = Some(InFlight {
@@ -377,8 +395,35 @@ impl Machine {
     }
 }
 
-/// Check a successful result against its operation's typed result, without copying free-form values.
-fn validate_result(kind: OperationKind, value: &Value) -> Result<(), ProtocolError> {
+/// A `check` result other than `null` needs the `check.diagnostics` grant
+/// (SPEC §7.2): without it the result is `wrong_type`, as before reports
+/// existed.
+fn check_report_negotiated(
+    kind: OperationKind,
+    value: &Value,
+    negotiated: bool,
+) -> Result<(), ProtocolError> {
+    if kind == OperationKind::Check && !value.is_null() && !negotiated {
+        return Err(ProtocolError::new(
+            ErrorKind::WrongType,
+            format!(
+                "the result of check must be null: initialize did not grant `{CHECK_DIAGNOSTICS_GRANT}`"
+            ),
+        )
+        .at("result"));
+    }
+    Ok(())
+}
+
+/// Check a successful result against its operation's typed result, without
+/// copying free-form values; `negotiated`: whether `check` may answer with
+/// a report.
+fn validate_result(
+    kind: OperationKind,
+    value: &Value,
+    negotiated: bool,
+) -> Result<(), ProtocolError> {
+    check_report_negotiated(kind, value, negotiated)?;
     match kind {
         OperationKind::Eval | OperationKind::Complete | OperationKind::Contribution => {
             check_free_form(kind, value).map_err(|e| e.at("result"))
@@ -502,7 +547,7 @@ impl WorkerSession {
             Some((_, kind)),
         ) = (frame, self.machine.in_flight())
         {
-            validate_result(kind, value)?;
+            validate_result(kind, value, self.machine.check_reports)?;
         }
         let bytes = frame.encode_framed()?;
         self.machine.apply(step);
@@ -674,11 +719,12 @@ impl ParentSession {
                         OperationKind::Eval
                         | OperationKind::Complete
                         | OperationKind::Contribution => {
-                            validate_result(operation, &value)
+                            validate_result(operation, &value, false)
                                 .map_err(|error| self.machine.poison(error))?;
                             OperationResult::Value(value)
                         }
-                        _ => OperationResult::decode(operation, &value)
+                        _ => check_report_negotiated(operation, &value, self.machine.check_reports)
+                            .and_then(|()| OperationResult::decode(operation, &value))
                             .map_err(|error| self.machine.poison(error))?,
                     }),
                     Err(error) => Err(error),

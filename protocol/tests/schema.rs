@@ -1,34 +1,32 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! SPEC §19: the committed JSON Schemas match the types. `UPDATE_SCHEMA=1` regenerates them.
+//! SPEC §19.5: the committed JSON Schemas match the types. They are `insta`
+//! snapshots kept as plain JSON files beside their metadata
+//! (`fixtures/schema/NAME.snap.json`, `NAME.snap`): a change of a record
+//! fails this test until the new schema is reviewed (`cargo insta review`)
+//! or accepted (`INSTA_UPDATE=always cargo test -p quirl-lua-protocol
+//! --features schema --test schema`). CI runs with `CI=true`, where insta
+//! never writes a snapshot.
 
 use quirl_lua_protocol::schema::{parent_to_worker_schema, worker_to_parent_schema};
-use std::path::PathBuf;
 
-fn check(name: &str, generated: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/schema")
-        .join(name);
-    if std::env::var_os("UPDATE_SCHEMA").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, generated).unwrap();
-    }
-    let committed = std::fs::read_to_string(&path)
-        .unwrap_or_else(|error| panic!("{}: {error}; run with UPDATE_SCHEMA=1", path.display()));
-    assert!(
-        committed == generated,
-        "{} drifted from the types; run `UPDATE_SCHEMA=1 cargo test -p quirl-lua-protocol --test schema`",
-        path.display()
-    );
+/// Compare `generated` with the committed `fixtures/schema/{name}.snap.json`.
+fn check(name: &str, generated: String) {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path("../../fixtures/schema");
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind(|| {
+        insta::assert_binary_snapshot!(&format!("{name}.json"), generated.into_bytes());
+    });
 }
 
 #[test]
 fn parent_to_worker_schema_is_committed_and_current() {
-    check("parent_to_worker.json", &parent_to_worker_schema());
+    check("parent_to_worker", parent_to_worker_schema());
 }
 
 #[test]
 fn worker_to_parent_schema_is_committed_and_current() {
-    check("worker_to_parent.json", &worker_to_parent_schema());
+    check("worker_to_parent", worker_to_parent_schema());
 }
 
 #[test]

@@ -126,7 +126,10 @@ fn quarantine_holds_until_an_explicit_reset() {
 fn a_crash_is_replaced_by_a_fresh_worker_of_the_same_generation() {
     let scratch = Scratch::new("restart");
     let path = scratch.write("plugin.lua", &plugin_source("v1"));
-    let host = PluginHost::start(manifest("restarting", &path, 1_000)).unwrap();
+    // No spare: the member waits for its next call to start the fresh
+    // worker (with one ready, its slot would take the spare at once).
+    let options = PoolOptions::new().with_spares(0);
+    let host = PluginHost::start(manifest("restarting", &path, 1_000).with_pool(options)).unwrap();
     let first = host.stats().members[0].pid.unwrap();
     let error = host.eval("crash()").unwrap_err();
     assert_eq!(error.class(), ErrorClass::WorkerCrashed);

@@ -10,6 +10,7 @@ pub mod convert;
 pub mod diag;
 pub mod error;
 pub mod events;
+pub mod lint;
 pub mod lockdown;
 pub mod records_from_lua;
 pub mod registry;

@@ -9,7 +9,8 @@
 //!    (`HashMap` random keys, the clock);
 //! 2. clears `READ_IMPLIES_EXEC` from the personality, so that readable
 //!    mappings are not implicitly executable;
-//! 3. sets `PR_SET_NO_NEW_PRIVS`;
+//! 3. sets `PR_SET_NO_NEW_PRIVS` and drops every capability, the bounding
+//!    set included ([`capabilities`]);
 //! 4. enters a Landlock domain with no filesystem access at all (every
 //!    filesystem right of the kernel's ABI handled, no rule), no TCP bind or
 //!    connect, and no signal or abstract-socket reach outside the domain,
@@ -33,6 +34,8 @@
 //! the worker runs with the Lua sandbox alone, and [`report`] (the binary's
 //! [`REPORT_ARGUMENT`]) says so.
 
+#[cfg(target_os = "linux")]
+pub mod capabilities;
 #[cfg(all(
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
@@ -150,6 +153,7 @@ pub fn apply() -> Result<(), LockdownError> {
         warm_up();
         clear_read_implies_exec()?;
         set_no_new_privs()?;
+        capabilities::drop_all()?;
         // Before the filter, which kills the Landlock system calls.
         landlock::enter_empty_domain()?;
         #[cfg(any(debug_assertions, feature = "lockdown-test-hooks"))]
@@ -271,6 +275,7 @@ pub fn report() -> String {
             );
         }
     }
+    let _ = writeln!(out, "capabilities: {}", capabilities_summary());
     let _ = writeln!(out, "landlock: {}", landlock_summary());
     let _ = writeln!(
         out,
@@ -292,12 +297,27 @@ pub fn landlock_summary() -> String {
     }
 }
 
+/// One line: what the capability step of the lockdown does here.
+pub fn capabilities_summary() -> String {
+    #[cfg(target_os = "linux")]
+    {
+        capabilities::summary()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        "unavailable on this system".to_owned()
+    }
+}
+
 /// One line: the whole lockdown of the reference worker on this system,
-/// e.g. `seccomp (AUDIT_ARCH_X86_64) + Landlock ABI 7 (…)`.
+/// e.g. `no_new_privs + no capabilities + seccomp (AUDIT_ARCH_X86_64);
+/// landlock: …`.
 pub fn summary() -> String {
     let seccomp = match capability() {
-        Capability::Seccomp { arch } => format!("no_new_privs + seccomp ({arch})"),
-        Capability::NoNewPrivsOnly => "no_new_privs only".to_owned(),
+        Capability::Seccomp { arch } => {
+            format!("no_new_privs + no capabilities + seccomp ({arch})")
+        }
+        Capability::NoNewPrivsOnly => "no_new_privs + no capabilities only".to_owned(),
         Capability::Unavailable => "none".to_owned(),
     };
     format!("{seccomp}; landlock: {}", landlock_summary())
@@ -333,6 +353,10 @@ mod tests {
     fn the_report_names_the_platform_and_the_switch() {
         let text = report();
         assert!(text.contains("\nlandlock: "), "{text}");
+        assert!(
+            text.contains("\ncapabilities: every capability dropped"),
+            "{text}"
+        );
         assert!(text.contains(std::env::consts::ARCH), "{text}");
         assert!(text.contains(NO_LOCKDOWN_ARGUMENT), "{text}");
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]

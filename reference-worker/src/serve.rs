@@ -249,6 +249,9 @@ where
                         return Err(error.into());
                     }
                 }
+                // The answer is out: free what the request left (check's
+                // parse tree) while the parent reads it.
+                current.release_deferred();
             }
         }
     }

@@ -12,7 +12,7 @@
 //! every bound of Appendix A stays far away.
 
 use super::{
-    CleanupState, CommandOutcome, CommandRegistration, CompletionConfig, CompletionRegistration,
+    CheckDiagnostic, CheckReport, CleanupState, CommandOutcome, CommandRegistration, CompletionConfig, CompletionRegistration,
     ContributionKind, ContributionRegistration, EditorConfig, ErrorCode, ErrorLabel,
     EventHandlerReport, EventKind, EventSubscription, ExecutionContext, ExecutionEffects,
     ExecutionInput, ExecutionOutcome, ExecutionOutput, ExecutionStatus, ExtensionAction,
@@ -20,7 +20,7 @@ use super::{
     OperationKind, OperationResult, OutputStream, OutputTarget, ParentFrame, PickerConfig,
     PluginRegistrations, Policy, PolicySettings, PromptConfig, PromptRegistration, QuirlConfig,
     Request, Response, ShellError, StatuslineConfig, StructuredValue, ThemeColors, UiConfig,
-    WorkerFrame,
+    Severity, WorkerFrame,
 };
 use crate::limits::{
     CAPTURE_BYTES_MAX, EXTENSION_DEADLINE_MS_MAX, EXTENSION_PROTOCOL_VERSION,
@@ -258,6 +258,42 @@ impl<'a> Arbitrary<'a> for ShellError {
             help: list(u, ITEMS_MAX, text)?,
             command: option(u, text)?,
             exit_status: option(u, i32::arbitrary)?,
+        })
+    }
+}
+
+impl<'a> Arbitrary<'a> for Severity {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        Ok(if bool::arbitrary(u)? {
+            Severity::Error
+        } else {
+            Severity::Warning
+        })
+    }
+}
+
+/// Characters of a rule name after its first letter (SPEC §7.2).
+const RULE_CHARS: &[u8] = b"abcxyz019_";
+
+impl<'a> Arbitrary<'a> for CheckDiagnostic {
+    /// A snake_case rule name starting with a letter.
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        let mut rule = String::from(char::from(u.int_in_range(b'a'..=b'z')?));
+        for _ in 0..count(u, CHARS_MAX)? {
+            rule.push(char::from(*u.choose(RULE_CHARS)?));
+        }
+        Ok(CheckDiagnostic {
+            record: ShellError::arbitrary(u)?,
+            rule,
+            severity: Severity::arbitrary(u)?,
+        })
+    }
+}
+
+impl<'a> Arbitrary<'a> for CheckReport {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        Ok(CheckReport {
+            diagnostics: list(u, ITEMS_MAX, CheckDiagnostic::arbitrary)?,
         })
     }
 }
@@ -880,7 +916,12 @@ impl OperationResult {
     #[cfg_attr(docsrs, doc(cfg(feature = "arbitrary")))]
     pub fn arbitrary_for(kind: OperationKind, u: &mut Unstructured<'_>) -> Result<Self> {
         Ok(match kind {
-            OperationKind::Initialize | OperationKind::Check => OperationResult::Null,
+            OperationKind::Initialize => OperationResult::Null,
+            // `null`, or the report a `check.diagnostics` grant asks for.
+            OperationKind::Check => match option(u, CheckReport::arbitrary)? {
+                Some(report) => OperationResult::CheckReport(report),
+                None => OperationResult::Null,
+            },
             OperationKind::Eval => OperationResult::Value(free_value(u, DEPTH_MAX)?),
             OperationKind::Complete => OperationResult::Value(completion_items(u)?),
             OperationKind::Contribution => OperationResult::Value(safe_value(u, DEPTH_MAX)?),

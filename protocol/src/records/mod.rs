@@ -18,6 +18,7 @@
 
 #[cfg(feature = "arbitrary")]
 mod arbitrary;
+mod check_report;
 mod config;
 mod envelope;
 mod execution;
@@ -27,6 +28,9 @@ pub(crate) mod results;
 mod shell_error;
 mod strict;
 
+pub use check_report::{
+    CHECK_DIAGNOSTICS_GRANT, CHECK_RULE_BYTES_MAX, CheckDiagnostic, CheckReport, Severity,
+};
 pub use config::{
     CompletionConfig, EditorConfig, PickerConfig, PromptConfig, QuirlConfig, StatuslineConfig,
     ThemeColors, UiConfig,

@@ -18,7 +18,8 @@
 //! handler name order; see [`EventHandlerReport`] for each report).
 
 use super::{
-    EventHandlerReport, ExecutionOutcome, OperationKind, PluginRegistrations, QuirlConfig,
+    CheckReport, EventHandlerReport, ExecutionOutcome, OperationKind, PluginRegistrations,
+    QuirlConfig,
 };
 use crate::error::{ErrorKind, ProtocolError};
 use crate::json::{Decode, Mode, decode_document_in};
@@ -33,8 +34,12 @@ use serde_json::Value;
 /// The typed result of one operation.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OperationResult {
-    /// `initialize` and `check`: always `null`.
+    /// `initialize`, and `check` without the report capability: `null`.
     Null,
+    /// `check` when `initialize` granted
+    /// [`CHECK_DIAGNOSTICS_GRANT`](super::CHECK_DIAGNOSTICS_GRANT): the
+    /// findings (SPEC §7.2; the session refuses a report without the grant).
+    CheckReport(CheckReport),
     /// `eval`, `complete`, `contribution`: a free-form value.
     Value(Value),
     /// `load_config`.
@@ -215,6 +220,11 @@ impl OperationResult {
         mode: Mode,
     ) -> Result<Self, ProtocolError> {
         let decoded = match kind {
+            // A report is an object; any other non-null value stays
+            // `wrong_type`, as for a `check` answered before reports existed.
+            OperationKind::Check if result.is_object() => {
+                typed(result, mode).map(OperationResult::CheckReport)
+            }
             OperationKind::Initialize | OperationKind::Check => {
                 if result.is_null() {
                     Ok(OperationResult::Null)
@@ -261,7 +271,8 @@ impl OperationResult {
             ) | (
                 OperationResult::Value(_),
                 OperationKind::Eval | OperationKind::Complete | OperationKind::Contribution
-            ) | (OperationResult::Config(_), OperationKind::LoadConfig)
+            ) | (OperationResult::CheckReport(_), OperationKind::Check)
+                | (OperationResult::Config(_), OperationKind::LoadConfig)
                 | (OperationResult::Plugin(_), OperationKind::LoadPlugin)
                 | (OperationResult::Prompt(_), OperationKind::RenderPrompt)
                 | (
@@ -283,6 +294,7 @@ impl OperationResult {
         match self {
             OperationResult::Null => Ok(Value::Null),
             OperationResult::Value(value) => convert(&CanonicalValue(value)),
+            OperationResult::CheckReport(report) => convert(report),
             OperationResult::Config(config) => convert(config),
             OperationResult::Plugin(plugin) => convert(plugin),
             OperationResult::Prompt(prompt) => convert(prompt),

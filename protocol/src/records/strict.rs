@@ -10,14 +10,15 @@
 //! the other way (every record serializes in Quirl's field order).
 
 use super::{
-    CleanupState, CommandOutcome, CommandRegistration, CompletionConfig, CompletionRegistration,
-    ContributionKind, ContributionRegistration, EditorConfig, ErrorCode, ErrorLabel,
-    EventHandlerReport, EventKind, EventSubscription, ExecutionContext, ExecutionEffects,
-    ExecutionInput, ExecutionOutcome, ExecutionOutput, ExecutionStatus, ExtensionAction,
-    ExtensionCapability, ExtensionEvent, ExtensionEventData, HostCall, HostResponse, Operation,
-    OperationKind, OperationResult, OutputStream, OutputTarget, ParentFrame, PickerConfig,
-    PluginRegistrations, Policy, PromptConfig, PromptRegistration, QuirlConfig, Request, Response,
-    ShellError, StatuslineConfig, StructuredValue, ThemeColors, UiConfig, WorkerFrame,
+    CheckDiagnostic, CheckReport, CleanupState, CommandOutcome, CommandRegistration,
+    CompletionConfig, CompletionRegistration, ContributionKind, ContributionRegistration,
+    EditorConfig, ErrorCode, ErrorLabel, EventHandlerReport, EventKind, EventSubscription,
+    ExecutionContext, ExecutionEffects, ExecutionInput, ExecutionOutcome, ExecutionOutput,
+    ExecutionStatus, ExtensionAction, ExtensionCapability, ExtensionEvent, ExtensionEventData,
+    HostCall, HostResponse, Operation, OperationKind, OperationResult, OutputStream, OutputTarget,
+    ParentFrame, PickerConfig, PluginRegistrations, Policy, PromptConfig, PromptRegistration,
+    QuirlConfig, Request, Response, Severity, ShellError, StatuslineConfig, StructuredValue,
+    ThemeColors, UiConfig, WorkerFrame,
 };
 use crate::error::{ErrorKind, ProtocolError};
 use crate::json::{Decode, Mode, decode_document_in};
@@ -198,6 +199,9 @@ strict_decode!(
     ThemeColors,
     StatuslineConfig,
     CompletionConfig,
+    CheckReport,
+    CheckDiagnostic,
+    Severity,
 );
 
 impl OperationResult {

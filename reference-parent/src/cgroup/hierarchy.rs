@@ -14,7 +14,7 @@ use super::child::{EMPTY_WAIT_MAX, kill_members, remove_dir, wait_until_empty};
 use crate::child_process::proc_stat::read_stat;
 
 /// Prefix of the parent's own cgroup: `quirl-lua-<pid>-<start time>`.
-const OWN_PREFIX: &str = "quirl-lua-";
+pub(super) const OWN_PREFIX: &str = "quirl-lua-";
 
 /// The parent's own cgroup and what can be limited in it.
 #[derive(Debug)]
@@ -133,7 +133,7 @@ fn find_cgroup2_mount(mountinfo: &str) -> Option<(String, PathBuf)> {
 }
 
 /// mountinfo escapes space, tab, newline and backslash as `\ooo`.
-fn unescape_mountinfo(field: &str) -> String {
+pub(super) fn unescape_mountinfo(field: &str) -> String {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut index = 0;
@@ -153,7 +153,7 @@ fn unescape_mountinfo(field: &str) -> String {
 }
 
 /// The cgroup path relative to a mount whose root is `mount_root`.
-fn relative_to_mount(cgroup: &str, mount_root: &str) -> Option<PathBuf> {
+pub(super) fn relative_to_mount(cgroup: &str, mount_root: &str) -> Option<PathBuf> {
     let rest = if mount_root == "/" {
         cgroup
     } else {
@@ -173,7 +173,7 @@ fn relative_to_mount(cgroup: &str, mount_root: &str) -> Option<PathBuf> {
 
 /// Field 22 of `/proc/PID/stat` (clock ticks since boot), `None` if the
 /// process does not exist.
-fn process_start_time(pid: u32) -> Option<u64> {
+pub(super) fn process_start_time(pid: u32) -> Option<u64> {
     read_stat(libc::pid_t::try_from(pid).ok()?).map(|stat| stat.start_time)
 }
 
@@ -207,7 +207,7 @@ fn remove_stale(current: &Path) -> Vec<String> {
 }
 
 /// `quirl-lua-<pid>-<start>` → `(pid, start)`.
-fn parse_own_name(name: &str) -> Option<(u32, u64)> {
+pub(super) fn parse_own_name(name: &str) -> Option<(u32, u64)> {
     let (pid, start) = name.strip_prefix(OWN_PREFIX)?.split_once('-')?;
     let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
     if !(digits(pid) && digits(start)) {

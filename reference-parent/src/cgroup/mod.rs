@@ -61,12 +61,23 @@
 //! process `<pid>`, or one with another start time — so a reused pid is not
 //! mistaken for the creator).
 //!
+//! # Process limits without a v2 `pids` controller
+//!
+//! A hybrid layout often binds `pids` to a cgroup v1 hierarchy. A host
+//! command's process limit (`--command-pids-max`) is then set in a v1
+//! `pids` cgroup of its own (`pids_v1`); where neither is writable, a
+//! command with a limit is refused, never run without it
+//! ([`command_pids_enforcement`]).
+//!
 //! What this module is not: a sandbox against root. A process running as
 //! root that can write to the cgroup filesystem can move itself out of its
-//! cgroup; cgroup containment binds every other process.
+//! cgroup; host commands cannot (their Landlock domain makes the cgroup
+//! filesystem read-only to them and they hold no capability, DESIGN
+//! §16.7), and their PID namespace kills them wherever they are.
 
 mod child;
 mod hierarchy;
+mod pids_v1;
 
 use std::fmt;
 use std::str::FromStr;
@@ -76,6 +87,7 @@ use serde::Serialize;
 pub(crate) use child::{CgroupLimits, ChildCgroup, ChildKind, enter_in_child};
 pub(crate) use hierarchy::Hierarchy;
 use hierarchy::hierarchy;
+pub(crate) use pids_v1::{PidsCgroup, PidsHierarchy, pids_v1};
 
 /// Which containment a parent uses for its children (DESIGN §17.2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -156,6 +168,18 @@ pub struct ContainmentReport {
     /// (seccomp and its Landlock domain) for its built-in worker.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker_lockdown: Option<String>,
+    /// Whether a host command granted by name executes exactly one program
+    /// (the exec guard, DESIGN §16.6), and if not, why.
+    pub exec_guard: String,
+    /// What a host command may write and whom it may signal (its Landlock
+    /// domain, DESIGN §16.6–§16.7).
+    pub command_writes: String,
+    /// Whether each host command is the init of a PID namespace of its own
+    /// (DESIGN §16.7), and if not, why.
+    pub pid_namespace: String,
+    /// How a host command's process limit is enforced, or why commands
+    /// with one are refused (DESIGN §16.7).
+    pub command_pids_limit: String,
 }
 
 impl ContainmentReport {
@@ -190,7 +214,16 @@ pub fn containment_report(choice: Containment) -> ContainmentReport {
         notes: Vec::new(),
         landlock: crate::process_host::landlock_support().clone(),
         worker_lockdown: None,
+        exec_guard: crate::process_host::exec_guard_summary(),
+        command_writes: crate::process_host::write_confinement_summary(),
+        pid_namespace: crate::process_host::pid_namespace_summary(),
+        command_pids_limit: String::new(),
     };
+    let cgroup_hierarchy = match choice {
+        Containment::ProcessGroup => None,
+        _ => hierarchy().ok(),
+    };
+    report.command_pids_limit = command_pids_enforcement(cgroup_hierarchy).summary();
     if choice == Containment::ProcessGroup {
         report
             .notes
@@ -214,6 +247,56 @@ pub fn containment_report(choice: Containment) -> ContainmentReport {
             .push(format!("cgroup v2 is not available: {why}")),
     }
     report
+}
+
+/// How a host command's process limit is enforced (DESIGN §16.7).
+#[derive(Debug)]
+pub(crate) enum PidsEnforcement {
+    /// `pids.max` of the command's cgroup v2.
+    CgroupV2,
+    /// `pids.max` of a cgroup of its own in the v1 `pids` hierarchy.
+    CgroupV1(&'static PidsHierarchy),
+    /// `RLIMIT_NPROC` of the command's user namespace (an unprivileged
+    /// parent: the count is the command's own processes there).
+    UserNamespace,
+    /// Neither: a command with a limit is refused.
+    Unavailable(String),
+}
+
+impl PidsEnforcement {
+    /// One line for reports and error contexts.
+    pub(crate) fn summary(&self) -> String {
+        match self {
+            Self::CgroupV2 => "pids.max of the command's cgroup v2".to_owned(),
+            Self::CgroupV1(found) => format!(
+                "pids.max of a cgroup v1 of its own (under {}; cgroup v2 has no pids controller here)",
+                found.own().display()
+            ),
+            Self::UserNamespace => "RLIMIT_NPROC in the command's own user namespace (no writable pids controller here)".to_owned(),
+            Self::Unavailable(why) => format!(
+                "unavailable ({why}): a host command with a process limit is refused; --command-pids-max max runs commands without one"
+            ),
+        }
+    }
+}
+
+/// How a command's process limit is enforced with the command's cgroup v2
+/// in `cgroup_hierarchy` (`None`: process-group mode).
+pub(crate) fn command_pids_enforcement(cgroup_hierarchy: Option<&Hierarchy>) -> PidsEnforcement {
+    if cgroup_hierarchy.is_some_and(Hierarchy::pids) {
+        return PidsEnforcement::CgroupV2;
+    }
+    match pids_v1() {
+        Ok(found) => PidsEnforcement::CgroupV1(found),
+        Err(_) if crate::process_host::user_namespace_in_effect() => PidsEnforcement::UserNamespace,
+        Err(why) => {
+            let v2 = match cgroup_hierarchy {
+                Some(_) => "cgroup v2 has no pids controller here".to_owned(),
+                None => "no cgroup v2 for the command".to_owned(),
+            };
+            PidsEnforcement::Unavailable(format!("{v2}; {why}"))
+        }
+    }
 }
 
 /// The hierarchy for `choice`: `Ok(None)` means process groups.

@@ -38,18 +38,12 @@ use std::ptr;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use rustix::io::Errno;
-use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
 use rustix::process::{Pid, WaitOptions};
 
-use super::child_setup;
+use super::child_setup::{self, ChildStack, SignalsBlocked};
 use super::rlimits::WorkerLimits;
 use super::worker_command::WorkerCommand;
 use crate::cgroup::{self, ChildCgroup};
-
-/// Usable size of the child's stack. The child's steps are a few small
-/// frames (glibc's `posix_spawn` uses 32 KiB); the mapping is not touched
-/// beyond what is used, so the size costs nothing.
-const CHILD_STACK_BYTES: usize = 128 << 10;
 
 /// The search path of `execvp` when the environment has no `PATH` (glibc's
 /// `_CS_PATH`), as std's `Command` uses it after `env_clear`.
@@ -160,10 +154,7 @@ impl ChildStdio {
     /// Renumber `fd` to 3 or above if it is one of 0–2 (possible when the
     /// host runs with a standard descriptor closed).
     pub(crate) fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
-        if fd.as_raw_fd() > 2 {
-            return Ok(fd);
-        }
-        Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
+        child_setup::above_stdio(fd)
     }
 }
 
@@ -580,81 +571,6 @@ fn reset_signals(signal_max: c_int, mask: &libc::sigset_t) -> Result<(), i32> {
     // pthread_sigmask is async-signal-safe.
     let done = unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, mask, ptr::null_mut()) };
     if done == 0 { Ok(()) } else { Err(done) }
-}
-
-/// The child's stack: a private anonymous mapping whose lowest page is a
-/// guard (no access), unmapped on drop.
-struct ChildStack {
-    base: *mut c_void,
-    len: usize,
-}
-
-impl ChildStack {
-    fn map() -> io::Result<Self> {
-        let guard = rustix::param::page_size();
-        let len = CHILD_STACK_BYTES + guard;
-        // SAFETY: a fresh anonymous mapping at an address the kernel picks;
-        // it aliases nothing.
-        let base = unsafe {
-            rustix::mm::mmap_anonymous(
-                ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE | MapFlags::STACK,
-            )?
-        };
-        let stack = Self { base, len };
-        // SAFETY: the first page of the mapping we own; nothing uses it yet.
-        unsafe { rustix::mm::mprotect(base, guard, MprotectFlags::empty())? };
-        Ok(stack)
-    }
-
-    /// The highest address (stacks grow down on every Linux target std's
-    /// `clone` users run on), 16-byte aligned because the mapping is
-    /// page-aligned.
-    fn top(&self) -> *mut c_void {
-        self.base.wrapping_byte_add(self.len)
-    }
-}
-
-impl Drop for ChildStack {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping; the child that used it has exec'd or
-        // exited (CLONE_VFORK), so nothing runs on it.
-        let _ = unsafe { rustix::mm::munmap(self.base, self.len) };
-    }
-}
-
-/// All signals blocked in the calling thread until drop, which restores the
-/// previous mask.
-struct SignalsBlocked {
-    previous: libc::sigset_t,
-}
-
-impl SignalsBlocked {
-    fn all() -> io::Result<Self> {
-        // SAFETY: sigset_t values of the right type, filled by sigfillset
-        // and pthread_sigmask.
-        unsafe {
-            let mut all: libc::sigset_t = std::mem::zeroed();
-            let mut previous: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut all);
-            let done = libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
-            if done != 0 {
-                return Err(io::Error::from_raw_os_error(done));
-            }
-            Ok(Self { previous })
-        }
-    }
-}
-
-impl Drop for SignalsBlocked {
-    fn drop(&mut self) {
-        // SAFETY: restores a mask pthread_sigmask returned.
-        unsafe {
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.previous, ptr::null_mut());
-        }
-    }
 }
 
 #[cfg(test)]

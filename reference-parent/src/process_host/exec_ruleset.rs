@@ -1,14 +1,20 @@
-//! The Landlock ruleset of a host command (DESIGN §16.6 "Execute ruleset"):
-//! the child may execute only the granted program's resolved file and what
-//! the kernel needs to start it — the ELF interpreter its `PT_INTERP`
-//! names, or for a `#!` script the interpreter its first line names (and,
-//! in turn, that file's own interpreter).
+//! The Landlock execute ruleset of a host command granted by name (DESIGN
+//! §16.6 "Execute ruleset"): the child may execute only the granted
+//! program's resolved file and what the kernel needs to start it — the ELF
+//! interpreter its `PT_INTERP` names, or for a `#!` script the interpreter
+//! its first line names (and, in turn, that file's own interpreter). It is
+//! the second line of defence behind the exec guard (`exec_guard`), which
+//! lets no second exec happen at all; this ruleset limits even the one
+//! exec to the program's own chain.
 //!
-//! Only the execute right is handled (`LANDLOCK_ACCESS_FS_EXECUTE`), so
-//! every other file access stays as it was: a granted program reads and
-//! writes what the parent's user may. Landlock domains are inherited by
-//! every descendant and cannot be left, so nothing the program starts can
-//! execute another file either.
+//! Only the execute right is handled (`LANDLOCK_ACCESS_FS_EXECUTE`); writes
+//! are confined by the command's other layer (`write_ruleset`). Landlock
+//! domains are inherited by every descendant and cannot be left.
+//!
+//! The same resolution gives the program's identity verdict
+//! (`program_identity`): the chain is resolved once, and both the ruleset
+//! and the verdict are cached with it, where the kernel has no Landlock
+//! too.
 //!
 //! The ruleset is built in the parent, before the fork (opening the files,
 //! `landlock_create_ruleset`, one `landlock_add_rule` per file); the forked
@@ -87,30 +93,63 @@ fn probe() -> LandlockSupport {
     }
 }
 
-/// A prepared execute ruleset: the Landlock descriptor, the files it
-/// allows to be executed (for error contexts and tests), and what each of
-/// those files was when the ruleset was built ([`RulesetCache`]).
+/// A resolved program: the Landlock descriptor of its execute ruleset
+/// (where the kernel has Landlock), the files it allows to be executed (for
+/// error contexts and tests), why the program is refused as a programming
+/// environment (`program_identity`), and what each of those files was when
+/// this was built ([`RulesetCache`]).
 #[derive(Debug)]
 pub(crate) struct ExecRuleset {
-    fd: OwnedFd,
+    fd: Option<OwnedFd>,
     files: Vec<PathBuf>,
     program: PathBuf,
     cwd: PathBuf,
     stamps: Vec<FileStamp>,
+    refusal: Option<String>,
 }
 
 impl ExecRuleset {
     /// The ruleset for running `program` (the resolved path that will be
     /// given to `execve`); `cwd` resolves a relative `#!` interpreter as
-    /// the kernel would, from the child's working directory.
+    /// the kernel would, from the child's working directory. `word` is the
+    /// program word and `search` the granted `PATH`'s directories, for the
+    /// identity verdict.
+    #[cfg(test)]
     pub(crate) fn for_program(program: &Path, cwd: &Path) -> Result<Self, String> {
+        Self::resolve(program, cwd, None)
+    }
+
+    fn resolve(
+        program: &Path,
+        cwd: &Path,
+        judged: Option<(&str, &[PathBuf])>,
+    ) -> Result<Self, String> {
         let chain = exec_chain_stamped(program, cwd)?;
+        let refusal = judged
+            .and_then(|(word, search)| super::program_identity::refusal(word, program, search));
+        let fd = if landlock_support().available() {
+            Some(Self::build_ruleset(&chain)?)
+        } else {
+            None
+        };
+        let (files, stamps) = chain.into_iter().unzip();
+        Ok(Self {
+            fd,
+            files,
+            program: program.to_path_buf(),
+            cwd: cwd.to_path_buf(),
+            stamps,
+            refusal,
+        })
+    }
+
+    fn build_ruleset(chain: &[(PathBuf, FileStamp)]) -> Result<OwnedFd, String> {
         let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
             .handle_access(AccessFs::Execute)
             .and_then(|ruleset| ruleset.create())
             .map_err(|error| format!("creating the Landlock ruleset failed: {error}"))?;
-        for (file, _) in &chain {
+        for (file, _) in chain {
             let opened = PathFd::new(file)
                 .map_err(|error| format!("opening `{}` failed: {error}", file.display()))?;
             ruleset = ruleset
@@ -120,20 +159,18 @@ impl ExecRuleset {
                 })?;
         }
         let fd: Option<OwnedFd> = ruleset.into();
-        let fd = fd.ok_or_else(|| "the kernel gave no Landlock ruleset".to_owned())?;
-        let (files, stamps) = chain.into_iter().unzip();
-        Ok(Self {
-            fd,
-            files,
-            program: program.to_path_buf(),
-            cwd: cwd.to_path_buf(),
-            stamps,
-        })
+        fd.ok_or_else(|| "the kernel gave no Landlock ruleset".to_owned())
     }
 
-    /// The descriptor the child restricts itself with.
-    pub(crate) fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    /// The descriptor the child restricts itself with, where the kernel
+    /// has Landlock.
+    pub(crate) fn raw_fd(&self) -> Option<RawFd> {
+        self.fd.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// Why the program is refused as a programming environment, if it is.
+    pub(crate) fn refusal(&self) -> Option<&str> {
+        self.refusal.as_deref()
     }
 
     /// The files the ruleset allows to be executed, program first.
@@ -206,10 +243,23 @@ pub(crate) struct RulesetCache {
 impl RulesetCache {
     /// The ruleset for `program` in `cwd`: the cached one while it is
     /// current, else a new build, which replaces it.
+    #[cfg(test)]
     pub(crate) fn for_program(
         &self,
         program: &Path,
         cwd: &Path,
+    ) -> Result<Arc<ExecRuleset>, String> {
+        self.for_command(program, cwd, "", &[])
+    }
+
+    /// [`Self::for_program`] with the identity verdict of the program word
+    /// `word` on the directories `search`.
+    pub(crate) fn for_command(
+        &self,
+        program: &Path,
+        cwd: &Path,
+        word: &str,
+        search: &[PathBuf],
     ) -> Result<Arc<ExecRuleset>, String> {
         let cached = self
             .lock()
@@ -221,7 +271,7 @@ impl RulesetCache {
         {
             return Ok(cached);
         }
-        let built = Arc::new(ExecRuleset::for_program(program, cwd)?);
+        let built = Arc::new(ExecRuleset::resolve(program, cwd, Some((word, search)))?);
         let mut entries = self.lock();
         entries.retain(|entry| !(entry.program == program && entry.cwd == cwd));
         if entries.len() >= CACHED_RULESETS_MAX {
@@ -336,7 +386,7 @@ fn interpreter_of(path: &Path) -> io::Result<Option<PathBuf>> {
     }
     let head = &head[..filled];
     if let Some(line) = head.strip_prefix(b"#!") {
-        return Ok(shebang_interpreter(line));
+        return Ok(shebang_word(line));
     }
     if head.starts_with(b"\x7fELF") {
         return elf_interpreter(&mut file, head);
@@ -346,7 +396,7 @@ fn interpreter_of(path: &Path) -> io::Result<Option<PathBuf>> {
 
 /// The interpreter word of a `#!` line (after the `#!`), as the kernel
 /// splits it: leading blanks skipped, up to the next blank or newline.
-fn shebang_interpreter(line: &[u8]) -> Option<PathBuf> {
+pub(crate) fn shebang_word(line: &[u8]) -> Option<PathBuf> {
     let line = line.split(|byte| *byte == b'\n').next().unwrap_or(line);
     let word = line
         .split(|byte| *byte == b' ' || *byte == b'\t')
@@ -463,10 +513,10 @@ mod tests {
     #[test]
     fn shebang_words_split_like_the_kernel() {
         assert_eq!(
-            shebang_interpreter(b" \t/usr/bin/env python3\nx"),
+            shebang_word(b" \t/usr/bin/env python3\nx"),
             Some(PathBuf::from("/usr/bin/env"))
         );
-        assert_eq!(shebang_interpreter(b"   \n/bin/sh"), None);
+        assert_eq!(shebang_word(b"   \n/bin/sh"), None);
     }
 
     /// A scratch directory of its own for a test.
@@ -569,7 +619,7 @@ mod tests {
             assert!(abi >= 1);
             assert!(support.unavailable.is_none());
             let ruleset = ExecRuleset::for_program(Path::new("/bin/true"), Path::new("/")).unwrap();
-            assert!(ruleset.raw_fd() > 2);
+            assert!(ruleset.raw_fd().unwrap() > 2);
             assert_eq!(ruleset.files().len(), 2);
         } else {
             assert!(support.unavailable.is_some());

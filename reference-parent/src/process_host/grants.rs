@@ -10,8 +10,10 @@ use std::path::{Component, Path, PathBuf};
 use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::ErrorCode;
 
-use super::exec_ruleset::{RulesetCache, landlock_support};
+use super::exec_guard::exec_guard_support;
+use super::exec_ruleset::RulesetCache;
 use super::host_error::HostError;
+use super::private_dirs::PrivateDirsPool;
 use super::wrappers::{is_programming_environment, runs_arguments_as_command};
 use crate::cgroup::Containment;
 
@@ -28,34 +30,36 @@ pub const PROCESS_SPAWN_GRANT_PREFIX: &str = "process.spawn:";
 const NAME_PUNCTUATION: &str = "-_./:=,@%+";
 
 /// Which scoped grants are refused (DESIGN §16.2): it depends on whether host
-/// commands run under the Landlock execute ruleset (DESIGN §16.6).
+/// commands granted by name run under the exec guard (DESIGN §16.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GrantRule {
-    /// Every host command runs under the execute ruleset, so a granted
-    /// program can start nothing else: only programming environments,
-    /// launchers and command services are refused
-    /// ([`super::PROGRAMMING_ENVIRONMENTS`]).
-    Landlock,
-    /// No Landlock: every program that runs its arguments as a command is
-    /// refused ([`super::COMMAND_RUNNING_PROGRAMS`]).
+    /// Every command granted by name runs under the exec guard, so the
+    /// granted program is the one program its tree executes: only
+    /// programming environments, launchers and command services are
+    /// refused ([`super::PROGRAMMING_ENVIRONMENTS`]).
+    ExecGuard,
+    /// No exec guard: every program that runs its arguments as a command
+    /// is refused ([`super::COMMAND_RUNNING_PROGRAMS`]).
     ProgramList,
 }
 
 impl GrantRule {
-    /// [`GrantRule::Landlock`] where this kernel enforces Landlock, else
-    /// [`GrantRule::ProgramList`].
+    /// [`GrantRule::ExecGuard`] where this kernel offers the exec guard
+    /// (seccomp user notification), else [`GrantRule::ProgramList`].
     pub fn for_this_kernel() -> Self {
-        if landlock_support().available() {
-            Self::Landlock
+        if exec_guard_support().is_ok() {
+            Self::ExecGuard
         } else {
             Self::ProgramList
         }
     }
 
-    /// Whether a scoped grant of `name` is refused under this rule.
+    /// Whether a scoped grant of `name` is refused under this rule (by its
+    /// spelling; [`ProcessHostConfig::new`] also judges the file it
+    /// resolves to).
     pub fn refuses(self, name: &str) -> bool {
         match self {
-            Self::Landlock => is_programming_environment(name),
+            Self::ExecGuard => is_programming_environment(name),
             Self::ProgramList => runs_arguments_as_command(name),
         }
     }
@@ -109,9 +113,9 @@ impl Grants {
     /// Any other string starting with `process.` is rejected (fail closed on
     /// a misspelt grant); strings outside the `process.` namespace are
     /// capabilities of the worker and are ignored here. A NAME the rule
-    /// refuses (with Landlock: `sh`, `env`, `python`, …; without: also
-    /// `git`, `find`, `setsid`, …; see [`GrantRule`]) is refused unless
-    /// `process.spawn` is granted too (DESIGN §16.2).
+    /// refuses (with the exec guard: `sh`, `env`, `python`, `vim.basic`, …;
+    /// without: also `git`, `find`, `setsid`, …; see [`GrantRule`]) is
+    /// refused unless `process.spawn` is granted too (DESIGN §16.2).
     pub fn parse<I, S>(grants: I) -> Result<Self, HostError>
     where
         I: IntoIterator<Item = S>,
@@ -185,7 +189,7 @@ impl Grants {
 }
 
 /// DESIGN §16.2: a grant of a program the rule refuses would grant every
-/// program (or, under Landlock, arbitrary code); refuse it with that
+/// program (or, under the exec guard, arbitrary code); refuse it with that
 /// explanation.
 pub(crate) fn refuse_command_runner(rule: GrantRule, name: &str) -> Result<(), HostError> {
     if !rule.refuses(name) {
@@ -193,13 +197,13 @@ pub(crate) fn refuse_command_runner(rule: GrantRule, name: &str) -> Result<(), H
     }
     let shown = truncate_for_display(name);
     let (why, list) = match rule {
-        GrantRule::Landlock => (
+        GrantRule::ExecGuard => (
             "is a programming environment, a launcher or a command service",
-            "refused even under the Landlock execute ruleset (DESIGN §16.2)",
+            "refused even under the exec guard (DESIGN §16.2)",
         ),
         GrantRule::ProgramList => (
             "runs its arguments as a command",
-            "on the list of programs that start other programs; Landlock is not in use (DESIGN §16.2)",
+            "on the list of programs that start other programs; the exec guard is not in use (DESIGN §16.2)",
         ),
     };
     Err(HostError::new(
@@ -209,7 +213,8 @@ pub(crate) fn refuse_command_runner(rule: GrantRule, name: &str) -> Result<(), H
         ),
     )
     .with_context(format!("`{shown}` is {list}"))
-    .with_context(format!("landlock: {}", landlock_support().summary()))
+    .with_context(format!("exec guard: {}", super::exec_guard::exec_guard_summary()))
+    .with_context(format!("landlock: {}", super::landlock_support().summary()))
     .with_help(format!(
         "Grant the programs it would run by name instead, or grant every program on purpose with `{PROCESS_SPAWN_GRANT}`"
     )))
@@ -252,7 +257,9 @@ fn validate_program_name(name: &str) -> Result<(), HostError> {
     Ok(())
 }
 
-/// The environment a child starts with: nothing but these entries.
+/// The environment a child starts with: these entries, plus `HOME` and
+/// `TMPDIR` pointing into the command's private directory unless declared
+/// here (DESIGN §16.5).
 ///
 /// `PATH` also decides where bare program names are looked up.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -266,11 +273,12 @@ impl Environment {
         Self::default()
     }
 
-    /// `PATH` and `HOME` copied from this process's environment, each only
-    /// when it is set. This is the documented default base.
+    /// `PATH` copied from this process's environment, when it is set. This
+    /// is the documented default base; `HOME` is not copied: a command gets
+    /// a private, empty one unless one is declared (DESIGN §16.5).
     pub fn from_parent() -> Self {
         let mut environment = Self::empty();
-        for name in ["PATH", "HOME"] {
+        for name in ["PATH"] {
             if let Some(value) = std::env::var_os(name)
                 && !value.as_bytes().contains(&0)
             {
@@ -350,8 +358,13 @@ pub struct ProcessHostConfig {
     containment: Containment,
     command_pids_max: Option<u64>,
     require_landlock: bool,
+    /// Directories commands may write beneath besides their working
+    /// directory and private directory (DESIGN §16.8).
+    writable: Vec<PathBuf>,
     /// The execute rulesets of the programs run so far (DESIGN §16.6).
     rulesets: RulesetCache,
+    /// Emptied private directories of earlier commands (DESIGN §16.5).
+    private_dirs: PrivateDirsPool,
 }
 
 impl ProcessHostConfig {
@@ -365,7 +378,9 @@ impl ProcessHostConfig {
             containment: Containment::Auto,
             command_pids_max: Some(DEFAULT_COMMAND_PIDS_MAX),
             require_landlock: false,
+            writable: Vec::new(),
             rulesets: RulesetCache::default(),
+            private_dirs: PrivateDirsPool::default(),
         }
     }
 
@@ -408,7 +423,7 @@ impl ProcessHostConfig {
                 .with_context(format!("path `{}`: {error}", cwd.display())));
             }
         }
-        Ok(Self {
+        let config = Self {
             access,
             grants,
             environment,
@@ -416,39 +431,144 @@ impl ProcessHostConfig {
             containment: Containment::Auto,
             command_pids_max: Some(DEFAULT_COMMAND_PIDS_MAX),
             require_landlock: false,
+            writable: Vec::new(),
             rulesets: RulesetCache::default(),
-        })
+            private_dirs: PrivateDirsPool::default(),
+        };
+        config.judge_granted_programs()?;
+        Ok(config)
+    }
+
+    /// DESIGN §16.2 "Identity": every program granted by name is resolved
+    /// to the file it is (on the granted `PATH`, as a command would find
+    /// it) and refused when that file, or the interpreter of its `#!`
+    /// chain, is a programming environment under another name. A granted
+    /// name that is not installed is not an error here (the command then
+    /// fails with `process_spawn`); it is judged when a command finds it.
+    fn judge_granted_programs(&self) -> Result<(), HostError> {
+        if self.grants.any_program() {
+            return Ok(());
+        }
+        let search = self.search_dirs();
+        for name in &self.grants.names {
+            let Ok(path) = self.resolve(name) else {
+                continue;
+            };
+            if let Some(why) = super::program_identity::refusal(name, &path, &search) {
+                let shown = truncate_for_display(name);
+                return Err(HostError::new(
+                    ErrorCode::InvalidArgument,
+                    format!(
+                        "grant `{PROCESS_SPAWN_GRANT_PREFIX}{shown}` would grant every program: `{shown}` is a programming environment under another name"
+                    ),
+                )
+                .with_context(why)
+                .with_context(format!("`{shown}` resolves to `{}`", path.display()))
+                .with_help(format!(
+                    "Grant the programs it would run by name instead, or grant every program on purpose with `{PROCESS_SPAWN_GRANT}`"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// How each command is contained (default [`Containment::Auto`]: a
     /// cgroup per command when cgroup v2 is writable; DESIGN §17.2–17.3).
     #[must_use]
-    pub fn containment(mut self, containment: Containment) -> Self {
+    pub fn with_containment(mut self, containment: Containment) -> Self {
         self.containment = containment;
         self
     }
 
-    /// `pids.max` of each command's cgroup (default
-    /// [`DEFAULT_COMMAND_PIDS_MAX`]; `None`: no limit). Applied only where
-    /// the `pids` controller is enabled (see `quirl-lua --version --verbose`).
+    /// How many processes each command's tree may hold at once (`pids.max`
+    /// of its cgroup; default [`DEFAULT_COMMAND_PIDS_MAX`]; `None`: no
+    /// limit). Enforced or refused, never ignored (DESIGN §16.7): through
+    /// the `pids` controller of the command's cgroup v2 where it is
+    /// enabled, else of a cgroup v1 `pids` hierarchy; where neither can be
+    /// written every command fails with `process_spawn` and says why (see
+    /// `quirl-lua --version --verbose`).
     #[must_use]
-    pub fn command_pids_max(mut self, count: Option<u64>) -> Self {
+    pub fn with_command_pids_max(mut self, count: Option<u64>) -> Self {
         self.command_pids_max = count;
         self
     }
 
     /// Fail every command closed where the Landlock execute ruleset cannot
     /// be applied, instead of falling back to the program list (DESIGN §16.6;
-    /// CLI `--require-landlock`). Default off.
+    /// the CLI's `--require-landlock`). Default off.
     #[must_use]
-    pub fn require_landlock(mut self, required: bool) -> Self {
+    pub fn with_require_landlock(mut self, required: bool) -> Self {
         self.require_landlock = required;
         self
     }
 
-    /// Whether [`Self::require_landlock`] is set.
-    pub fn landlock_required(&self) -> bool {
+    /// Whether [`Self::with_require_landlock`] is set.
+    pub fn require_landlock(&self) -> bool {
         self.require_landlock
+    }
+
+    /// Let commands also write beneath `dir`, an absolute path to an
+    /// existing directory (DESIGN §16.8; by default a command writes only
+    /// beneath its working directory and its private directory). Bare
+    /// program names are never looked up beneath a writable directory.
+    pub fn allow_writes_beneath(mut self, dir: impl Into<PathBuf>) -> Result<Self, HostError> {
+        let dir = dir.into();
+        let usable = dir.is_absolute() && std::fs::metadata(&dir).is_ok_and(|meta| meta.is_dir());
+        if !usable {
+            return Err(HostError::new(
+                ErrorCode::InvalidArgument,
+                "a writable directory must be an absolute path to an existing directory",
+            )
+            .with_context(format!("observed `{}`", dir.display())));
+        }
+        self.writable.push(dir);
+        Ok(self)
+    }
+
+    /// The directories commands may write beneath, besides each command's
+    /// private directory: the working directory (unless it is `/`, which
+    /// would make the whole filesystem writable; DESIGN §16.8) and those
+    /// added with [`Self::allow_writes_beneath`].
+    pub fn writable_roots(&self) -> Vec<&Path> {
+        let mut roots: Vec<&Path> = Vec::new();
+        if self.cwd != Path::new("/") {
+            roots.push(&self.cwd);
+        }
+        roots.extend(self.writable.iter().map(PathBuf::as_path));
+        roots
+    }
+
+    /// Whether `path` lies beneath a directory commands may write, as
+    /// written or once its links are resolved (DESIGN §16.8).
+    pub(crate) fn is_writable_by_commands(&self, path: &Path) -> bool {
+        let roots = self.writable_roots();
+        if roots.is_empty() {
+            return false;
+        }
+        let canonical_roots: Vec<PathBuf> = roots
+            .iter()
+            .filter_map(|root| std::fs::canonicalize(root).ok())
+            .collect();
+        let canonical = std::fs::canonicalize(path).ok();
+        let beneath = |candidate: &Path| {
+            roots.iter().any(|root| candidate.starts_with(root))
+                || canonical_roots
+                    .iter()
+                    .any(|root| candidate.starts_with(root))
+        };
+        beneath(path) || canonical.as_deref().is_some_and(beneath)
+    }
+
+    /// The absolute directories of the granted `PATH`.
+    pub(crate) fn search_dirs(&self) -> Vec<PathBuf> {
+        self.environment
+            .get("PATH")
+            .map(|path| {
+                std::env::split_paths(path)
+                    .filter(|dir| dir.is_absolute())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The execute rulesets built for this configuration's commands.
@@ -456,13 +576,18 @@ impl ProcessHostConfig {
         &self.rulesets
     }
 
+    /// The private directories kept for this configuration's commands.
+    pub(crate) fn private_dirs(&self) -> &PrivateDirsPool {
+        &self.private_dirs
+    }
+
     /// The containment asked for.
-    pub fn configured_containment(&self) -> Containment {
+    pub fn containment(&self) -> Containment {
         self.containment
     }
 
     /// The `pids.max` of each command's cgroup.
-    pub fn configured_command_pids_max(&self) -> Option<u64> {
+    pub fn command_pids_max(&self) -> Option<u64> {
         self.command_pids_max
     }
 
@@ -505,7 +630,24 @@ impl ProcessHostConfig {
                 truncate_for_display(program)
             )));
         }
-        self.resolve(program)
+        let path = self.resolve(program)?;
+        // A granted path a command may write could be replaced by one
+        // command for the next (DESIGN §16.8). (Bare names never resolve
+        // there.)
+        if !self.grants.any_program() && self.is_writable_by_commands(&path) {
+            return Err(HostError::new(
+                ErrorCode::Validation,
+                format!(
+                    "capability denied: `{}` lies beneath a directory host commands may write",
+                    truncate_for_display(program)
+                ),
+            )
+            .with_context(format!("resolved to `{}`", path.display()))
+            .with_help(
+                "Install the program outside the working directory and the writable directories",
+            ));
+        }
+        Ok(path)
     }
 
     pub(crate) fn check_access(&self) -> Result<(), HostError> {
@@ -537,9 +679,16 @@ impl ProcessHostConfig {
         let Some(path) = self.environment.get("PATH") else {
             return Err(not_found().with_context("the granted environment has no PATH"));
         };
+        let mut skipped = Vec::new();
         for directory in std::env::split_paths(path) {
             // Empty and relative entries would search the working directory.
             if !directory.is_absolute() {
+                continue;
+            }
+            // A command could plant a program there for the next one
+            // (DESIGN §16.8).
+            if self.is_writable_by_commands(&directory) {
+                skipped.push(directory);
                 continue;
             }
             let candidate = directory.join(program);
@@ -550,7 +699,14 @@ impl ProcessHostConfig {
                 return Ok(candidate);
             }
         }
-        Err(not_found())
+        let mut error = not_found();
+        for directory in skipped.iter().take(4) {
+            error = error.with_context(format!(
+                "skipped `{}`: host commands may write beneath it",
+                directory.display()
+            ));
+        }
+        Err(error)
     }
 }
 

@@ -9,11 +9,17 @@
 //! (wrong ids, a 17th call, a host call from a worker initialized without
 //! process access) are the supervisor's to detect before calling here.
 //!
-//! This module is not a shell and does not sandbox the filesystem: a granted
-//! program runs with the parent's user, sees the parent's filesystem, and
-//! can do whatever that program does — except, where the kernel offers
-//! Landlock, execute any file but its own and its interpreter (DESIGN §16.6,
-//! the `exec_ruleset` module; [`landlock_support`] says which applies).
+//! This module is not a shell. A granted program runs with the parent's
+//! user and can read what that user can; it runs exactly one program and
+//! writes only where it is let (DESIGN §16.6–§16.8): where the kernel
+//! offers them, the exec guard refuses every `execve` after the granted
+//! program's own, the Landlock execute ruleset lets it execute only its own
+//! file and interpreter, its writes are confined to its working directory
+//! (unless that is `/`), a private directory and the directories the
+//! configuration adds, it cannot signal or reach anything outside its own
+//! tree, it holds no capability, and its tree lives in a PID namespace of
+//! its own that dies with it. [`landlock_support`] and
+//! `quirl-lua --version --verbose` say which of these apply.
 //!
 //! ```no_run
 //! use std::time::{Duration, Instant};
@@ -68,13 +74,16 @@
 //!
 //!    Otherwise: `validation`, "capability denied: process.spawn:WORD".
 //! 4. A bare NAME is found as an executable regular file in one of the
-//!    absolute directories of the granted `PATH`, first match wins (empty and
-//!    relative `PATH` entries are skipped). Otherwise: `process_spawn`.
+//!    absolute directories of the granted `PATH` that the command could not
+//!    write, first match wins (empty and relative `PATH` entries are
+//!    skipped). Otherwise: `process_spawn`. A name is judged by the file it
+//!    resolves to: a programming environment under another name is refused
+//!    when the configuration is made (DESIGN §16.2 "Identity").
 //!
 //! The child's environment is exactly [`Environment`]: by default `PATH`
-//! and `HOME` copied from the parent (each only if set), plus declared
-//! entries; nothing else is inherited. Its working directory is the granted
-//! absolute directory.
+//! copied from the parent (if set), a private `HOME` and `TMPDIR` unless
+//! declared, plus declared entries; nothing else is inherited. Its working
+//! directory is the granted absolute directory.
 //!
 //! # Command language
 //!
@@ -136,11 +145,13 @@
 //!   the call then fails with `resource_limit`, whose context gives the
 //!   limit and the retained and discarded bytes of both streams and whose
 //!   `exit_status` is set. No partial output is returned.
-//! - The child calls `setsid()`: it leads a new session and process group
+//! - The program calls `setsid()`: it leads a new session and process group
 //!   and has no controlling terminal. It runs with `no_new_privs`
-//!   (set-user-ID bits and file capabilities are ignored), all signal
-//!   dispositions reset to default, an empty signal mask, and every
-//!   descriptor above 2 closed on exec.
+//!   (set-user-ID bits and file capabilities are ignored), no capability,
+//!   all signal dispositions reset to default, an empty signal mask, and
+//!   every descriptor above 2 closed on exec; where the kernel allows it,
+//!   as the second process of a PID namespace whose init is ours (DESIGN
+//!   §16.6 "How the child is made").
 //! - Deadline: an absolute instant, for a host call
 //!   `min(arrival + deadline_ms, request deadline)`. At the deadline, or
 //!   when the cancellation token fires, the whole tree is killed with
@@ -163,11 +174,15 @@
 //!   a host response always fits in one frame.
 //! - Tree cleanup is safe against PID and PGID reuse: the first process is
 //!   never reaped before the group and session are killed, and its unreaped
-//!   PID keeps those ids from being reused. See `tree.rs` for the sweep of
-//!   descendants that left the group, and its one documented gap.
+//!   PID keeps those ids from being reused. In a PID namespace the
+//!   namespace's end kills every descendant however it forked; without one,
+//!   `tree.rs` sweeps descendants that left the group (its one documented
+//!   gap is there).
 
 pub(crate) mod command_language;
+mod command_spawn;
 mod exec;
+mod exec_guard;
 mod exec_image;
 mod exec_ruleset;
 mod grants;
@@ -175,16 +190,23 @@ mod host_call;
 mod host_error;
 mod landlock_abi;
 pub(crate) mod orphans;
+mod private_dirs;
+mod program_identity;
 mod tree;
 mod wrappers;
+mod write_ruleset;
 
 // The token the host waits on (`cancel::CancelSignal`) lives with the
 // workers and pools that share it; the submodules name it `super::cancel`.
 use crate::cancel;
 pub use command_language::{COMMAND_BYTES_MAX, parse_command};
+pub use command_spawn::pid_namespace_support;
+pub(crate) use command_spawn::{pid_namespace_summary, user_namespace_in_effect};
 pub use exec::{
     CommandOutcomeData, OUTCOME_ENCODED_BYTES_MAX, OUTPUT_BYTES_MAX, ProcessRequest, run_command,
 };
+pub(crate) use exec_guard::exec_guard_summary;
+pub use exec_guard::exec_guard_support;
 pub use exec_ruleset::{LandlockSupport, landlock_support};
 pub use grants::{
     DEFAULT_COMMAND_PIDS_MAX, Environment, GrantRule, Grants, PROCESS_SPAWN_GRANT,
@@ -200,3 +222,4 @@ pub use wrappers::{
     COMMAND_OPTION_PROGRAMS, COMMAND_RUNNING_PROGRAMS, PROGRAMMING_ENVIRONMENTS,
     is_programming_environment, runs_arguments_as_command,
 };
+pub(crate) use write_ruleset::write_confinement_summary;

@@ -1,4 +1,10 @@
-//! Orphans of host commands in process-group mode (DESIGN §16.7).
+//! Orphans of host commands and workers (DESIGN §16.7), in every
+//! containment mode.
+//!
+//! A host command in a PID namespace of its own never leaves orphans here
+//! (its orphans go to its namespace's init); what follows matters for
+//! commands where the kernel gives no PID namespace, for a member that left
+//! its cgroup, and for descendants of worker processes.
 //!
 //! A descendant that starts its own session and whose parent exits (a
 //! daemon's double fork, `setsid -f`) has no parent chain back to the
@@ -58,8 +64,9 @@ pub fn adopt_orphans() -> io::Result<()> {
 }
 
 /// Kill and reap every process adopted by [`adopt_orphans`] (and its
-/// descendants), frozen first so none can fork away. Returns how many were
-/// killed. Does nothing unless this process adopts orphans.
+/// descendants), frozen first so none can fork away, in rounds until none
+/// is left (at most 10 s). Returns how many were killed. Does nothing unless
+/// this process adopts orphans.
 pub fn end_adopted_orphans() -> usize {
     if !adopting() {
         return 0;
@@ -71,10 +78,16 @@ pub fn end_adopted_orphans() -> usize {
         return 0;
     }
     let mut killed = 0;
-    // A few rounds: an orphan's own children become ours when it dies.
-    for _ in 0..4 {
+    // Until a scan finds nothing adopted (DESIGN §16.7): an orphan's own
+    // children become ours when it dies, and a chain that forks, exits and
+    // calls `setsid` every generation is caught within a few rounds, since
+    // each round freezes every adopted process it finds before it can fork
+    // again. Bounded in time, so a machine that keeps handing orphans over
+    // cannot hold the program's exit forever.
+    let until = std::time::Instant::now() + END_SWEEP_MAX;
+    loop {
         let table = super::tree::scan();
-        if adopted_since(&table, 0).is_empty() {
+        if adopted_since(&table, 0).is_empty() || std::time::Instant::now() >= until {
             break;
         }
         killed += super::tree::freeze_and_kill_adopted(0);
@@ -83,6 +96,9 @@ pub fn end_adopted_orphans() -> usize {
     reap_adopted();
     killed
 }
+
+/// The longest [`end_adopted_orphans`] keeps sweeping.
+const END_SWEEP_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// `waitid(P_ALL, WEXITED | WNOHANG | WNOWAIT)`, which reaps nothing:
 /// `Some(true)` if a child has exited and is not yet reaped, `Some(false)`

@@ -1,14 +1,23 @@
 //! Ownership of one child's process tree: kill it all, reap the leader last.
 //!
-//! The child is started with `setsid()`, so it leads a new session and a new
-//! process group whose ids both equal its PID. While the leader is unreaped
-//! (running, or a zombie), that PID cannot be handed to another process, so
-//! no unrelated process can create a group or session with that id: a
-//! `killpg(pid)` or a session match can only reach processes of this tree.
-//! Every path therefore kills first and reaps the leader last, and nothing is
-//! signalled by group or session id after the reap. This is the anchor
-//! argument of DESIGN §17.3 (which Quirl gets from a separate anchor
-//! process); here the leader itself is the anchor.
+//! Where the kernel allows it (DESIGN §16.7) the leader is the first process
+//! of a PID namespace of its own. Then the kernel does the work: when the
+//! leader exits, or is killed, every other process of the namespace is
+//! killed and gone before the leader's exit can be observed — however it
+//! forked, whatever session, group or cgroup it moved to — and nothing of
+//! the tree can be reparented to this process. A kill is one `SIGKILL` to
+//! the unreaped leader (and, in cgroup mode, `cgroup.kill` too).
+//!
+//! Without a PID namespace the child is started with `setsid()`, so it
+//! leads a new session and a new process group whose ids both equal its
+//! PID. While the leader is unreaped (running, or a zombie), that PID
+//! cannot be handed to another process, so no unrelated process can create
+//! a group or session with that id: a `killpg(pid)` or a session match can
+//! only reach processes of this tree. Every path therefore kills first and
+//! reaps the leader last, and nothing is signalled by group or session id
+//! after the reap. This is the anchor argument of DESIGN §17.3 (which Quirl
+//! gets from a separate anchor process); here the leader itself is the
+//! anchor.
 //!
 //! Descendants that left the group (`setpgid`) stay in the session; those
 //! that also left the session (`setsid`) are still found through their
@@ -20,23 +29,25 @@
 //! time, still alive) before the signal, so a PID reused between the scan
 //! and the signal is never hit. The one process the sweep cannot find is a
 //! descendant that started its own session *and* was orphaned before the
-//! sweep (a daemon's double fork); SPEC.md says to contain such programs
-//! with a cgroup or not to grant them.
+//! sweep (a daemon's double fork); where this process adopts orphans
+//! (`orphans`) it is found among them.
 //!
-//! In cgroup mode (DESIGN §17.2) the tree also owns the command's cgroup,
-//! which closes that gap: a kill is `cgroup.kill` (every member, whatever
-//! its session or parent) followed by the group kill, the `/proc` sweep is
-//! not needed, and after the reap the cgroup is emptied and removed. Before
-//! the kill, the members that left the leader's session are recorded as
-//! escapes, so the caller can report them.
+//! In cgroup mode (DESIGN §17.2) the tree also owns the command's cgroup: a
+//! kill is `cgroup.kill` (every member, whatever its session or parent)
+//! followed by the group kill, then the sweep of adopted orphans (in every
+//! mode: a member that left the cgroup and lost its parent is found there),
+//! and after the reap the cgroup is emptied and removed. Before the kill,
+//! the members that left the leader's session are recorded as escapes, so
+//! the caller can report them.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::process::{Child, ExitStatus};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
+use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions, WaitOptions};
 
 use super::orphans;
 use crate::cgroup::ChildCgroup;
@@ -56,9 +67,12 @@ const SETTLE_POLL: Duration = Duration::from_millis(1);
 /// A spawned child whose tree is killed and whose leader is reaped exactly
 /// once, on every path including unwinding.
 pub(crate) struct OwnedTree {
-    child: Child,
     pid: Pid,
     pidfd: Option<OwnedFd>,
+    /// The leader is the init of a PID namespace of its own.
+    pid_namespace: bool,
+    /// The leader's status, once reaped.
+    status: Option<ExitStatus>,
     /// The tree was killed after the leader had exited; nothing can have
     /// joined it since.
     killed: bool,
@@ -72,15 +86,16 @@ pub(crate) struct OwnedTree {
 }
 
 impl OwnedTree {
-    /// Own `child` (and its cgroup); without pidfd support the leader's
-    /// exit is polled instead (see `exit_fd`).
-    pub(crate) fn new(child: Child, cgroup: Option<ChildCgroup>) -> Self {
-        let pid = Pid::from_child(&child);
+    /// Own the unreaped child `pid` (and its cgroup); `pid_namespace`:
+    /// it is the first process of a PID namespace of its own. Without
+    /// pidfd support the leader's exit is polled instead (see `exit_fd`).
+    pub(crate) fn new(pid: Pid, cgroup: Option<ChildCgroup>, pid_namespace: bool) -> Self {
         orphans::register(pid.as_raw_pid());
         Self {
             pidfd: rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok(),
-            child,
             pid,
+            pid_namespace,
+            status: None,
             killed: false,
             reaped: false,
             cgroup,
@@ -105,8 +120,9 @@ impl OwnedTree {
         &self.problems
     }
 
-    pub(crate) fn child_mut(&mut self) -> &mut Child {
-        &mut self.child
+    /// Whether the leader is the init of a PID namespace of its own.
+    pub(crate) fn in_pid_namespace(&self) -> bool {
+        self.pid_namespace
     }
 
     /// A descriptor that becomes readable when the leader exits, when the
@@ -142,6 +158,24 @@ impl OwnedTree {
 
     fn kill_tree(&mut self, leader_exited: bool) {
         debug_assert!(!self.reaped);
+        if self.pid_namespace {
+            // The leader is unreaped, so its pid is still this tree's; its
+            // death (already, or by this SIGKILL) makes the kernel kill the
+            // rest of the namespace (DESIGN §16.7).
+            if !leader_exited {
+                let _ = rustix::process::kill_process(self.pid, Signal::KILL);
+            }
+            if let Some(cgroup) = &self.cgroup
+                && let Err(error) = cgroup.kill()
+            {
+                self.problems.push(format!(
+                    "cgroup.kill of {} failed: {error}",
+                    cgroup.path().display()
+                ));
+            }
+            self.killed = true;
+            return;
+        }
         if let Some(cgroup) = &self.cgroup {
             let leader = self.pid.as_raw_pid().cast_unsigned();
             if leader_exited {
@@ -158,6 +192,9 @@ impl OwnedTree {
                     // The leader is unreaped, so the group id still belongs
                     // to this tree.
                     let _ = rustix::process::kill_process_group(self.pid, Signal::KILL);
+                    // A member that moved out of the cgroup and lost its
+                    // parent is an adopted orphan now (DESIGN §16.7).
+                    sweep_adopted_since_leader(self.pid.as_raw_pid());
                     self.killed = true;
                     return;
                 }
@@ -195,11 +232,24 @@ impl OwnedTree {
     /// Reap the leader, killing the tree first unless [`Self::kill`] already
     /// did since the leader exited.
     pub(crate) fn kill_and_reap(&mut self) -> io::Result<ExitStatus> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
         if !self.killed {
             self.kill();
         }
-        let status = self.child.wait();
+        let status = loop {
+            match rustix::process::waitpid(Some(self.pid), WaitOptions::empty()) {
+                Err(rustix::io::Errno::INTR) => {}
+                Ok(Some((_, status))) => break Ok(ExitStatus::from_raw(status.as_raw())),
+                Ok(None) => break Err(io::Error::other("the leader was reaped elsewhere")),
+                Err(error) => break Err(io::Error::from(error)),
+            }
+        };
         self.reaped = true;
+        if let Ok(status) = &status {
+            self.status = Some(*status);
+        }
         orphans::unregister(self.pid.as_raw_pid());
         if let Some(mut cgroup) = self.cgroup.take() {
             let problems = cgroup.remove();
@@ -218,6 +268,19 @@ impl Drop for OwnedTree {
             let _ = self.kill_and_reap();
         }
     }
+}
+
+/// Freeze, kill and reap the children of this process it did not spawn
+/// and that started at or after `leader` did (orphans of the command,
+/// DESIGN §16.7), when this process adopts orphans.
+fn sweep_adopted_since_leader(leader: libc::pid_t) {
+    if !orphans::adopting() {
+        return;
+    }
+    if let Some(since) = read_stat(leader).map(|stat| stat.start_time) {
+        freeze_and_kill_adopted(since);
+    }
+    orphans::reap_adopted();
 }
 
 /// The PID most recently allocated in this PID namespace.

@@ -15,8 +15,9 @@
 //! programs that do not run other programs.
 
 /// Programs that run their arguments as a command (compared by final path
-/// component; a trailing version such as `python3.12` or `bash5` is
-/// ignored): the rule where Landlock is unavailable. It is
+/// component under each of its spellings: itself, without a trailing
+/// version, before its first `.` and before its first digit): the rule where
+/// the exec guard is unavailable. It is
 /// [`PROGRAMMING_ENVIRONMENTS`] followed by [`COMMAND_OPTION_PROGRAMS`],
 /// built from those two lists (each name is written once).
 pub const COMMAND_RUNNING_PROGRAMS: &[&str] = &COMMAND_RUNNING_ARRAY;
@@ -45,9 +46,9 @@ const fn concat<const N: usize>(
 }
 
 /// The programs of [`COMMAND_RUNNING_PROGRAMS`] that become grantable by
-/// name under the Landlock execute ruleset (DESIGN §16.2): each starts
-/// another program only by `execve`, which the ruleset refuses for every
-/// file but the granted program and its interpreter — through a documented
+/// name under the exec guard (DESIGN §16.2): each starts another program
+/// only by `execve`, which the guard refuses for everything after the
+/// granted program's own exec — through a documented
 /// option (`find -exec`, `tar --to-command`, `git -c core.pager=…`,
 /// `sort --compress-program`, `gcc -wrapper`, `rsync -e`, `man`/`less`
 /// pagers and `!`), a build rule (`make`, `ninja`), a dot command
@@ -77,18 +78,18 @@ pub const COMMAND_OPTION_PROGRAMS: &[&str] = &[
 ];
 
 /// The part of [`COMMAND_RUNNING_PROGRAMS`] that stays refused when every
-/// host command runs under the Landlock execute ruleset (DESIGN §16.2): a
-/// granted program can then execute only itself, so what is left is what
-/// needs no second program to run arbitrary code or commands —
+/// host command granted by name runs under the exec guard (DESIGN §16.2): a
+/// granted program is then the one program its tree executes, so what is
+/// left is what needs no second program to run arbitrary code or commands —
 ///
 /// - whole programming environments: shells, the multi-call binaries,
 ///   interpreters (`awk` and `expect` included), debuggers and editors with
 ///   an embedded language (`gdb`/`lldb` Python, Vim script, Emacs Lisp),
 ///   `nmap` (Lua scripts);
 /// - launchers, whose only purpose is starting another program: with the
-///   ruleset they could start nothing but would still be granted by a name
+///   guard they could start nothing but would still be granted by a name
 ///   that suggests otherwise; the dynamic loader (`ld.so`, `ld-linux*`)
-///   loads any program *without* `execve`, which Landlock does not see;
+///   maps any program it is given without an `execve` of its own;
 /// - programs that hand a command to a service running outside the
 ///   command's domain, which starts it unrestricted: `ssh`, `rsh`, `mosh`,
 ///   `at`/`batch`/`crontab`, `systemd-run`, `dbus-*`, `screen`/`tmux`
@@ -97,7 +98,8 @@ pub const COMMAND_OPTION_PROGRAMS: &[&str] = &[
 /// `git`, `sed`, `find`, `tar`, `zip`, `rsync`, `make`, `less`, `man` and
 /// the other "documented option runs a command" tools
 /// ([`COMMAND_OPTION_PROGRAMS`]) become grantable: the command their option
-/// names is refused by the kernel.
+/// names is refused by the kernel. (`program_identity` also finds these
+/// programs under other names, by the file they are.)
 pub const PROGRAMMING_ENVIRONMENTS: &[&str] = &[
     // Launchers.
     "env",
@@ -258,28 +260,55 @@ pub const PROGRAMMING_ENVIRONMENTS: &[&str] = &[
 
 /// Whether granting `name` (a bare name or an absolute path) would grant
 /// every program, because it runs its arguments as a command — the rule
-/// where Landlock is unavailable (DESIGN §16.2).
+/// where the exec guard is unavailable (DESIGN §16.2).
 pub fn runs_arguments_as_command(name: &str) -> bool {
     listed_in(COMMAND_RUNNING_PROGRAMS, name)
 }
 
-/// Whether `name` stays refused under the Landlock execute ruleset: a
-/// programming environment, a launcher or a command service
+/// Whether `name` stays refused under the exec guard: a programming
+/// environment, a launcher or a command service
 /// ([`PROGRAMMING_ENVIRONMENTS`]).
 pub fn is_programming_environment(name: &str) -> bool {
     listed_in(PROGRAMMING_ENVIRONMENTS, name)
 }
 
-/// `name` compared by final path component, a trailing version ignored;
-/// the dynamic loaders (`ld-linux*`, `ld-musl*`) are on every list.
+/// `name` compared by final path component under each of its spellings
+/// ([`spellings`]); the dynamic loaders (`ld-linux*`, `ld-musl*`) are on
+/// every list.
 fn listed_in(list: &[&str], name: &str) -> bool {
     let base = name.rsplit('/').next().unwrap_or(name);
     if base.starts_with("ld-linux") || base.starts_with("ld-musl") {
         return true; // the dynamic loader runs any program it is given
     }
+    spellings(base)
+        .into_iter()
+        .flatten()
+        .any(|spelling| list.contains(&spelling))
+}
+
+/// The names a program file name stands for: itself; without a trailing
+/// version (`python3.12` → `python`, `bash5` → `bash`); before its first
+/// `.` (`vim.basic` → `vim`, `perl.real` → `perl`); and before its first
+/// digit (`perl5.36-x86_64-linux-gnu` → `perl`, `lua5.4` → `lua`).
+/// Distributions install one program under such names, so a list entry
+/// covers all of them (at the price of a few names of other programs that
+/// share a listed prefix, refused too).
+fn spellings(base: &str) -> [Option<&str>; 4] {
+    fn some(text: &str) -> Option<&str> {
+        (!text.is_empty()).then_some(text)
+    }
     let unversioned = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');
-    list.iter()
-        .any(|listed| *listed == base || (!unversioned.is_empty() && *listed == unversioned))
+    let before_dot = base.split('.').next().unwrap_or(base);
+    let before_digit = base
+        .split(|c: char| c.is_ascii_digit())
+        .next()
+        .unwrap_or(base);
+    [
+        some(base),
+        some(unversioned),
+        some(before_dot),
+        some(before_digit),
+    ]
 }
 
 #[cfg(test)]
@@ -305,6 +334,17 @@ mod tests {
         assert!(runs_arguments_as_command("/usr/bin/perl5.36"));
         assert!(runs_arguments_as_command("bash5"));
         assert!(runs_arguments_as_command("/lib64/ld-linux-x86-64.so.2"));
+        // Debian's other names of refused programs (issue 38).
+        for name in [
+            "perl5.36-x86_64-linux-gnu",
+            "perl5.36.0",
+            "vim.basic",
+            "vim.tiny",
+            "lua5.4",
+            "/usr/bin/python3.11-config",
+        ] {
+            assert!(is_programming_environment(name), "{name}");
+        }
     }
 
     #[test]
@@ -324,8 +364,8 @@ mod tests {
     }
 
     #[test]
-    fn landlock_leaves_only_programming_environments_refused() {
-        // DESIGN §16.2: grantable under Landlock, refused without it.
+    fn the_exec_guard_leaves_only_programming_environments_refused() {
+        // DESIGN §16.2: grantable under the exec guard, refused without it.
         for name in [
             "git", "sed", "find", "tar", "zip", "rsync", "make", "less", "man",
         ] {
@@ -349,8 +389,8 @@ mod tests {
         ] {
             assert!(is_programming_environment(name), "{name}");
         }
-        // The full list is the Landlock one plus the option-running tools,
-        // which are grantable under Landlock.
+        // The full list is the exec guard's one plus the option-running
+        // tools, which are grantable under the guard.
         assert_eq!(
             COMMAND_RUNNING_PROGRAMS.len(),
             PROGRAMMING_ENVIRONMENTS.len() + COMMAND_OPTION_PROGRAMS.len()

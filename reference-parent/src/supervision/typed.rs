@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{
-    ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext, ExecutionOutcome,
-    ExtensionEvent, Operation, OperationResult, PluginRegistrations, QuirlConfig,
+    CheckReport, ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext,
+    ExecutionOutcome, ExtensionEvent, Operation, OperationResult, PluginRegistrations, QuirlConfig,
 };
 use serde_json::Value;
 
@@ -71,7 +71,9 @@ pub(crate) fn eval(source: &str) -> Typed<Value> {
     }
 }
 
-pub(crate) fn check(source: &str, source_name: &str) -> Typed<()> {
+/// `null` (no report negotiated, or nothing found by a worker that did not
+/// take the grant) is an empty report (SPEC §7.2).
+pub(crate) fn check(source: &str, source_name: &str) -> Typed<CheckReport> {
     Typed {
         operation: Operation::Check {
             source: source.to_owned(),
@@ -79,7 +81,8 @@ pub(crate) fn check(source: &str, source_name: &str) -> Typed<()> {
         },
         under: Under::Request,
         take: |result| match result {
-            OperationResult::Null => Ok(()),
+            OperationResult::Null => Ok(CheckReport::default()),
+            OperationResult::CheckReport(report) => Ok(report),
             other => Err(Box::new(other)),
         },
     }

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use ::tokio::io::unix::AsyncFd;
 use quirl_lua_protocol::records::{
-    ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext, ExecutionOutcome,
-    ExtensionEvent, HostCall, Operation, OperationResult, PluginRegistrations, QuirlConfig,
-    ShellError,
+    CheckReport, ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext,
+    ExecutionOutcome, ExtensionEvent, HostCall, Operation, OperationResult, PluginRegistrations,
+    QuirlConfig, ShellError,
 };
 use quirl_lua_protocol::{ErrorContext, SessionState};
 use serde_json::Value;
@@ -140,8 +140,11 @@ impl Worker {
         self.typed(|_| typed::eval(source), host).await
     }
 
-    /// Check that a source compiles, without running it.
-    pub async fn check(&mut self, source: &str, source_name: &str) -> Result<(), Error> {
+    /// Check a source without running it: a compile error is a guest
+    /// error; what the worker's lint found is the report, when the
+    /// worker was granted `check.diagnostics` (SPEC §7.2; otherwise
+    /// the report is empty).
+    pub async fn check(&mut self, source: &str, source_name: &str) -> Result<CheckReport, Error> {
         self.typed(|_| typed::check(source, source_name), answer_contained)
             .await
     }

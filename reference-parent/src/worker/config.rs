@@ -258,8 +258,8 @@ impl WorkerConfig {
     /// The process host every driver answers host calls with.
     pub(crate) fn process_host_config(&self) -> Result<ProcessHostConfig, Error> {
         if let Some(config) = &self.process_host {
-            let required = config.landlock_required() || self.require_landlock;
-            return Ok(config.clone().require_landlock(required));
+            let required = config.require_landlock() || self.require_landlock;
+            return Ok(config.clone().with_require_landlock(required));
         }
         let invalid = |error: crate::process_host::HostError| {
             let mut wrapped = Error::new(
@@ -288,9 +288,9 @@ impl WorkerConfig {
         ProcessHostConfig::new(access, grants, Environment::from_parent(), cwd)
             .map(|config| {
                 config
-                    .containment(self.containment)
-                    .command_pids_max(self.command_pids_max)
-                    .require_landlock(self.require_landlock)
+                    .with_containment(self.containment)
+                    .with_command_pids_max(self.command_pids_max)
+                    .with_require_landlock(self.require_landlock)
             })
             .map_err(invalid)
     }

@@ -49,8 +49,8 @@ use std::time::{Duration, Instant};
 
 use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{
-    ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext, ExecutionOutcome,
-    ExtensionEvent, Operation, OperationResult, PluginRegistrations, QuirlConfig,
+    CheckReport, ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext,
+    ExecutionOutcome, ExtensionEvent, Operation, OperationResult, PluginRegistrations, QuirlConfig,
 };
 use quirl_lua_protocol::{ParentConnection, SessionState};
 use serde_json::Value;
@@ -151,8 +151,11 @@ impl Worker {
         self.typed(|_| typed::eval(source))
     }
 
-    /// Check that a source compiles, without running it.
-    pub fn check(&mut self, source: &str, source_name: &str) -> Result<(), Error> {
+    /// Check a source without running it: a compile error is a guest
+    /// error; what the worker's lint found is the report, when the
+    /// worker was granted `check.diagnostics` (SPEC §7.2; otherwise
+    /// the report is empty).
+    pub fn check(&mut self, source: &str, source_name: &str) -> Result<CheckReport, Error> {
         self.typed(|_| typed::check(source, source_name))
     }
 

@@ -30,6 +30,8 @@ pub const SCOPED_PROCESS_GRANT_PREFIX: &str = "process.spawn:";
 /// string it is granted.
 pub const KNOWN_GRANTS: &[&str] = &[
     "catalog.register",
+    // The protocol's own: `check` answers with its report (SPEC §7.2).
+    quirl_lua_protocol::records::CHECK_DIAGNOSTICS_GRANT,
     "commands.register",
     "completion.register",
     "environment.mutate",

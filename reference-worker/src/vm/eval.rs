@@ -1,7 +1,6 @@
 //! Running guest source as one chunk: `eval` (expression first, then
-//! block, with a one-entry cache of the compiled chunk), `check` (compile
-//! only) and `test` (every `test_*` function, each with fresh budgets)
-//! (SPEC §7.1, DESIGN §15.10).
+//! block, with a one-entry cache of the compiled chunk) and `test` (every
+//! `test_*` function, each with fresh budgets) (SPEC §7.1, DESIGN §15.10).
 
 use super::{Vm, normalize_shebang, source_len};
 use crate::convert::{RETURN_SHAPE, to_json};
@@ -90,18 +89,6 @@ impl Vm {
             self.eval_cache = None;
         }
         Ok(function)
-    }
-
-    pub(super) fn check(&mut self, source: &str, source_name: String) -> Result<Json, OpError> {
-        source_len(source, &source_name)?;
-        let chunk = Chunk {
-            name: source_name,
-            text: normalize_shebang(source),
-        };
-        self.begin(self.policy_wall())?;
-        self.compile_block(&chunk)
-            .map_err(|e| self.fail(&e, Some(&chunk)))?;
-        Ok(Json::Null)
     }
 
     pub(super) fn test(&mut self, source: &str, source_name: String) -> Result<Json, OpError> {

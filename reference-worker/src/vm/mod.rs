@@ -18,7 +18,8 @@
 //! (budget windows, compiling a block, calling a registered callback). The
 //! operations live in the submodules, one family each:
 //!
-//! - `eval`: `eval`, `check` and `test` (SPEC §7.1, DESIGN §15.10);
+//! - `eval`: `eval` and `test` (SPEC §7.1, DESIGN §15.10);
+//! - `check`: `check`, compiled and linted without running (§7.1, §7.2);
 //! - `load_config`: `load_config` (§7.1, §7.2 QuirlConfig);
 //! - `plugin`: `load_plugin` and its registrations (§7.2, §15.9);
 //! - `callbacks`: `render_prompt`, `complete` and `contribution`;
@@ -26,6 +27,7 @@
 //! - `run`: `run` and `plugin_command`, the runner ABI (§7.1, §7.2).
 
 mod callbacks;
+mod check;
 mod eval;
 mod event;
 mod load_config;
@@ -48,6 +50,7 @@ use mlua::{Function, Lua, Value};
 use quirl_lua_protocol::limits::SOURCE_BYTES_MAX;
 use quirl_lua_protocol::records::{Operation, Policy};
 use serde_json::Value as Json;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -93,6 +96,9 @@ pub struct Vm {
     /// The last compiled `eval` chunk, by exact source text (see
     /// [`Vm::eval_function`]).
     eval_cache: Option<(String, Function)>,
+    /// What the last `check` left to free (its parse tree), freed by
+    /// [`Vm::release_deferred`] once the answer is out, or by the next request.
+    deferred: Option<crate::lint::Deferred>,
 }
 
 fn build_error(error: &mlua::Error) -> OpError {
@@ -126,6 +132,33 @@ fn source_len(source: &str, name: &str) -> Result<(), OpError> {
     Ok(())
 }
 
+/// A fresh sandbox for `grants`, built as [`Vm::new`] builds one (the
+/// libraries, the pruned globals, the `quirl` table), in a Lua state of its
+/// own that never runs anything: no meter is attached, no host is
+/// reachable, no code is loaded. The lint reads its globals as the standard
+/// library of those grants (`crate::lint::environment`), so the lint's list
+/// is the worker's own, not a copy of it.
+pub(crate) fn fresh_sandbox(grants: &HashSet<String>) -> mlua::Result<Lua> {
+    let meter = Arc::new(Meter::new(0, 1, Arc::new(AtomicBool::new(false))));
+    let options = sandbox::SandboxOptions::from_grants(grants.iter().map(String::as_str));
+    let sandbox::Sandbox { lua, .. } = sandbox::build_with(&meter, options)?;
+    let state = Arc::new(SdkState {
+        meter,
+        registry: Mutex::new(Registry::default()),
+        capabilities: Capabilities {
+            allow_process: false,
+            process_enabled: false,
+            grants: grants.clone(),
+        },
+        host: Mutex::new(None),
+        host_calls: AtomicU32::new(0),
+        cwd: String::new(),
+        last_config: Mutex::new(None),
+    });
+    sdk::install(&lua, &state)?;
+    Ok(lua)
+}
+
 fn normalize_shebang(source: &str) -> String {
     match source.strip_prefix("#!") {
         Some(rest) => format!("--{rest}"),
@@ -149,7 +182,7 @@ impl Vm {
             limits.instruction_limit(),
             Arc::clone(&cancel),
         ));
-        let grants: std::collections::HashSet<String> = match &config.grants {
+        let grants: HashSet<String> = match &config.grants {
             Some(grants) => grants.iter().cloned().collect(),
             None => default_grants(policy.allow_process()),
         };
@@ -190,6 +223,7 @@ impl Vm {
             limits,
             plugin: None,
             eval_cache: None,
+            deferred: None,
         })
     }
 
@@ -203,9 +237,17 @@ impl Vm {
         self.meter.used_memory()
     }
 
+    /// Free what the last request left to free after its answer (the
+    /// parse tree of `check`'s lint). The serve loop calls it once the
+    /// answer is written; otherwise the next request frees it first.
+    pub fn release_deferred(&mut self) {
+        self.deferred = None;
+    }
+
     /// Run one operation (any but `initialize`, which builds the VM: see
     /// [`Vm::new`]).
     pub fn handle(&mut self, operation: Operation) -> Verdict {
+        self.release_deferred();
         if let Some(verdict) = self.stopped_verdict() {
             return verdict;
         }

@@ -68,9 +68,9 @@ pub(crate) struct GlobalOptions {
     /// child when writable, else process groups), `cgroup` or `process-group`.
     #[arg(long, global = true, value_name = "MODE", default_value = "auto", value_parser = parse_containment)]
     pub(crate) containment: Containment,
-    /// pids.max of each host command's cgroup (cgroup mode, where the pids controller is enabled).
-    #[arg(long = "command-pids-max", global = true, value_name = "N", default_value_t = DEFAULT_COMMAND_PIDS_MAX)]
-    pub(crate) command_pids_max: u64,
+    /// How many processes each host command's tree may hold (pids.max of its cgroup, v2 or v1); `max` for no limit. Enforced or refused: where no pids controller can be written, a command with a limit fails (see --version --verbose).
+    #[arg(long = "command-pids-max", global = true, value_name = "N|max", default_value = DEFAULT_COMMAND_PIDS_MAX_TEXT, value_parser = parse_pids_max)]
+    pub(crate) command_pids_max: PidsLimit,
     /// Fail host commands closed where the Landlock execute ruleset cannot be applied, instead of falling back to the program list (DESIGN §16.6).
     #[arg(long = "require-landlock", global = true)]
     pub(crate) require_landlock: bool,
@@ -111,7 +111,16 @@ pub(crate) enum Command {
         /// The configuration file.
         file: PathBuf,
     },
-    /// Check that a Lua file compiles, without running it.
+    /// Compile and lint a Lua file without running it; exit 1 on errors.
+    ///
+    /// Errors (exit 1): undefined globals called or indexed, what the
+    /// sandbox leaves out under the grants given (`io`, `os`, `print`,
+    /// `load`, …), unknown members of its library tables, SDK calls with
+    /// too few arguments, misspelt annotation tags. Warnings (exit 0):
+    /// unused locals, shadowing, global assignments, and the same problems
+    /// where the code guards them (`pcall`, `if io then`). Each is printed
+    /// with its file:line:column, the source line and a caret; `--json`
+    /// prints the report record.
     Check {
         /// The file to check.
         file: PathBuf,
@@ -283,6 +292,27 @@ fn parse_containment(text: &str) -> Result<Containment, String> {
     text.parse()
 }
 
+/// The `--command-pids-max` default, as the flag spells it.
+const DEFAULT_COMMAND_PIDS_MAX_TEXT: &str = "256";
+const _: () = assert!(DEFAULT_COMMAND_PIDS_MAX == 256);
+
+/// A host command's process limit: a count, or none (`max`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PidsLimit(pub(crate) Option<u64>);
+
+/// `N` (at least 1) or `max` (no limit, as cgroup's `pids.max` spells it).
+pub(crate) fn parse_pids_max(text: &str) -> Result<PidsLimit, String> {
+    if text == "max" {
+        return Ok(PidsLimit(None));
+    }
+    match text.parse::<u64>() {
+        Ok(count) if count >= 1 => Ok(PidsLimit(Some(count))),
+        _ => Err(format!(
+            "`{text}` is not a process count (a whole number from 1, or `max` for no limit)"
+        )),
+    }
+}
+
 /// Parse `33554432`, `32MiB`, `512KiB`, `1G`, … into bytes.
 pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
@@ -384,6 +414,19 @@ mod tests {
         assert!(parse_module("json=").is_err());
         assert!(parse_module("json.lua").is_err());
         assert!(parse_module("a\0b=x.lua").is_err());
+    }
+
+    #[test]
+    fn parses_process_limits() {
+        assert_eq!(parse_pids_max("16"), Ok(PidsLimit(Some(16))));
+        assert_eq!(parse_pids_max("max"), Ok(PidsLimit(None)));
+        assert!(parse_pids_max("0").is_err());
+        assert!(parse_pids_max("-1").is_err());
+        assert!(parse_pids_max("none").is_err());
+        assert_eq!(
+            parse_pids_max(DEFAULT_COMMAND_PIDS_MAX_TEXT),
+            Ok(PidsLimit(Some(DEFAULT_COMMAND_PIDS_MAX)))
+        );
     }
 
     #[test]

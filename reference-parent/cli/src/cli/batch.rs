@@ -610,7 +610,13 @@ fn run_line(worker: &mut Worker, request: &Value) -> Result<Value, Failure> {
         "eval" => worker.eval(&line.text("source")?),
         "check" => {
             let (source, name) = line.source()?;
-            worker.check(&source, &name).map(|()| Value::Null)
+            worker.check(&source, &name).map(|report| {
+                if report.diagnostics.is_empty() {
+                    Value::Null
+                } else {
+                    serde_json::to_value(&report).unwrap_or(Value::Null)
+                }
+            })
         }
         "test" => {
             let (source, name) = line.source()?;

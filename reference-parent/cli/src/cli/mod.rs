@@ -6,6 +6,7 @@
 
 mod args;
 mod batch;
+mod check;
 mod render;
 
 use std::collections::BTreeMap;
@@ -152,6 +153,14 @@ fn verbose_version(arguments: &[std::ffi::OsString]) -> Option<String> {
     }
     // DESIGN §16.6: the host commands' execute ruleset.
     text.push_str(&format!("landlock: {}\n", report.landlock.summary()));
+    // DESIGN §16.6–§16.7: what a host command granted by name may do.
+    text.push_str(&format!("exec guard: {}\n", report.exec_guard));
+    text.push_str(&format!("command writes: {}\n", report.command_writes));
+    text.push_str(&format!("pid namespace: {}\n", report.pid_namespace));
+    text.push_str(&format!(
+        "command pids limit: {}\n",
+        report.command_pids_limit
+    ));
     // DESIGN §18.3: the built-in worker's own lockdown.
     text.push_str(&format!("worker lockdown: {}\n", worker_lockdown()));
     Some(text)
@@ -189,6 +198,11 @@ fn execute(cli: &Cli) -> Result<Option<Value>, Failure> {
             batch::run(config, options)?;
             return Ok(None);
         }
+        Command::Check { file } => {
+            let config = config.with_grants(check::grants(&cli.options));
+            check::run(config, file, cli.options.json)?;
+            return Ok(None);
+        }
         Command::Stats(options) => {
             let options = args::BatchArgs {
                 stats: true,
@@ -219,11 +233,6 @@ fn execute_one(
             }
             Ok(worker.eval(source)?)
         }
-        Command::Check { file } => {
-            let source = read_source(file)?;
-            Worker::spawn(config)?.check(&source, &file.display().to_string())?;
-            Ok(Value::Null)
-        }
         Command::Test { file } => {
             let source = read_source(file)?;
             let count = Worker::spawn(config)?.test(&source, &file.display().to_string())?;
@@ -252,9 +261,9 @@ fn execute_one(
             printed_outcome(&outcome, options.json)
         }
         Command::Plugin(plugin) => run_plugin(config, plugin, options),
-        Command::Batch(_) | Command::Stats(_) => {
-            Err(Failure::Usage("batch and stats run separately".to_owned()))
-        }
+        Command::Batch(_) | Command::Stats(_) | Command::Check { .. } => Err(Failure::Usage(
+            "batch, stats and check run separately".to_owned(),
+        )),
     }
 }
 
@@ -649,7 +658,7 @@ fn worker_config(options: &GlobalOptions) -> Result<WorkerConfig, Failure> {
         .with_cancel(cancel_on_interrupt())
         .with_limits(worker_limits(options, &policy))
         .with_containment(options.containment)
-        .with_command_pids_max(Some(options.command_pids_max))
+        .with_command_pids_max(options.command_pids_max.0)
         .with_require_landlock(options.require_landlock);
     // DESIGN §16.6: fail closed before anything starts.
     let landlock = quirl_lua_reference_parent::process_host::landlock_support();
