@@ -99,6 +99,28 @@ uint64_t luaQ_mix (uint64_t x) {
              secret[3] ^ 0xE7037ED1A0B428DBull);
 }
 
+/*
+** The hash of a long string (lstring.c, 'luaS_hashlongstr'; once per
+** string): its 8-byte words folded through 'mum' with the secret, the
+** length and the state's seed, then mixed once more. Without the secret
+** no text is more likely than another to share a hash; Lua's own hash of
+** long strings collapses a long common prefix.
+*/
+unsigned int luaQ_hashlong (const char *s, size_t l, unsigned int seed) {
+  uint64_t h = secret[0] ^ ((uint64_t)seed << 32) ^ (uint64_t)l;
+  uint64_t w;
+  for (; l >= 8; l -= 8, s += 8) {
+    memcpy(&w, s, 8);
+    h = mum(h ^ w, secret[1] ^ 0xA0761D6478BD642Full);
+  }
+  w = 0;
+  memcpy(&w, s, l);
+  h = mum(h ^ w ^ ((uint64_t)l << 59), secret[2] ^ 0xE7037ED1A0B428DBull);
+  h = mum(h, secret[3] ^ 0x8EBC6AF09C88C6E3ull);
+  return (unsigned int)(h ^ (h >> 32));
+}
+
+
 /* The string seed of a new state ('luai_makeseed') */
 unsigned int luaQ_seed (void) {
   uint64_t r = 0;

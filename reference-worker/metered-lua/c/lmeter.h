@@ -220,6 +220,8 @@ LUAI_FUNC void luaQ_chargenext (lua_State *L, unsigned int asize,
 
 /* The process secret */
 LUAI_FUNC uint64_t luaQ_mix (uint64_t x);
+LUAI_FUNC unsigned int luaQ_hashlong (const char *s, size_t l,
+                                      unsigned int seed);
 LUAI_FUNC unsigned int luaQ_seed (void);
 LUAI_FUNC uint64_t luaQ_random (lua_State *L);
 
