@@ -36,6 +36,9 @@ struct luaQ_StockNodeKey { TValuefields; lu_byte key_tt; int next;
 union luaQ_StockNode { struct luaQ_StockNodeKey u; TValue i_val; };
 typedef char luaQ_node_is_no_larger
     [(sizeof(Node) == sizeof(union luaQ_StockNode)) ? 1 : -1];
+/* The meter keeps its size on 64-bit targets (lmeter.h, 'keepsize') */
+typedef char luaQ_meter_keeps_its_size
+    [(sizeof(void *) != 8 || sizeof(luaQ_Meter) == LUAQ_METER_BYTES) ? 1 : -1];
 
 
 /*

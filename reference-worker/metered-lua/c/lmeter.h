@@ -108,7 +108,19 @@ typedef struct luaQ_Meter {
   unsigned int pivots;  /* deterministic pivot choices of 'table.sort' */
   uint64_t lastrandom;  /* draws of 'luaQ_random' */
   struct TString *stopmsg;  /* the value every stop raises (fixed) */
+  /* Keeps the meter, and so the state's first block, at the size it had
+     when BENCHMARKS.md measured the interpreter: 'vmfetch' decrements
+     'left' in memory at every instruction, and when the block shrank by
+     these bytes spectral-norm ran 1.58x slower with the same machine code
+     for 'luaV_execute' (where the counter falls relative to the stack
+     slots the same instructions store to; 4 KiB aliasing is the likely
+     cause). BENCHMARKS.md, "The metered VM audited loop by loop". Shrink
+     it when a field is added ('LUAQ_METER_BYTES', checked in lmeter.c). */
+  char keepsize[488];
 } luaQ_Meter;
+
+/* The meter's size (see 'keepsize') */
+#define LUAQ_METER_BYTES	696
 
 
 /* Steps of a walk of the compiler's lists (lcode.c, lparser.c) */
