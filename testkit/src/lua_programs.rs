@@ -8,7 +8,9 @@
 //! worker's own limits — normal completion, an ordinary Lua error, or an
 //! `instructions` / `memory` trip, never the wall-clock deadline — with the
 //! thread CPU time it used at most [`CPU_NS_PER_UNIT_MAX`] nanoseconds per
-//! budget unit (plus a fixed allowance for the VM's setup).
+//! budget unit (plus a fixed allowance for the VM's setup). Inputs that
+//! start with [`CHURN_SELECTOR`] are table churn programs instead, run
+//! twice: both runs must agree to the unit (DESIGN §15.6-a).
 //!
 //! Used by the `lua_programs` fuzz target (`fuzz/`), the worker's stable
 //! replay test (`reference-worker/tests/generated_programs.rs`, proptest)
@@ -625,11 +627,52 @@ fn churn_statement(bytes: &mut Bytes<'_>, out: &mut String) {
     out.push_str(&statement);
 }
 
-/// The fuzz target: generate, run, check.
+/// First byte of a fuzz input that makes it a table churn program
+/// ([`churn_program`], run twice by [`run`]) instead of a [`program`].
+pub const CHURN_SELECTOR: u8 = 0xFF;
+
+/// The fuzz target: generate, run, check. An input starting with
+/// [`CHURN_SELECTOR`] is a table churn program from the bytes after it, run
+/// twice in fresh VMs (each with its own string seed, heap addresses and
+/// collector history); both runs must end the same way with the same
+/// result, units and bytes held (DESIGN §15.6-a), each within the CPU
+/// bound. Any other input is a [`program`], checked by [`check`].
 pub fn run(data: &[u8]) {
+    if let Some((&CHURN_SELECTOR, rest)) = data.split_first() {
+        let (source, limit) = churn_program(rest);
+        let first = run_churn(&source, limit);
+        let second = run_churn(&source, limit);
+        assert_eq!(
+            first, second,
+            "the same churn program ended differently in two VMs:\n{source}"
+        );
+        return;
+    }
     let source = program(data);
     let outcome = run_source(&source);
     check(&source, &outcome);
+}
+
+/// One run of a churn program at `limit` units and [`MEMORY_LIMIT`]: it
+/// ends by the worker's own limits within the CPU bound for `limit`.
+fn run_churn(source: &str, limit: u64) -> Measured {
+    let started = thread_cpu_ns();
+    let measured = run_measured(source, limit, MEMORY_LIMIT);
+    let cpu_ns = thread_cpu_ns().saturating_sub(started);
+    if let Ending::Tripped(tripped) = &measured.ending {
+        assert!(
+            tripped == "instructions" || tripped == "memory",
+            "run ended by {tripped}, not by the budget:\n{source}"
+        );
+    }
+    let bound = CPU_NS_PER_UNIT_MAX
+        .saturating_mul(limit)
+        .saturating_add(CPU_NS_FIXED);
+    assert!(
+        cpu_ns <= bound,
+        "run used {cpu_ns} ns of CPU, bound {bound} ns:\n{source}"
+    );
+    measured
 }
 
 /// Panic unless `outcome` is an ending by the worker's own limits within
