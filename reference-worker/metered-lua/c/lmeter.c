@@ -124,6 +124,24 @@ unsigned int luaQ_hashlong (const char *s, size_t l, unsigned int seed) {
 }
 
 
+/*
+** Whether long strings 'a' and 'b', a key looked up in a hash part and a
+** key of the same 32-bit hash there ('equalkey', ltable.c), have the same
+** text. Equal texts are charged per LUAQ_MEM_BYTES (what 'luaS_eqlngstr'
+** charges for them), after the comparison; a collision of the keyed hash
+** is compared uncharged: which keys collide depends on the secret and the
+** seed (among n keys about n^2/2^33 pairs do, whatever their text), so a
+** charge for it would move the trip point between runs (DESIGN 15.6-a).
+*/
+int luaQ_eqlngkey (TString *a, TString *b) {
+  size_t len = a->u.lnglen;
+  if (len != b->u.lnglen || memcmp(getlngstr(a), getlngstr(b), len) != 0)
+    return 0;
+  luaQ_chargerunning(cast(l_mem, len / LUAQ_MEM_BYTES));
+  return 1;
+}
+
+
 /* The string seed of a new state ('luai_makeseed') */
 unsigned int luaQ_seed (void) {
   uint64_t r = 0;

@@ -234,6 +234,7 @@ LUAI_FUNC void luaQ_chargenext (lua_State *L, unsigned int asize,
 LUAI_FUNC uint64_t luaQ_mix (uint64_t x);
 LUAI_FUNC unsigned int luaQ_hashlong (const char *s, size_t l,
                                       unsigned int seed);
+LUAI_FUNC int luaQ_eqlngkey (struct TString *a, struct TString *b);
 LUAI_FUNC unsigned int luaQ_seed (void);
 LUAI_FUNC uint64_t luaQ_random (lua_State *L);
 
