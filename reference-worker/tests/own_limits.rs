@@ -284,3 +284,37 @@ fn errors_in_a_function_with_large_line_gaps_are_charged_for_the_line_table() {
         "errors after 5,000 line gaps",
     );
 }
+
+#[test]
+fn long_arguments_of_the_sandbox_s_own_functions_are_charged_before_they_are_read() {
+    // `quirl.process.run` converts its argument to UTF-8 and checks it
+    // character by character before its length is checked; `io.open` and
+    // `io.popen` check their mode, and `os.getenv` its name, byte by byte.
+    // Each read an 8 MiB string at every call, for a few units.
+    const BIG: &str = "string.rep(string.rep('a', 65536), 128)";
+    assert_ends_by_the_budget(
+        &format!("local s = {BIG} while true do pcall(quirl.process.run, s) collectgarbage() end"),
+        MILLION,
+        &[],
+        "process.run with an 8 MiB command",
+    );
+    assert_ends_by_the_budget(
+        "local m = 'r' .. string.rep(string.rep('b', 65536), 128)
+         while true do pcall(io.open, 'x', m) end",
+        MILLION,
+        &["--grant", "lua.io"],
+        "io.open with an 8 MiB mode",
+    );
+    assert_ends_by_the_budget(
+        &format!("local m = {BIG} while true do pcall(io.popen, 'x', m) end"),
+        MILLION,
+        &["--grant", "lua.io"],
+        "io.popen with an 8 MiB mode",
+    );
+    assert_ends_by_the_budget(
+        &format!("local n = {BIG} while true do os.getenv(n) end"),
+        MILLION,
+        &["--grant", "lua.os"],
+        "os.getenv with an 8 MiB name",
+    );
+}

@@ -322,17 +322,18 @@ fn collectgarbage_switches_work_and_collections_are_charged() {
         json!([0, false, 0, true, "incremental", "generational", 200, 100])
     );
     // A collection is charged by the collector's work, the objects it
-    // marks and sweeps (DESIGN §15.6): 80,000 tables, built 2,000 a
+    // marks and sweeps (DESIGN §15.6): 80,000 tables, built 1,000 a
     // request, cost more than a request's 20,000 units to collect.
     let mut small = vm_with(Budgets {
         instruction_limit: 20_000,
         ..BIG
     });
     success(eval(&mut small, "return collectgarbage()"));
-    for _ in 0..40 {
+    for _ in 0..80 {
         success(eval(
             &mut small,
-            "big = big or {} for i = #big + 1, #big + 2000 do big[i] = {} end",
+            "chunks = chunks or {} local c = {} for i = 1, 1000 do c[i] = {} end \
+             chunks[#chunks + 1] = c",
         ));
     }
     assert_eq!(

@@ -81,7 +81,8 @@
 //! | `os.clock`, `os.time` with a table (grant `lua.os`) | `loslib.c.patch`: `os_clock` (`LUAQ_OS_CLOCK`), `os_time` (`LUAQ_OS_MKTIME`) | `lua_os::the_clock_and_mktime_are_charged_per_call` |
 //! | `io.read`, `lines` (grant `lua.io`) | one unit per format read, results by allocation; the whitespace `read("n")` skips per 16 bytes (`crate::sandbox::io`: `g_read`, `read_number`) | `lua_io::reading_whitespace_is_charged`, `lua_io::each_format_a_lines_iterator_repeats_is_charged` |
 //! | `print`, `io.write` (grant `lua.io`) | dispatch; arguments by their own charges; at most the capture bound copied per request (`crate::sandbox::process_view`) | `lua_io::output_past_the_capture_bound_fails_as_on_a_full_device_and_is_reported` |
-//! | `quirl.*` | `crate::sandbox::sdk`: every function checks [`Meter::guard`]; `quirl.process.run` the clock before and after its host call and the host-call budget | `serve::a_seventeenth_host_call_trips_a_sticky_limit_that_pcall_cannot_swallow`, `serve::a_host_resource_limit_stops_the_request` |
+//! | `os.getenv` (grant `lua.os`), `io.open`, `io.popen` (grant `lua.io`) | the name per 256 bytes, the mode per 16, before either is read (`crate::sandbox::os`: `os_getenv`; `crate::sandbox::io`: `opt_bytes`) | `own_limits::long_arguments_of_the_sandbox_s_own_functions_are_charged_before_they_are_read` |
+//! | `quirl.*` | `crate::sandbox::sdk`: every function checks [`Meter::guard`]; `quirl.process.run` its command per 16 bytes before it is converted or checked (`charged_command`; `own_limits::long_arguments_of_the_sandbox_s_own_functions_are_charged_before_they_are_read`), the clock before and after its host call and the host-call budget | `serve::a_seventeenth_host_call_trips_a_sticky_limit_that_pcall_cannot_swallow`, `serve::a_host_resource_limit_stops_the_request` |
 //!
 //! # The limits outside the audit table
 //!

@@ -7,7 +7,8 @@
 //! `while`, `loop`. Rust has no other loop statement; loops inside the
 //! standard library are recorded where an iterator is consumed or a text
 //! searched (`collect`, `sum`, `any`, `contains`, … below: a loop each, in
-//! the library), and recursion is a function that calls itself (`name(`,
+//! the library; adapters whose `next` can skip any number of items, such as
+//! `split` and `filter`; `std::str::from_utf8` and the like), and recursion is a function that calls itself (`name(`,
 //! `Self::name(`, `self.name(`). Copies (`to_string`, `to_owned`, `clone`)
 //! are not listed: each allocates what it copies, so it is bounded as
 //! that allocation is (LOOPS.md, "Rust").
@@ -55,7 +56,39 @@ pub const CONSUMERS: &[&str] = &[
     "replace",
     "split_once",
     "rsplit_once",
+    // Adapters whose `next` can skip any number of items (a `split`'s
+    // first piece scans to the first separator), so one `next` is a loop.
+    "split",
+    "splitn",
+    "rsplit",
+    "rsplitn",
+    "split_terminator",
+    "split_whitespace",
+    "split_ascii_whitespace",
+    "lines",
+    "filter",
+    "filter_map",
+    "skip_while",
+    "matches",
+    "match_indices",
+    // Text checked or converted whole.
+    "trim",
+    "trim_start",
+    "trim_end",
+    "trim_matches",
+    "trim_start_matches",
+    "trim_end_matches",
+    "eq_ignore_ascii_case",
+    "to_ascii_lowercase",
+    "to_ascii_uppercase",
+    "to_lowercase",
+    "to_uppercase",
+    "repeat",
 ];
+
+/// Functions called by path (`std::str::from_utf8(`) that scan what they
+/// are given.
+pub const PATH_SCANS: &[&str] = &["from_utf8", "from_utf8_lossy"];
 
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
@@ -347,7 +380,10 @@ pub fn items(name: &str, text: &str) -> Vec<Item> {
                             continue;
                         }
                         let method = i > 0 && is(&tokens[i - 1], '.');
-                        if method && CONSUMERS.contains(&word.as_str()) {
+                        let path = i >= 2 && is(&tokens[i - 1], ':') && is(&tokens[i - 2], ':');
+                        if (method && CONSUMERS.contains(&word.as_str()))
+                            || (path && PATH_SCANS.contains(&word.as_str()))
+                        {
                             add(&function, Kind::Scan, word, &mut items);
                         }
                         // recursion: `f(`, `Self::f(`, `self.f(`
