@@ -111,7 +111,20 @@ const WORKER_FILES_NOT_REACHED: &[(&str, &str)] = &[
         "stdio.rs",
         "the session loop over the parent's frames, between requests",
     ),
+    ("lint/annotations.rs", LINT),
+    ("lint/depth.rs", LINT),
+    ("lint/environment.rs", LINT),
+    ("lint/mod.rs", LINT),
+    ("lint/report.rs", LINT),
+    ("lint/rules.rs", LINT),
+    ("lint/sdk_calls.rs", LINT),
+    ("lint/suggest.rs", LINT),
+    ("lint/walk.rs", LINT),
+    ("vm/check.rs", LINT),
 ];
+
+/// Why the lint's modules are not read for loops.
+const LINT: &str = "the `check` operation's lint (DESIGN §15.10): it runs no guest code; it reads the request's source (not linted past 512 KiB, `LINT_SOURCE_BYTES_MAX`) and the VM's live globals (at most 4,096, `LIVE_ENTRIES_MAX`), bounded by those, not by the budget";
 
 /// The modules of `mlua` the worker calls into while guest code runs or
 /// on its results: a callback's entry, error wrapping and tracebacks,
