@@ -92,6 +92,10 @@ const WORKER_FILES_NOT_REACHED: &[(&str, &str)] = &[
         "the process's lockdown, before the first request",
     ),
     (
+        "lockdown/capabilities.rs",
+        "the capability drop, before initialize is answered",
+    ),
+    (
         "lockdown/filter.rs",
         "the seccomp filter, built before the first request",
     ),
