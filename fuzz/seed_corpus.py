@@ -133,6 +133,15 @@ def generated_seeds(written):
             write(target, f"gen{index:03}", bytes(data), written)
 
 
+def churn_seeds(written):
+    """lua_programs inputs that are table churn programs (first byte 0xFF,
+    testkit/src/lua_programs.rs CHURN_SELECTOR), run twice by the target."""
+    rng = random.Random(0xC4C4)
+    for index in range(6):
+        data = bytes([0xFF]) + bytes(rng.randrange(256) for _ in range(rng.randint(4, 24)))
+        write("lua_programs", f"churn{index:02}", data, written)
+
+
 # pattern_differential: header (kind, sel, a, b), then subject, pattern and
 # replacement separated by 0xff (see testkit/src/patterns.rs).
 PATTERN_SEEDS = [
@@ -167,6 +176,7 @@ def main():
     fixtures = fixture_seeds(written)
     builtin_seeds(written)
     generated_seeds(written)
+    churn_seeds(written)
     pattern_seeds(written)
     for target in sorted(written):
         print(f"{target}: {len(written[target])} seeds")

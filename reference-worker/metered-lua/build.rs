@@ -63,6 +63,11 @@ fn build() -> BuildResult<()> {
     }
     compile(&work)?;
     println!("cargo::metadata=include={}", work.display());
+    // The patched sources, for the loop inventory (tests/loop_inventory).
+    println!(
+        "cargo::rustc-env=QUIRL_METERED_LUA_PATCHED={}",
+        work.display()
+    );
     if std::env::var_os("CARGO_FEATURE_STOCK_BASELINE").is_some() {
         build_stock_baseline(&manifest, &sources, &out)?;
     }

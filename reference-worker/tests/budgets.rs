@@ -768,3 +768,137 @@ fn error_records_show_no_addresses() {
         assert!(!has_hex_address(&text), "{source}: {text}");
     }
 }
+
+/// Units a successful request charged.
+fn units_of(source: &str, instruction_limit: u64) -> u64 {
+    let mut vm = vm_with(Budgets {
+        instruction_limit,
+        ..SMALL
+    });
+    success(eval(&mut vm, source));
+    vm.meter().used_units()
+}
+
+#[test]
+fn next_over_many_large_tables_in_turn_is_charged_per_traversal() {
+    // DESIGN §15.6-c: a traversal's first scan of a hash part is charged
+    // whole, and a call that continues it is not. Lua keeps no traversal
+    // state, so the meter kept the last 16 in a cache: 17 tables walked in
+    // turn missed it at every call and cost ~20 times what 16 cost. The
+    // mark now lives in the table (the node of the key `next` returned), so
+    // each table costs the same whatever the number walked at once.
+    let zip = |tables: usize| {
+        format!(
+            "local ts, ks = {{}}, {{}}
+             for j = 1, {tables} do local t = {{}} for i = 1, 2000 do t['k' .. i] = i end ts[j] = t end
+             local base = collectgarbage('count') -- (no effect on the count)
+             for round = 1, 2000 do for j = 1, {tables} do ks[j] = next(ts[j], ks[j]) end end
+             return #ts"
+        )
+    };
+    let build = |tables: usize| {
+        format!(
+            "local ts = {{}}
+             for j = 1, {tables} do local t = {{}} for i = 1, 2000 do t['k' .. i] = i end ts[j] = t end
+             local base = collectgarbage('count')
+             for round = 1, 2000 do for j = 1, {tables} do local k = ts[j] end end
+             return #ts"
+        )
+    };
+    let walk =
+        |tables: usize| units_of(&zip(tables), 100_000_000) - units_of(&build(tables), 100_000_000);
+    let (sixteen, seventeen) = (walk(16), walk(17));
+    // Each table's 2,000 steps: one charged scan of its 2,048-node hash
+    // part (512 units) and the calls' own instructions.
+    assert!(
+        seventeen * 16 < sixteen * 17 * 11 / 10,
+        "17 tables cost {seventeen} units, 16 cost {sixteen}"
+    );
+    assert!(
+        sixteen < 16 * 2000 * 8,
+        "16 tables walked 2,000 steps each cost {sixteen} units"
+    );
+}
+
+#[test]
+fn collector_steps_are_charged_by_the_work_they_do() {
+    // DESIGN §15.6-c: `collectgarbage("step")` was charged the whole heap
+    // at every call (one unit per 64 bytes); a step does a bounded part
+    // of a cycle, and is charged by the collector's own work count.
+    let heap = "local keep = {} for i = 1, 200000 do keep[i] = {i} end";
+    let steps = format!("{heap} for i = 1, 100 do collectgarbage('step') end return #keep");
+    let none = format!("{heap} return #keep");
+    let per_step = (units_of(&steps, 100_000_000) - units_of(&none, 100_000_000)) / 100;
+    let heap_units = {
+        let mut vm = vm_with(Budgets {
+            instruction_limit: 100_000_000,
+            ..SMALL
+        });
+        success(eval(&mut vm, &format!("{heap} return 1")));
+        vm.used_memory() / 64
+    };
+    // (The collector marks in one step, so one step in a few does a
+    // cycle's marking; the others sweep a bounded part.)
+    assert!(
+        per_step * 3 < heap_units,
+        "a step cost {per_step} units; the heap is {heap_units} units of 64 bytes"
+    );
+    // A full collection costs about the heap it traverses.
+    let collect = format!("{heap} collectgarbage() return #keep");
+    let full = units_of(&collect, 100_000_000) - units_of(&none, 100_000_000);
+    assert!(
+        full > heap_units / 4,
+        "a collection of {heap_units} units of heap cost {full}"
+    );
+}
+
+#[test]
+fn ephemeron_chains_are_charged_for_every_pass_of_the_collector() {
+    // DESIGN §15.6-b: a weak-keyed table whose values are the next keys is
+    // marked one link per pass over the table; Lua's passes follow where
+    // keys sit (its own order, and the secret's), here one level per pass,
+    // each charged by the slots it scans.
+    assert_trips_instructions(&["local E = setmetatable({}, {__mode = 'k'})
+         local root = {} local prev = root
+         for i = 1, 20000 do local nx = {} E[prev] = nx prev = nx end
+         while true do collectgarbage() end"]);
+    // The collector keeps exactly what the chain reaches, as Lua does.
+    assert_eq!(
+        success(eval(
+            &mut vm_with(SMALL),
+            "local E = setmetatable({}, {__mode = 'k'})
+             local root = {} local prev = root
+             for i = 1, 100 do local nx = {} E[prev] = nx prev = nx end
+             local dangling = {} E[dangling] = {} dangling = nil
+             collectgarbage() collectgarbage()
+             local n = 0 for _ in pairs(E) do n = n + 1 end
+             root = nil collectgarbage() collectgarbage()
+             local m = 0 for _ in pairs(E) do m = m + 1 end
+             return {n, m}"
+        )),
+        json!([100, 0])
+    );
+}
+
+#[test]
+fn host_error_objects_count_against_the_memory_limit_while_they_live() {
+    // DESIGN §15.6-d: each error a Rust callback raises keeps its traceback
+    // on the Rust heap; the meter counts 16 KiB for each one while it lives.
+    let mut vm = vm_with(SMALL);
+    let before = vm.used_memory();
+    success(eval(
+        &mut vm,
+        "KEPT = {} for i = 1, 100 do local ok, e = pcall(quirl.config, 1) KEPT[i] = e end",
+    ));
+    let kept = vm.used_memory() - before;
+    assert!(kept >= 100 * 16 * 1024, "100 kept errors hold {kept} bytes");
+    success(eval(
+        &mut vm,
+        "KEPT = nil collectgarbage() collectgarbage()",
+    ));
+    let released = vm.used_memory();
+    assert!(
+        released < before + 16 * 1024,
+        "after their release {released} bytes held (before {before})"
+    );
+}

@@ -8,7 +8,9 @@
 //! worker's own limits — normal completion, an ordinary Lua error, or an
 //! `instructions` / `memory` trip, never the wall-clock deadline — with the
 //! thread CPU time it used at most [`CPU_NS_PER_UNIT_MAX`] nanoseconds per
-//! budget unit (plus a fixed allowance for the VM's setup).
+//! budget unit (plus a fixed allowance for the VM's setup). Inputs that
+//! start with [`CHURN_SELECTOR`] are table churn programs instead, run
+//! twice: both runs must agree to the unit (DESIGN §15.6-a).
 //!
 //! Used by the `lua_programs` fuzz target (`fuzz/`), the worker's stable
 //! replay test (`reference-worker/tests/generated_programs.rs`, proptest)
@@ -189,7 +191,7 @@ fn call(bytes: &mut Bytes<'_>) -> String {
     let t = bytes.pick(TABLES);
     let f = bytes.pick(FUNCTIONS);
     let v = value(bytes);
-    match bytes.below(54) {
+    match bytes.below(64) {
         0 => format!("string.rep({s}, {n}, {s2})"),
         1 => format!("string.rep({s}, {n})"),
         2 => format!("string.pack({s}, {n}, {n})"),
@@ -263,6 +265,27 @@ fn call(bytes: &mut Bytes<'_>) -> String {
         // position capture, and `%p` of strings (a keyed permutation).
         51 => format!("select(2, pcall(string.find, {s}, '(.-)()%2', {n}))"),
         52 => format!("string.format('%p %p', {s}, {s2} .. {s})"),
+        // The paths of the loop audit (LOOPS.md): `gsub` replacement items
+        // on empty matches, frontier sets, a pattern's search for special
+        // characters, format specifications, caught errors deep in the
+        // stack, collections the program asks for, ephemeron chains,
+        // long-string keys, tables walked in turn, Rust callback errors.
+        53 => format!("select(2, pcall(string.gsub, {s}, '', string.rep('%0', {n} % 4096)))"),
+        54 => format!("string.find({s}, '%f[' .. LONGSET .. ']', {n})"),
+        55 => format!("string.find({s}, {s2} .. '.')"),
+        56 => format!("select(2, pcall(string.format, '%' .. DIGITS, {v}))"),
+        57 => "collectgarbage('step')".to_owned(),
+        58 => "collectgarbage()".to_owned(),
+        59 => format!(
+            "(function() local E = setmetatable({{}}, {{__mode = 'k'}}) local p = {{}} local r = p for i = 1, {n} % 3000 do local q = {{}} E[p] = q p = q end collectgarbage() return r end)()"
+        ),
+        60 => format!(
+            "(function() local t = {{}} for i = 1, {n} % 5000 do t[BIG .. i] = i end return t[BIG .. 1] end)()"
+        ),
+        61 => format!(
+            "(function() local a, b = {{}}, {{}} for i = 1, 300 do a[i .. 'k'] = i b[i .. 'k'] = i end local ka, kb for i = 1, {n} % 2000 do ka = next(a, ka) kb = next(b, kb) end return ka end)()"
+        ),
+        62 => format!("select(2, pcall(quirl.config, {v}))"),
         _ => format!("coroutine.status(coroutine.create({f}))"),
     }
 }
@@ -357,7 +380,8 @@ fn statement(bytes: &mut Bytes<'_>, out: &mut String, depth: usize) {
         }
         16 => {
             // At the bottom of a deep stack: error levels and tracebacks
-            // walk every frame (BENCHMARKS.md B3).
+            // walk every frame (BENCHMARKS.md B3), and every caught error
+            // walks it again to shrink the stack (LOOPS.md, `stackinuse`).
             out.push_str(
                 "sink[#sink % 8 + 1] = (function() local function deep(k) if k == 0 then ",
             );
@@ -447,11 +471,208 @@ pub fn run_source(source: &str) -> Outcome {
     Outcome { ending, cpu_ns }
 }
 
-/// The fuzz target: generate, run, check.
+/// What a run measured, for the budget determinism test: how it ended,
+/// what it returned, the units charged and the bytes held at its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Measured {
+    /// How it ended (a limit, an error or completion).
+    pub ending: Ending,
+    /// The result (JSON) or the error message.
+    pub result: String,
+    /// Units charged in the request's window (at the stop, if any).
+    pub units: u64,
+    /// Bytes the VM held at the end.
+    pub memory: u64,
+}
+
+/// Run `source` in a fresh VM with the given budgets and report what
+/// [`Measured`] holds.
+pub fn run_measured(source: &str, instruction_limit: u64, memory_limit: u64) -> Measured {
+    let policy = match Policy::new(PolicySettings {
+        allow_process: false,
+        memory_limit_bytes: memory_limit,
+        instruction_limit,
+        wall_time_ms: WALL_TIME_MS,
+    }) {
+        Ok(policy) => policy,
+        Err(error) => panic!("the policy is out of range: {error:?}"),
+    };
+    let vm = Vm::new(
+        &VmConfig {
+            policy,
+            grants: None,
+            process_enabled: false,
+        },
+        Arc::new(AtomicBool::new(false)),
+        None,
+    );
+    let mut vm = match vm {
+        Ok(vm) => vm,
+        Err(error) => panic!("the sandbox VM could not be built: {error:?}"),
+    };
+    let verdict = vm.handle(Operation::Eval {
+        source: source.to_owned(),
+    });
+    let units = vm.meter().used_units();
+    let memory = vm.used_memory();
+    let (ending, result) = match verdict {
+        Verdict::Success(value) => (Ending::Completed, value.to_string()),
+        Verdict::Failure(error) => (Ending::Failed, error.message.clone()),
+        Verdict::Retired(error) => (
+            Ending::Tripped(
+                error
+                    .context
+                    .iter()
+                    .find_map(|c| c.strip_prefix("limit: ").map(str::to_owned))
+                    .unwrap_or_else(|| format!("unnamed: {error:?}")),
+            ),
+            error.context.join("; "),
+        ),
+        Verdict::Violation(reason) => {
+            panic!("a Lua program produced a protocol violation: {reason}")
+        }
+    };
+    Measured {
+        ending,
+        result,
+        units,
+        memory,
+    }
+}
+
+/// Key kinds of the table churn programs ([`churn_program`]): `$` is the
+/// loop's counter.
+const CHURN_KEYS: &[&str] = &[
+    "$",
+    "$ * 7919",
+    "-$",
+    "$ * 2^40",
+    "$ + 0.5",
+    "'k' .. $",
+    "LONG .. $",
+    "TKEYS[$ % 64 + 1]",
+    "($ % 2 == 0)",
+];
+const CHURN_TABLES: &[&str] = &["A", "B", "WK", "WV"];
+const CHURN_COUNTS: &[&str] = &["50", "500", "3000", "20000"];
+const CHURN_WINDOWS: &[&str] = &["1", "16", "100", "1000"];
+
+/// Built before a churn program's statements.
+const CHURN_PROLOGUE: &str = r#"
+local LONG = string.rep('x', 300)
+local TKEYS = {} for i = 1, 64 do TKEYS[i] = {} end
+local A, B = {}, {}
+local WK = setmetatable({}, {__mode = 'k'})
+local WV = setmetatable({}, {__mode = 'v'})
+local ARR = {}
+local acc = 0
+local function count(t) local c = 0 for _ in pairs(t) do c = c + 1 end return c end
+"#;
+
+/// A table churn program from `data`, and the instruction limit to run it
+/// with: keys of every kind (integers, floats, strings, long strings,
+/// tables, booleans) added and removed in sliding windows, looked up and
+/// counted, weak tables and ephemeron chains across collections, next
+/// over several tables in turn, collector steps and memory counts. Nothing
+/// the program computes depends on the order of a traversal, so the same
+/// program must end the same way, with the same result, the same units
+/// and the same bytes held, in every run (DESIGN §15.6-a), whatever the
+/// process's hash secret and the state's string seed.
+pub fn churn_program(data: &[u8]) -> (String, u64) {
+    let mut bytes = Bytes { data, pos: 0 };
+    let limit = [20_000, 60_000, 150_000, 400_000][bytes.below(4)];
+    let mut out = String::from(CHURN_PROLOGUE);
+    let mut count = 0;
+    while count < 6 && !(count > 0 && bytes.exhausted()) {
+        churn_statement(&mut bytes, &mut out);
+        out.push('\n');
+        count += 1;
+    }
+    out.push_str("return acc + #ARR + count(A) + count(B)\n");
+    (out, limit)
+}
+
+fn churn_statement(bytes: &mut Bytes<'_>, out: &mut String) {
+    let t = bytes.pick(CHURN_TABLES);
+    let n = bytes.pick(CHURN_COUNTS);
+    let w = bytes.pick(CHURN_WINDOWS);
+    let key = bytes.pick(CHURN_KEYS);
+    // the key added at step `i`, and the one `w` steps older, removed
+    let k = key.replace('$', "i");
+    let kw = key.replace('$', &format!("(i - {w})"));
+    let statement = match bytes.below(14) {
+        0..=2 => format!("for i = 1, {n} do {t}[{k}] = i {t}[{kw}] = nil end"),
+        3 => format!("for i = 1, {n} do acc = acc + ({t}[{k}] and 1 or 0) end"),
+        4 => format!("acc = acc + count({t})"),
+        5 => format!(
+            "do local k1, k2, k3 for i = 1, {n} do k1 = next(A, k1) k2 = next(B, k2) k3 = next({t}, k3) if k1 == nil then acc = acc + i break end end end"
+        ),
+        6 => format!(
+            "do local E = setmetatable({{}}, {{__mode = 'k'}}) local prev = {{}} local keep = prev for i = 1, {n} do local nx = {{}} E[prev] = nx prev = nx end collectgarbage() acc = acc + count(E) keep = nil collectgarbage() acc = acc + count(E) end"
+        ),
+        7 => "collectgarbage()".to_owned(),
+        8 => "collectgarbage('step')".to_owned(),
+        9 => "acc = acc + math.floor(collectgarbage('count'))".to_owned(),
+        10 => format!(
+            "for i = 1, {n} do ARR[#ARR + 1] = {k} if #ARR > {w} then table.remove(ARR, 1) end end"
+        ),
+        11 => format!("for i = 1, {n} do local ok = pcall(error, {{}}) end"),
+        12 => format!(
+            "for i = 1, {n} do local s = LONG .. (i % {w}) acc = acc + ({t}[s] and 1 or 0) {t}[s] = true end"
+        ),
+        _ => format!(
+            "do local t = {{}} for i = 1, {n} do t[{k}] = tostring(i) end acc = acc + #tostring(t) + #t end"
+        ),
+    };
+    out.push_str(&statement);
+}
+
+/// First byte of a fuzz input that makes it a table churn program
+/// ([`churn_program`], run twice by [`run`]) instead of a [`program`].
+pub const CHURN_SELECTOR: u8 = 0xFF;
+
+/// The fuzz target: generate, run, check. An input starting with
+/// [`CHURN_SELECTOR`] is a table churn program from the bytes after it, run
+/// twice in fresh VMs (each with its own string seed, heap addresses and
+/// collector history); both runs must end the same way with the same
+/// result, units and bytes held (DESIGN §15.6-a), each within the CPU
+/// bound. Any other input is a [`program`], checked by [`check`].
 pub fn run(data: &[u8]) {
+    if let Some((&CHURN_SELECTOR, rest)) = data.split_first() {
+        let (source, limit) = churn_program(rest);
+        let first = run_churn(&source, limit);
+        let second = run_churn(&source, limit);
+        assert_eq!(
+            first, second,
+            "the same churn program ended differently in two VMs:\n{source}"
+        );
+        return;
+    }
     let source = program(data);
     let outcome = run_source(&source);
     check(&source, &outcome);
+}
+
+/// One run of a churn program at `limit` units and [`MEMORY_LIMIT`]: it
+/// ends by the worker's own limits within the CPU bound for `limit`.
+fn run_churn(source: &str, limit: u64) -> Measured {
+    let started = thread_cpu_ns();
+    let measured = run_measured(source, limit, MEMORY_LIMIT);
+    let cpu_ns = thread_cpu_ns().saturating_sub(started);
+    if let Ending::Tripped(tripped) = &measured.ending {
+        assert!(
+            tripped == "instructions" || tripped == "memory",
+            "run ended by {tripped}, not by the budget:\n{source}"
+        );
+    }
+    let bound = CPU_NS_PER_UNIT_MAX
+        .saturating_mul(limit)
+        .saturating_add(CPU_NS_FIXED);
+    assert!(
+        cpu_ns <= bound,
+        "run used {cpu_ns} ns of CPU, bound {bound} ns:\n{source}"
+    );
+    measured
 }
 
 /// Panic unless `outcome` is an ending by the worker's own limits within

@@ -29,6 +29,18 @@
 #include "ltable.h"
 
 
+/* ltable.c keeps a mark in each node ('key_mark', lobject.h), in what
+   was padding: a node must be no larger than Lua's own */
+struct luaQ_StockNodeKey { TValuefields; lu_byte key_tt; int next;
+                           Value key_val; };
+union luaQ_StockNode { struct luaQ_StockNodeKey u; TValue i_val; };
+typedef char luaQ_node_is_no_larger
+    [(sizeof(Node) == sizeof(union luaQ_StockNode)) ? 1 : -1];
+/* The meter keeps its size on 64-bit targets (lmeter.h, 'keepsize') */
+typedef char luaQ_meter_keeps_its_size
+    [(sizeof(void *) != 8 || sizeof(luaQ_Meter) == LUAQ_METER_BYTES) ? 1 : -1];
+
+
 /*
 ** {======================================================
 ** The process secret
@@ -89,6 +101,46 @@ uint64_t luaQ_mix (uint64_t x) {
   return mum(mum(x ^ secret[0], secret[1] ^ 0xA0761D6478BD642Full) ^ secret[2],
              secret[3] ^ 0xE7037ED1A0B428DBull);
 }
+
+/*
+** The hash of a long string (lstring.c, 'luaS_hashlongstr'; once per
+** string): its 8-byte words folded through 'mum' with the secret, the
+** length and the state's seed, then mixed once more. Without the secret
+** no text is more likely than another to share a hash; Lua's own hash of
+** long strings collapses a long common prefix.
+*/
+unsigned int luaQ_hashlong (const char *s, size_t l, unsigned int seed) {
+  uint64_t h = secret[0] ^ ((uint64_t)seed << 32) ^ (uint64_t)l;
+  uint64_t w;
+  for (; l >= 8; l -= 8, s += 8) {
+    memcpy(&w, s, 8);
+    h = mum(h ^ w, secret[1] ^ 0xA0761D6478BD642Full);
+  }
+  w = 0;
+  memcpy(&w, s, l);
+  h = mum(h ^ w ^ ((uint64_t)l << 59), secret[2] ^ 0xE7037ED1A0B428DBull);
+  h = mum(h, secret[3] ^ 0x8EBC6AF09C88C6E3ull);
+  return (unsigned int)(h ^ (h >> 32));
+}
+
+
+/*
+** Whether long strings 'a' and 'b', a key looked up in a hash part and a
+** key of the same 32-bit hash there ('equalkey', ltable.c), have the same
+** text. Equal texts are charged per LUAQ_MEM_BYTES (what 'luaS_eqlngstr'
+** charges for them), after the comparison; a collision of the keyed hash
+** is compared uncharged: which keys collide depends on the secret and the
+** seed (among n keys about n^2/2^33 pairs do, whatever their text), so a
+** charge for it would move the trip point between runs (DESIGN 15.6-a).
+*/
+int luaQ_eqlngkey (TString *a, TString *b) {
+  size_t len = a->u.lnglen;
+  if (len != b->u.lnglen || memcmp(getlngstr(a), getlngstr(b), len) != 0)
+    return 0;
+  luaQ_chargerunning(cast(l_mem, len / LUAQ_MEM_BYTES));
+  return 1;
+}
+
 
 /* The string seed of a new state ('luai_makeseed') */
 unsigned int luaQ_seed (void) {
@@ -379,84 +431,91 @@ void luaQ_refused (global_State *g, size_t growth) {
 
 /*
 ** {======================================================
+** The collector
+** =======================================================
+*/
+
+/*
+** A collection the program asked for ('collectgarbage') or that the
+** memory limit forced (lmem.c, 'tryagain') did 'work' (the count of
+** lgc.c): charge it where no error may be raised. The collector marks
+** everything in one step and sweeps in the order of its object lists
+** (lgc.c), so the same program does the same work in every run.
+*/
+void luaQ_chargegc (global_State *g, lu_mem work) {
+  l_mem units = cast(l_mem, work / LUAQ_GC_WORK_PER_UNIT);
+  if (units > 0)
+    luaQ_chargequiet(g, units);
+}
+
+
+/*
+** A pass of ephemeron convergence (lgc.c) is about to scan 'slots'
+** slots: charge it (every pass, of every collection: convergence is
+** quadratic in the length of key->value chains). Returns the stop: once
+** the state has stopped, the collector finishes without further passes.
+*/
+int luaQ_gcslots (global_State *g, lu_mem slots) {
+  l_mem units = cast(l_mem, slots / LUAQ_GC_SLOTS_PER_UNIT);
+  if (g->meter.stop != LUAQ_RUNNING)
+    return g->meter.stop;
+  return (units > 0) ? luaQ_chargequiet(g, units) : LUAQ_RUNNING;
+}
+
+
+/*
+** The metatable of a userdata changes from 'old' to 'mt' (lapi.c), or the
+** userdata is freed ('mt' NULL, lgc.c). A host error object (mlua's
+** wrapped callback error, whose metatable the host named with
+** 'lua_meter_hosterrors') holds a traceback and an error on the host's
+** heap, outside Lua's count: while it lives, the meter counts
+** LUAQ_HOST_ERROR_BYTES for it against the memory limit.
+*/
+void luaQ_setudatamt (lua_State *L, const Table *old, const Table *mt) {
+  luaQ_Meter *m = &G(L)->meter;
+  if (m->errmt == NULL || old == mt)
+    return;
+  if (mt == m->errmt) {
+    m->errors++;
+    m->heldbytes += LUAQ_HOST_ERROR_BYTES;
+  }
+  else if (old == m->errmt && m->errors > 0) {  /* (objects made before
+                                                   the host named it) */
+    m->errors--;
+    m->heldbytes -= LUAQ_HOST_ERROR_BYTES;
+  }
+}
+
+/* }====================================================== */
+
+
+/*
+** {======================================================
 ** Traversals
 ** =======================================================
 */
 
 /*
-** The traversal of 't', or the least recently used entry to take over.
-** Entries are found by table, not by address hash, and replaced by use:
-** which entry a table gets depends only on the calls of the program, so
-** the charges below are the same in every run.
-*/
-static luaQ_Traversal *traversal_of (global_State *g, const void *t) {
-  luaQ_Meter *m = &g->meter;
-  luaQ_Traversal *take = NULL;
-  int i;
-  for (i = 0; i < LUAQ_TRAVERSALS; i++) {
-    luaQ_Traversal *tr = &m->traversals[i];
-    if (tr->table == t)
-      return tr;
-    if (take == NULL ||
-        (take->table != NULL && (tr->table == NULL || tr->stamp < take->stamp)))
-      take = tr;  /* a free entry, else the least recently used */
-  }
-  return take;
-}
-
-
-/*
 ** 'next' scanned from 'from' to 'to' ('findindex' numbering: array slots
 ** first, then the nodes; 'to' is that of the key returned, or one past the
 ** end). The array part is charged exactly; a scan of the hash part is
-** charged at the whole part once per traversal: a call that continues the
-** traversal (its key is the one the previous call on the table returned)
-** pays nothing more. Where the keys sit in the hash part depends on the
-** secret; these charges do not, so a budget trips at the same point in
-** every run.
+** charged at the whole part unless it 'continues' a traversal (its key is
+** marked in its node as the last one 'next' returned, ltable.c). Where the
+** keys sit in the hash part depends on the secret; these charges do not,
+** so a budget trips at the same point in every run.
 */
-void luaQ_chargenext (lua_State *L, const void *t, unsigned int asize,
-                      unsigned int nsize, unsigned int from,
-                      unsigned int to) {
-  global_State *g = G(L);
-  luaQ_Traversal *tr;
+void luaQ_chargenext (lua_State *L, unsigned int asize, unsigned int nsize,
+                      unsigned int from, unsigned int to, int continues) {
   lu_mem units = 0;
   if ((lu_mem)asize + nsize <= LUAQ_SMALL_TABLE)
     return;
-  tr = traversal_of(g, t);
   if (from < asize)  /* started in the array part */
     units += ((to < asize) ? to : asize) - from;
-  if (to > asize || from >= asize) {  /* scanned the hash part */
-    int continues = (from > asize && tr->table == t && tr->asize == asize &&
-                     tr->nsize == nsize && tr->index == from);
-    if (!continues)
-      units += nsize;
-  }
-  if (to <= asize + nsize) {  /* a key was returned: remember it */
-    tr->table = t;
-    tr->asize = asize;
-    tr->nsize = nsize;
-    tr->index = to;
-    tr->stamp = ++g->meter.traversalstamp;
-  }
-  else if (tr->table == t)
-    tr->table = NULL;
+  if ((to > asize || from >= asize) && !continues)  /* scanned the hash part */
+    units += nsize;
   units /= LUAQ_SLOTS_PER_UNIT;
   if (units > 0)
-    luaQ_chargequiet(g, cast(l_mem, units));
-}
-
-
-/* Table 't' of 'slots' slots is freed: no traversal continues on it */
-void luaQ_forgettable (lua_State *L, const void *t, lu_mem slots) {
-  if (slots > LUAQ_SMALL_TABLE) {  /* only large tables have entries */
-    luaQ_Meter *m = &G(L)->meter;
-    int i;
-    for (i = 0; i < LUAQ_TRAVERSALS; i++) {
-      if (m->traversals[i].table == t)
-        m->traversals[i].table = NULL;
-    }
-  }
+    luaQ_chargequiet(G(L), cast(l_mem, units));
 }
 
 /* }====================================================== */
@@ -621,6 +680,17 @@ LUA_API int lua_meter_reserve (lua_State *L, double bytes) {
   luaQ_Meter *m = &g->meter;
   if (m->memlimit == 0 || bytes <= (double)m->memlimit - (double)luaQ_inuse(g))
     return 0;
+  if (bytes <= (double)m->memlimit && completestate(g) && !g->gcstopem &&
+      m->stop == LUAQ_RUNNING) {
+    /* as an allocation would: an emergency collection, charged by its
+       work, before the refusal */
+    lu_mem work = m->gcwork;
+    luaC_fullgc(L, 1);
+    luaQ_chargegc(g, m->gcwork - work);
+    if (m->stop == LUAQ_RUNNING &&
+        bytes <= (double)m->memlimit - (double)luaQ_inuse(g))
+      return 0;
+  }
   luaQ_refused(g, (bytes >= (double)MAX_SIZE) ? MAX_SIZE : (size_t)bytes);
   return 1;
 }
@@ -644,10 +714,13 @@ LUA_API int lua_meter_box (lua_State *L, size_t oldsize, size_t newsize) {
       return 1;
     }
     m->boxbytes += growth;
+    m->heldbytes += growth;
   }
   else {
     size_t shrink = oldsize - newsize;
-    m->boxbytes = (shrink < m->boxbytes) ? m->boxbytes - shrink : 0;
+    if (shrink > m->boxbytes) shrink = m->boxbytes;
+    m->boxbytes -= shrink;
+    m->heldbytes -= shrink;
   }
   return 0;
 }
@@ -684,6 +757,25 @@ LUA_API lua_Integer lua_meter_loadedslots (lua_State *L, int idx) {
     }
   }
   return cast(lua_Integer, total);
+}
+
+
+/* The collector's work count (lgc.c): a collection costs the difference */
+LUA_API lua_Integer lua_meter_gcwork (lua_State *L) {
+  return cast(lua_Integer, G(L)->meter.gcwork);
+}
+
+
+/*
+** The value at 'idx' is a host error object: from now on every userdata
+** with its metatable is counted ('luaQ_setudatamt'). The metatable is
+** the host's own (kept in the registry), so it lives as long as the state.
+*/
+LUA_API void lua_meter_hosterrors (lua_State *L, int idx) {
+  if (lua_type(L, idx) == LUA_TUSERDATA && lua_getmetatable(L, idx)) {
+    G(L)->meter.errmt = (const Table *)lua_topointer(L, -1);
+    lua_pop(L, 1);
+  }
 }
 
 

@@ -44,8 +44,6 @@
 /* Slice outside a window: nothing is counted against a limit */
 #define LUAQ_IDLE_SLICE		((l_mem)1 << 40)
 
-/* Entries of the cache of running traversals ('next', see ltable.c) */
-#define LUAQ_TRAVERSALS		16
 /* Tables of at most this many slots are scanned within their instruction */
 #define LUAQ_SMALL_TABLE	64
 /* Slots of a 'next' scan charged as one unit */
@@ -66,13 +64,15 @@
 #define LUAQ_SOURCE_BYTES_PER_UNIT	4
 /* Steps of a jump-list or label walk of the compiler, per unit */
 #define LUAQ_COMPILER_STEPS_PER_UNIT	16
-
-typedef struct luaQ_Traversal {
-  const void *table;  /* the table (NULL: free entry) */
-  unsigned int asize, nsize;  /* its sizes when the entry was made */
-  unsigned int index;  /* 'findindex' of the key the last call returned */
-  lu_mem stamp;  /* when it was last used */
-} luaQ_Traversal;
+/* Slots an ephemeron pass of the collector scans, per unit (lgc.c) */
+#define LUAQ_GC_SLOTS_PER_UNIT	8
+/*
+** Bytes counted for each live error object of the host (mlua's wrapped
+** callback error: a traceback of at most ~4 KiB, since names are cut to
+** LUAQ_TRACEBACK_NAME, copied as UTF-8 (each invalid byte can become
+** three), and the error it wraps)
+*/
+#define LUAQ_HOST_ERROR_BYTES	(16 * 1024)
 
 typedef struct luaQ_Meter {
   l_mem left;  /* units left in the current slice (the dispatch check) */
@@ -92,8 +92,14 @@ typedef struct luaQ_Meter {
   lu_mem stopped_used;  /* units charged when the stop was recorded */
   const volatile unsigned char *cancel;  /* the host's flag, or NULL */
   size_t memlimit;  /* bytes; 0: none */
-  size_t boxbytes;  /* bytes of 'luaL_Buffer' boxes, which lauxlib.c
-                       allocates outside Lua's own count */
+  size_t heldbytes;  /* bytes held outside Lua's own count: the
+                        'luaL_Buffer' boxes of lauxlib.c and the host's
+                        error objects ('luaQ_setudatamt') */
+  size_t boxbytes;  /* of which the boxes */
+  lu_mem errors;  /* live host error objects */
+  const struct Table *errmt;  /* their metatable ('lua_meter_hosterrors') */
+  lu_mem gcwork;  /* the collector's work count: slots traversed and
+                     objects swept (lgc.c) */
   size_t requested;  /* size of the refused allocation (memory trips) */
   size_t inuse;  /* bytes in use when it was refused */
   lu_mem allocated;  /* bytes of growth in this window */
@@ -101,10 +107,20 @@ typedef struct luaQ_Meter {
   lua_Integer lastid;  /* the last object number given */
   unsigned int pivots;  /* deterministic pivot choices of 'table.sort' */
   uint64_t lastrandom;  /* draws of 'luaQ_random' */
-  luaQ_Traversal traversals[LUAQ_TRAVERSALS];
-  lu_mem traversalstamp;
   struct TString *stopmsg;  /* the value every stop raises (fixed) */
+  /* Keeps the meter, and so the state's first block, at the size it had
+     when BENCHMARKS.md measured the interpreter: 'vmfetch' decrements
+     'left' in memory at every instruction, and when the block shrank by
+     these bytes spectral-norm ran 1.58x slower with the same machine code
+     for 'luaV_execute' (where the counter falls relative to the stack
+     slots the same instructions store to; 4 KiB aliasing is the likely
+     cause). BENCHMARKS.md, "The metered VM audited loop by loop". Shrink
+     it when a field is added ('LUAQ_METER_BYTES', checked in lmeter.c). */
+  char keepsize[488];
 } luaQ_Meter;
+
+/* The meter's size (see 'keepsize') */
+#define LUAQ_METER_BYTES	696
 
 
 /* Steps of a walk of the compiler's lists (lcode.c, lparser.c) */
@@ -195,22 +211,30 @@ l_sinline void *luaQ_librealloc (void *block, size_t ns) {
   (l_likely((g)->meter.libcalloc) ? luaQ_librealloc(block, ns) \
                                   : (*(g)->frealloc)((g)->ud, block, os, ns))
 
-/* Bytes held: Lua's own count and the buffer boxes */
-#define luaQ_inuse(g)	(gettotalbytes(g) + (g)->meter.boxbytes)
+/* Bytes held: Lua's own count, the buffer boxes and the host's errors */
+#define luaQ_inuse(g)	(gettotalbytes(g) + (g)->meter.heldbytes)
 
 /* The first try of a growth by 'n' bytes (lmem.c): 1 granted, 0 refused */
 #define luaQ_grow(g,n) \
   (luaQ_quickgrowth(&(g)->meter, (n), luaQ_inuse(g)) || \
    luaQ_allowgrowth(g, n, 1))
 
+/* The collector (lgc.c, lmem.c) */
+LUAI_FUNC void luaQ_chargegc (struct global_State *g, lu_mem work);
+LUAI_FUNC int luaQ_gcslots (struct global_State *g, lu_mem slots);
+LUAI_FUNC void luaQ_setudatamt (lua_State *L, const struct Table *old,
+                                const struct Table *mt);
+
 /* Traversals ('luaH_next') */
-LUAI_FUNC void luaQ_chargenext (lua_State *L, const void *t,
-                                unsigned int asize, unsigned int nsize,
-                                unsigned int from, unsigned int to);
-LUAI_FUNC void luaQ_forgettable (lua_State *L, const void *t, lu_mem slots);
+LUAI_FUNC void luaQ_chargenext (lua_State *L, unsigned int asize,
+                                unsigned int nsize, unsigned int from,
+                                unsigned int to, int continues);
 
 /* The process secret */
 LUAI_FUNC uint64_t luaQ_mix (uint64_t x);
+LUAI_FUNC unsigned int luaQ_hashlong (const char *s, size_t l,
+                                      unsigned int seed);
+LUAI_FUNC int luaQ_eqlngkey (struct TString *a, struct TString *b);
 LUAI_FUNC unsigned int luaQ_seed (void);
 LUAI_FUNC uint64_t luaQ_random (lua_State *L);
 

@@ -60,6 +60,8 @@ LUA_API int lua_meter_reserve (lua_State *L, double bytes);
 LUA_API int lua_meter_box (lua_State *L, size_t oldsize, size_t newsize);
 LUA_API lua_Integer lua_meter_loadedslots (lua_State *L, int idx);
 LUA_API lua_Unsigned lua_meter_random (lua_State *L);
+LUA_API lua_Integer lua_meter_gcwork (lua_State *L);
+LUA_API void lua_meter_hosterrors (lua_State *L, int idx);
 
 
 /* Raise the stop (never returns): for library code inside a call */
@@ -96,7 +98,15 @@ LUA_API void lua_meter_raise (lua_State *L);
 #define LUAQ_SHORT_NEEDLE	64  /* a literal 'find' by memchr and memcmp */
 #define LUAQ_LIB_SCAN_BYTES	16  /* bytes scanned one at a time */
 #define LUAQ_LIB_SMALL		64  /* elements and bytes covered by the call */
-#define LUAQ_HEAP_BYTES_PER_UNIT	64  /* bytes of heap a collection traverses */
+/* Units of the collector's own work count ('gcwork': a slot traversed,
+   an object swept) that a collection the program asks for is charged as
+   one unit */
+#define LUAQ_GC_WORK_PER_UNIT	2
+/* Bytes of heap a switch of the collector's mode walks per unit (it is
+   unpaced by allocation; lbaselib.c, 'gcswitched') */
+#define LUAQ_HEAP_BYTES_PER_UNIT	64
+/* Bytes of a name kept in a traceback of the sandbox (lauxlib.c) */
+#define LUAQ_TRACEBACK_NAME	80
 #define LUAQ_MATCH_BATCH	256  /* matcher steps charged at once */
 #define LUAQ_SET_BYTES		16  /* bytes of a set class scanned per unit */
 /* The capability lua.os (loslib.c; BENCHMARKS.md, "The lua.os and lua.io

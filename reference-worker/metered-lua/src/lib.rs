@@ -135,6 +135,14 @@ unsafe extern "C" {
     /// The next deterministic pivot seed of `table.sort` (exposed for tests
     /// of determinism).
     pub fn lua_meter_pivot(state: *mut lua_State) -> c_uint;
+    /// The collector's work count (slots traversed, objects swept): a
+    /// collection the program asks for is charged by its difference.
+    pub fn lua_meter_gcwork(state: *mut lua_State) -> i64;
+    /// The value at `idx` is one of the host's error objects (a userdata):
+    /// from now on every userdata with its metatable counts a fixed number
+    /// of bytes (`LUAQ_HOST_ERROR_BYTES`) against the memory limit while it
+    /// lives, for what the host keeps of it outside Lua's count.
+    pub fn lua_meter_hosterrors(state: *mut lua_State, idx: c_int);
 }
 
 unsafe extern "C-unwind" {

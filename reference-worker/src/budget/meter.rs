@@ -98,6 +98,27 @@ impl Meter {
         }
     }
 
+    /// Count `mlua`'s error objects against the memory limit (DESIGN
+    /// §15.6-d). Every error a Rust callback returns becomes a userdata
+    /// whose payload keeps the error and a traceback text on the Rust heap,
+    /// outside the VM's count, for as long as the guest keeps the value. The
+    /// VM cuts names in tracebacks (`lauxlib.c.patch`: `capname`), so such
+    /// an object holds at most a few KiB; this names the objects' metatable
+    /// to the meter, which from then on counts `LUAQ_HOST_ERROR_BYTES`
+    /// (16 KiB) for each one that lives (`c/lmeter.c`: `luaQ_setudatamt`).
+    /// The metatable is `mlua`'s own, found by raising one such error.
+    pub fn count_host_errors(&self, lua: &Lua) -> mlua::Result<()> {
+        let fail = lua.create_function(|_, ()| -> mlua::Result<()> {
+            Err(mlua::Error::runtime("a probe of the host's error objects"))
+        })?;
+        // SAFETY: `name_host_errors` is a plain C function of the Lua API
+        // contract: it reads its first argument and returns no value.
+        let name = unsafe { lua.create_c_function(name_host_errors) }?;
+        lua.load("local fail, name = ... local _, error = pcall(fail) name(error)")
+            .set_name("=host errors")
+            .call::<()>((fail, name))
+    }
+
     fn state(&self) -> Option<*mut vm::lua_State> {
         let state = self.state.load(Ordering::Acquire);
         (!state.is_null()).then_some(state)
@@ -267,6 +288,15 @@ impl Meter {
     pub fn used_memory(&self) -> u64 {
         u64::try_from(self.status().memory_in_use).unwrap_or(0)
     }
+}
+
+/// The Lua side of [`Meter::count_host_errors`]: names the metatable of its
+/// first argument, one of `mlua`'s error objects, to the meter.
+unsafe extern "C-unwind" fn name_host_errors(state: *mut vm::lua_State) -> std::os::raw::c_int {
+    // SAFETY: Lua calls this with a live state; the call reads the
+    // argument's metatable and pushes nothing.
+    unsafe { vm::lua_meter_hosterrors(state, 1) };
+    0
 }
 
 #[cfg(test)]

@@ -56,6 +56,9 @@ const IO_OUTPUT: &std::ffi::CStr = c"_IO_output";
 const LINES_FORMATS_MAX: c_int = 250;
 /// Bytes of whitespace `read("n")` skips per unit charged.
 const SKIP_BYTES_PER_UNIT: usize = 16;
+/// Bytes of an `open`/`popen` mode checked per unit charged: the check
+/// reads a mode byte by byte, whatever its length (`metered-lua/LOOPS.md`).
+const MODE_BYTES_PER_UNIT: usize = 16;
 /// What an opening that the sandbox refuses answers after the name.
 const REFUSED: &std::ffi::CStr = c"not available in the sandbox";
 
@@ -356,9 +359,10 @@ unsafe fn g_read(state: *mut ffi::lua_State, stream: Stream, first: c_int) -> c_
 /// Charge `units` to the budget; raise the stop if that ends it.
 ///
 /// # Safety
-/// Called from a C function of this module, with nothing to drop in the
-/// caller's frames (the stop unwinds with `longjmp`).
-unsafe fn charge(state: *mut ffi::lua_State, units: i64) {
+/// Called from a C function of this module (or of `super::os`), with
+/// nothing to drop in the caller's frames (the stop unwinds with
+/// `longjmp`).
+pub(super) unsafe fn charge(state: *mut ffi::lua_State, units: i64) {
     // SAFETY: the meter charges the state's global budget; the raise never
     // returns (the caller's contract covers the unwinding).
     unsafe {
@@ -707,8 +711,10 @@ fn open_mode_is_valid(mode: &[u8]) -> bool {
     rest.iter().all(|&b| b == b'b')
 }
 
-/// The bytes of the string at `index` (or the default), Lua's
-/// `luaL_optlstring`.
+/// The bytes of the mode at `index` (or the default), Lua's
+/// `luaL_optlstring`, charged per [`MODE_BYTES_PER_UNIT`] bytes before
+/// any check reads them: a guest's mode may be as long as the memory limit
+/// allows, and the same string may be passed at every call.
 ///
 /// # Safety
 /// Called from a C function of this module; the bytes live while the
@@ -719,10 +725,14 @@ unsafe fn opt_bytes<'a>(
     default: &'static std::ffi::CStr,
 ) -> &'a [u8] {
     // SAFETY: `luaL_optlstring` returns `len` bytes Lua holds, or the
-    // default, or raises.
+    // default, or raises; `charge` may raise, with nothing held here.
     unsafe {
         let mut len = 0usize;
         let s = ffi::luaL_optlstring(state, index, default.as_ptr(), &mut len);
+        charge(
+            state,
+            i64::try_from(len / MODE_BYTES_PER_UNIT).unwrap_or(i64::MAX),
+        );
         std::slice::from_raw_parts(s.cast::<u8>(), len)
     }
 }

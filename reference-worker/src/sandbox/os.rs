@@ -38,6 +38,10 @@ use std::sync::Arc;
 
 /// The members of `os` that are the worker's, not `loslib.c`'s.
 const WORKER_MEMBERS: &[&str] = &["exit", "getenv"];
+/// Bytes of a name `getenv` checks (UTF-8) and compares per unit charged
+/// (`metered-lua/LOOPS.md`): a guest's name may be as long as the memory
+/// limit allows, and the same string may be passed at every call.
+const NAME_BYTES_PER_UNIT: usize = 256;
 
 /// Set `TZ` to `:/etc/localtime` where it is unset, so that the C
 /// library's time functions never look at the file system again once the
@@ -134,12 +138,17 @@ unsafe extern "C-unwind" fn open_os(state: *mut ffi::lua_State) -> c_int {
 unsafe extern "C-unwind" fn os_getenv(state: *mut ffi::lua_State) -> c_int {
     // SAFETY: a closure of `open_os`: upvalue 1 is the view. Lua API calls
     // on a valid state; `luaL_checklstring` may raise, before anything is
-    // held. The span points into the view's environment, which only
+    // held (and `charge` may raise the budget's stop, likewise). The span
+    // points into the view's environment, which only
     // `ProcessView::begin` changes, between requests; no value with a
     // destructor lives when `lua_pushlstring` may raise.
     unsafe {
         let mut len = 0usize;
         let name = ffi::luaL_checklstring(state, 1, &mut len).cast::<u8>();
+        super::io::charge(
+            state,
+            i64::try_from(len / NAME_BYTES_PER_UNIT).unwrap_or(i64::MAX),
+        );
         let view = view_of(state);
         match view.getenv(std::slice::from_raw_parts(name, len)) {
             Some(value) => {

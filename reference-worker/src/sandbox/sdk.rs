@@ -206,9 +206,45 @@ fn process_table(lua: &Lua, state: &Arc<SdkState>) -> mlua::Result<Table> {
     let state = Arc::clone(state);
     process.set(
         "run",
-        lua.create_function(move |lua, command: String| process_run(lua, &state, command))?,
+        lua.create_function(move |lua, command: Value| {
+            let command = charged_command(lua, &state, command)?;
+            process_run(lua, &state, command)
+        })?,
     )?;
     Ok(process)
+}
+
+/// Bytes of a command converted (UTF-8) and checked (`process_granted`,
+/// character by character) per unit charged (`metered-lua/LOOPS.md`).
+const COMMAND_BYTES_PER_UNIT: usize = 16;
+
+/// `process.run`'s argument as a `String`, as `mlua` converts a callback's
+/// `String` argument (the same errors), with a string charged per
+/// [`COMMAND_BYTES_PER_UNIT`] bytes first: the conversion and the grant
+/// check read the whole command before its length is checked, a guest's
+/// string may be as long as the memory limit allows, and the same string
+/// may be passed at every call.
+fn charged_command(lua: &Lua, state: &SdkState, command: Value) -> mlua::Result<String> {
+    let Value::String(text) = command else {
+        return <String as mlua::FromLua>::from_lua_arg(command, 1, None, lua);
+    };
+    let bytes = text.as_bytes();
+    state
+        .meter
+        .charge(u64::try_from(bytes.len() / COMMAND_BYTES_PER_UNIT).unwrap_or(u64::MAX))?;
+    match std::str::from_utf8(&bytes) {
+        Ok(text) => Ok(text.to_owned()),
+        Err(error) => Err(mlua::Error::BadArgument {
+            to: None,
+            pos: 1,
+            name: None,
+            cause: std::sync::Arc::new(mlua::Error::FromLuaConversionError {
+                from: "string",
+                to: "String".to_owned(),
+                message: Some(error.to_string()),
+            }),
+        }),
+    }
 }
 
 /// A registration function of the SDK: reads and admits one spec table.

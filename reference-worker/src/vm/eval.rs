@@ -122,6 +122,15 @@ impl Vm {
             };
             tests.push((name, test));
         }
+        // DESIGN §15.6-b: the loop above copied a name per entry and the
+        // sort compares names; one unit per test function and per
+        // comparison the sort may make (n⌈log₂ n⌉), charged before it runs
+        // (LOOPS.md, `vm/eval.rs`).
+        let count = u64::try_from(tests.len()).unwrap_or(u64::MAX);
+        let log2 = u64::from(count.max(1).next_power_of_two().trailing_zeros());
+        self.meter
+            .charge(count.saturating_add(count.saturating_mul(log2)))
+            .map_err(|e| self.fail(&e, Some(&chunk)))?;
         tests.sort_by(|a, b| a.0.cmp(&b.0));
         if tests.is_empty() {
             return Err(OpError::schema(

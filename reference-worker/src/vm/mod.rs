@@ -213,6 +213,7 @@ impl Vm {
         lua.gc_collect().map_err(|e| build_error(&e))?;
         limits.check_baseline(lua.used_memory() as u64)?;
         meter.attach(&lua);
+        meter.count_host_errors(&lua).map_err(|e| build_error(&e))?;
         Ok(Self {
             lua,
             meter,
