@@ -13,7 +13,7 @@
 //! `Cancellation` predicate even while a descendant holds its stream
 //! (§9.5-a), and ended as §13.2 says; its host calls are run by a process
 //! host that follows §16.1 and §19.3 (grants, a POSIX word splitter that
-//! refuses every other shell construct, `PATH`/`HOME` only, the parent's
+//! refuses every other shell construct, `PATH` and a private `HOME` and `TMPDIR` only, the parent's
 //! working directory, stdin the null device, output capped, the deadline).
 
 // The process host answers with the wire's own error record (SPEC §6.9),
@@ -587,13 +587,21 @@ impl ProcessHost {
             .process_group(0)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // HOME and TMPDIR of the command's own (SPEC §19.3-d), removed
+        // when this function returns, after the command was reaped.
+        let private = PrivateDirs::new().map_err(|error| {
+            refused(
+                ErrorCode::ProcessSpawn,
+                format!("could not make the command's directories: {error}"),
+            )
+        })?;
         if !self.broken(Mutation::HostInheritsEnvironment) {
             command.env_clear();
-            for name in ["PATH", "HOME"] {
-                if let Some(value) = std::env::var_os(name) {
-                    command.env(name, value);
-                }
+            if let Some(value) = std::env::var_os("PATH") {
+                command.env("PATH", value);
             }
+            command.env("HOME", private.home());
+            command.env("TMPDIR", private.tmp());
         }
         if self.broken(Mutation::HostRunsInRoot) {
             command.current_dir("/");
@@ -816,4 +824,45 @@ fn split_words(text: &str, strictness: Strictness) -> Result<Vec<String>, String
         words.push(word);
     }
     Ok(words)
+}
+
+/// A command's own `HOME` and `TMPDIR` (SPEC §19.3-d): two empty
+/// directories under one fresh directory of the system's temporary
+/// directory, removed with everything in them on drop. Hand-written: the
+/// conformance crate depends on nothing for temporary files.
+struct PrivateDirs {
+    root: PathBuf,
+}
+
+impl PrivateDirs {
+    fn new() -> std::io::Result<Self> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let root = std::env::temp_dir().join(format!(
+            "mutant-parent-command-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir(&root)?;
+        let dirs = PrivateDirs { root };
+        std::fs::create_dir(dirs.home())?;
+        std::fs::create_dir(dirs.tmp())?;
+        Ok(dirs)
+    }
+
+    fn home(&self) -> PathBuf {
+        self.root.join("home")
+    }
+
+    fn tmp(&self) -> PathBuf {
+        self.root.join("tmp")
+    }
+}
+
+impl Drop for PrivateDirs {
+    fn drop(&mut self) {
+        // Best effort: a leftover directory under the temporary directory
+        // is all a failure here leaves.
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
 }

@@ -72,7 +72,10 @@ pub struct ParentExpect {
     pub code: Option<Codes>,
     /// Exact JSON stdout must hold (success cases). In its strings,
     /// `${CWD}`, `${PATH}` and `${HOME}` stand for the runner's working
-    /// directory and environment, which the parent inherits.
+    /// directory and environment, which the parent inherits, and
+    /// `${PRIVATE_DIR}` for any absolute path that is none of `/`, the
+    /// runner's `HOME` and working directory, nor a directory above them
+    /// (a command's own directory, SPEC §19.3-d).
     #[serde(default)]
     pub stdout: Option<Value>,
     /// JSON stdout must contain (subset match).

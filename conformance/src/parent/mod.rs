@@ -466,6 +466,58 @@ fn substitute_runner(value: &serde_json::Value) -> serde_json::Value {
     }
 }
 
+/// Stands in an expected string for a directory of the command's own.
+const PRIVATE_DIR: &str = "${PRIVATE_DIR}";
+
+/// `got` equals `want`, except that a string of `want` holding
+/// [`PRIVATE_DIR`] once matches any string with the same text around an
+/// absolute path that is not `/`, the runner's `HOME` or working directory,
+/// nor a directory above either (SPEC §19.3-d: not the operator's files).
+fn matches_expected(want: &serde_json::Value, got: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (want, got) {
+        (Value::String(want), Value::String(got)) => match want.split_once(PRIVATE_DIR) {
+            Some((before, after)) => got
+                .strip_prefix(before)
+                .and_then(|rest| rest.strip_suffix(after))
+                .is_some_and(is_private_dir),
+            None => want == got,
+        },
+        (Value::Array(want), Value::Array(got)) => {
+            want.len() == got.len()
+                && want
+                    .iter()
+                    .zip(got)
+                    .all(|(want, got)| matches_expected(want, got))
+        }
+        (Value::Object(want), Value::Object(got)) => {
+            want.len() == got.len()
+                && want.iter().all(|(key, want)| {
+                    got.get(key)
+                        .is_some_and(|got| matches_expected(want, got))
+                })
+        }
+        _ => want == got,
+    }
+}
+
+/// An absolute path that is not `/` and holds none of the runner's own
+/// places (its `HOME`, its working directory) at or below it.
+fn is_private_dir(path: &str) -> bool {
+    let path = path.trim_end_matches('/');
+    if !path.starts_with('/') || path.contains('\n') {
+        return false;
+    }
+    let cwd = std::env::current_dir()
+        .map(|dir| dir.display().to_string())
+        .unwrap_or_default();
+    let home = std::env::var("HOME").unwrap_or_default();
+    [cwd, home].iter().all(|place| {
+        let place = place.trim_end_matches('/');
+        place.is_empty() || !(place == path || place.starts_with(&format!("{path}/")))
+    })
+}
+
 /// The parent's stderr (naming the error code) and stdout (the JSON value,
 /// or a subset of it, and text it must not contain) against the expectation.
 fn output_problems(expect: &cases::ParentExpect, outcome: &Outcome, problems: &mut Vec<String>) {
@@ -483,7 +535,7 @@ fn output_problems(expect: &cases::ParentExpect, outcome: &Outcome, problems: &m
         match serde_json::from_slice::<serde_json::Value>(outcome.stdout.trim_ascii()) {
             Ok(value) => {
                 if let Some(want) = expect.stdout.as_ref().map(substitute_runner)
-                    && want != value
+                    && !matches_expected(&want, &value)
                 {
                     problems.push(format!(
                         "stdout {}, expected {}",
@@ -713,6 +765,32 @@ fn cleanup(record: &Record, pid_file: &Path) {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    // SPEC §19.3-d: HOME and TMPDIR of a command are its own directories,
+    // never the operator's HOME, the working directory or a place above.
+    #[test]
+    fn a_private_dir_is_an_absolute_path_holding_none_of_the_runners_places() {
+        let want = serde_json::json!([["HOME=${PRIVATE_DIR}", "PATH=/bin"]]);
+        let got = |home: &str| serde_json::json!([[format!("HOME={home}"), "PATH=/bin"]]);
+        assert!(matches_expected(&want, &got("/tmp/quirl-cmd-1/home")));
+        let runner_home = std::env::var("HOME").unwrap();
+        let cwd = std::env::current_dir().unwrap().display().to_string();
+        for bad in [
+            runner_home.as_str(),
+            cwd.as_str(),
+            "/",
+            "relative/home",
+            "",
+        ] {
+            assert!(!matches_expected(&want, &got(bad)), "{bad:?}");
+        }
+        let above = std::path::Path::new(&cwd).parent().unwrap().display().to_string();
+        assert!(!matches_expected(&want, &got(&above)), "{above}");
+        let wrong_path = serde_json::json!([["HOME=/tmp/x", "PATH=/usr/bin"]]);
+        assert!(!matches_expected(&want, &wrong_path));
+        let longer = serde_json::json!([["HOME=/tmp/x", "PATH=/bin", "X=1"]]);
+        assert!(!matches_expected(&want, &longer));
+    }
 
     // SPEC §3.1-d: a group of its own is the worker's, or an anchor's that
     // the same parent started; the parent's own group is neither.

@@ -70,7 +70,8 @@ impl PluginManifest {
     }
 
     /// Declare an environment entry for the processes the plugin runs
-    /// through `quirl.process.run`, on top of `PATH` and `HOME`.
+    /// through `quirl.process.run`, on top of `PATH` and the command's own
+    /// `HOME` and `TMPDIR` (DESIGN §16.5).
     #[must_use]
     pub fn with_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.environment.push((name.into(), value.into()));
