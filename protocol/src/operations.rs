@@ -32,8 +32,9 @@
 
 use crate::error::{ErrorKind, ProtocolError};
 use crate::records::{
-    CheckReport, ContributionKind, EventHandlerReport, ExecutionContext, ExecutionOutcome, ExtensionEvent,
-    Operation, OperationKind, OperationResult, PluginRegistrations, Policy, QuirlConfig,
+    CheckReport, ContributionKind, EventHandlerReport, ExecutionContext, ExecutionOutcome,
+    ExtensionEvent, Operation, OperationKind, OperationResult, PluginRegistrations, Policy,
+    QuirlConfig,
 };
 use serde_json::Value;
 

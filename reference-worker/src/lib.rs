@@ -20,11 +20,6 @@ pub mod serve;
 mod stdio;
 pub mod vm;
 
-// The budget handle and the SDK under their paths before the `budget` and
-// `sandbox` modules held them (other crates import them there).
-pub use budget as meter;
-pub use sandbox::sdk;
-
 pub use error::{ErrorCode, OpError};
 pub use quirl_lua_metered_vm::declare_system_allocator;
 pub use sandbox::os::pin_time_zone;

@@ -10,7 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mlua::{Lua, Value};
-use quirl_lua_reference_worker::meter::{LimitTrip, Meter, Stop};
+use quirl_lua_reference_worker::budget::{LimitTrip, Meter, Stop};
 use quirl_lua_reference_worker::sandbox;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -7,7 +7,7 @@
 //! which would take as long without a bound.
 
 use mlua::{Function, Lua, MultiValue, Value};
-use quirl_lua_reference_worker::meter::Meter;
+use quirl_lua_reference_worker::budget::Meter;
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

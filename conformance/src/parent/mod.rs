@@ -492,10 +492,9 @@ fn matches_expected(want: &serde_json::Value, got: &serde_json::Value) -> bool {
         }
         (Value::Object(want), Value::Object(got)) => {
             want.len() == got.len()
-                && want.iter().all(|(key, want)| {
-                    got.get(key)
-                        .is_some_and(|got| matches_expected(want, got))
-                })
+                && want
+                    .iter()
+                    .all(|(key, want)| got.get(key).is_some_and(|got| matches_expected(want, got)))
         }
         _ => want == got,
     }
@@ -775,16 +774,14 @@ mod tests {
         assert!(matches_expected(&want, &got("/tmp/quirl-cmd-1/home")));
         let runner_home = std::env::var("HOME").unwrap();
         let cwd = std::env::current_dir().unwrap().display().to_string();
-        for bad in [
-            runner_home.as_str(),
-            cwd.as_str(),
-            "/",
-            "relative/home",
-            "",
-        ] {
+        for bad in [runner_home.as_str(), cwd.as_str(), "/", "relative/home", ""] {
             assert!(!matches_expected(&want, &got(bad)), "{bad:?}");
         }
-        let above = std::path::Path::new(&cwd).parent().unwrap().display().to_string();
+        let above = std::path::Path::new(&cwd)
+            .parent()
+            .unwrap()
+            .display()
+            .to_string();
         assert!(!matches_expected(&want, &got(&above)), "{above}");
         let wrong_path = serde_json::json!([["HOME=/tmp/x", "PATH=/usr/bin"]]);
         assert!(!matches_expected(&want, &wrong_path));

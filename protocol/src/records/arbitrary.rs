@@ -12,15 +12,15 @@
 //! every bound of Appendix A stays far away.
 
 use super::{
-    CheckDiagnostic, CheckReport, CleanupState, CommandOutcome, CommandRegistration, CompletionConfig, CompletionRegistration,
-    ContributionKind, ContributionRegistration, EditorConfig, ErrorCode, ErrorLabel,
-    EventHandlerReport, EventKind, EventSubscription, ExecutionContext, ExecutionEffects,
-    ExecutionInput, ExecutionOutcome, ExecutionOutput, ExecutionStatus, ExtensionAction,
-    ExtensionCapability, ExtensionEvent, ExtensionEventData, HostCall, HostResponse, Operation,
-    OperationKind, OperationResult, OutputStream, OutputTarget, ParentFrame, PickerConfig,
-    PluginRegistrations, Policy, PolicySettings, PromptConfig, PromptRegistration, QuirlConfig,
-    Request, Response, ShellError, StatuslineConfig, StructuredValue, ThemeColors, UiConfig,
-    Severity, WorkerFrame,
+    CheckDiagnostic, CheckReport, CleanupState, CommandOutcome, CommandRegistration,
+    CompletionConfig, CompletionRegistration, ContributionKind, ContributionRegistration,
+    EditorConfig, ErrorCode, ErrorLabel, EventHandlerReport, EventKind, EventSubscription,
+    ExecutionContext, ExecutionEffects, ExecutionInput, ExecutionOutcome, ExecutionOutput,
+    ExecutionStatus, ExtensionAction, ExtensionCapability, ExtensionEvent, ExtensionEventData,
+    HostCall, HostResponse, Operation, OperationKind, OperationResult, OutputStream, OutputTarget,
+    ParentFrame, PickerConfig, PluginRegistrations, Policy, PolicySettings, PromptConfig,
+    PromptRegistration, QuirlConfig, Request, Response, Severity, ShellError, StatuslineConfig,
+    StructuredValue, ThemeColors, UiConfig, WorkerFrame,
 };
 use crate::limits::{
     CAPTURE_BYTES_MAX, EXTENSION_DEADLINE_MS_MAX, EXTENSION_PROTOCOL_VERSION,

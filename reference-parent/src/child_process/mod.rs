@@ -19,8 +19,8 @@
 //! | signal names, the auto-reap check, a write that cannot raise `SIGPIPE` | `signals.rs` |
 //! | the one `/proc/PID/stat` reader (tree sweep, pid-reuse checks) | `proc_stat.rs` |
 //!
-//! `rlimits` and `worker_command` are public and re-exported at the crate
-//! root under their earlier paths (`quirl_lua_reference_parent::rlimits`,
+//! `rlimits` and `worker_command` are public at the crate root
+//! (`quirl_lua_reference_parent::rlimits`,
 //! `quirl_lua_reference_parent::worker_command`); the rest is crate-private.
 
 pub(crate) mod child_setup;
