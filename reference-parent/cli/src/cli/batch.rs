@@ -39,7 +39,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read};
 use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use quirl_lua_reference_parent::lifecycle::{
@@ -117,23 +117,103 @@ enum Input {
     TooLong,
 }
 
-/// One output line and its exit status.
-type Answer = (render::Line, u8);
+/// One output line (its JSON text) and its exit status.
+type Answer = (String, u8);
+
+/// Lines read ahead of the oldest unprinted one, per worker.
+const LINES_AHEAD_PER_WORKER: usize = 64;
+
+/// Bytes of answers waiting to be printed above which no new line starts.
+const WAITING_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// How far reading may run ahead of printing. Answers are printed in input
+/// order, so one slow line (a limit trip, a deadline) holds up printing;
+/// it must not hold up the other workers, or a batch's slow lines would run
+/// one after another (a pool of 2 over lines of which every tenth trips a
+/// limit took 1.9 times its parts with a window of 4 lines). So the window
+/// is wide in lines and bounded in bytes: a new line starts while fewer
+/// than [`LINES_AHEAD_PER_WORKER`] per worker are unprinted and the
+/// answers waiting hold at most [`WAITING_BYTES_MAX`]. Memory stays
+/// bounded by that, plus one answer per worker and the line being read.
+struct Window {
+    state: Mutex<WindowState>,
+    changed: Condvar,
+    lines_max: usize,
+}
+
+#[derive(Default)]
+struct WindowState {
+    /// Lines handed to the workers and not yet printed.
+    unprinted: usize,
+    /// Bytes of answers that wait for an earlier line.
+    waiting_bytes: usize,
+    /// The printer is gone: nothing more will be printed.
+    closed: bool,
+}
+
+impl Window {
+    fn new(workers: usize) -> Self {
+        Window {
+            state: Mutex::new(WindowState::default()),
+            changed: Condvar::new(),
+            lines_max: workers.max(1) * LINES_AHEAD_PER_WORKER,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, WindowState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the window is full: no line may start now.
+    fn is_full(&self, state: &WindowState) -> bool {
+        state.unprinted >= self.lines_max || state.waiting_bytes > WAITING_BYTES_MAX
+    }
+
+    /// Wait until one more line may start; false once the printer is gone.
+    fn admit(&self) -> bool {
+        let mut state = self.lock();
+        while !state.closed && self.is_full(&state) {
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        if state.closed {
+            return false;
+        }
+        state.unprinted += 1;
+        true
+    }
+
+    /// An answer of `bytes` waits for an earlier line.
+    fn hold(&self, bytes: usize) {
+        self.lock().waiting_bytes += bytes;
+    }
+
+    /// A held answer of `bytes` was printed.
+    fn printed(&self, bytes: usize) {
+        let mut state = self.lock();
+        state.waiting_bytes = state.waiting_bytes.saturating_sub(bytes);
+        state.unprinted = state.unprinted.saturating_sub(1);
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.changed.notify_all();
+    }
+}
 
 pub(crate) fn run(config: WorkerConfig, options: &BatchArgs) -> Result<(), Failure> {
     let pool = Pool::start(config, options)?;
     let workers = usize::from(options.pool);
     // Lines go to `workers` threads, answers come back out of order and are
-    // printed in order. At most `window` lines are read ahead of the oldest
-    // unprinted one, which bounds the memory held.
-    let window = 2 * workers;
+    // printed in order; the window bounds how far reading runs ahead.
+    let window = &Window::new(workers);
     let (jobs, job_queue) = sync_channel::<(u64, Input)>(0);
     let job_queue = Mutex::new(job_queue);
     let (answers, answer_queue) = channel::<(u64, Answer)>();
-    let (permits, permit_queue) = sync_channel::<()>(window);
-    for _ in 0..window {
-        let _ = permits.send(());
-    }
     let outcome = std::thread::scope(|scope| -> Result<u8, Failure> {
         let mut threads = Vec::new();
         for index in 0..workers {
@@ -149,10 +229,12 @@ pub(crate) fn run(config: WorkerConfig, options: &BatchArgs) -> Result<(), Failu
         let printer = std::thread::Builder::new()
             .name("quirl-lua-batch-output".to_owned())
             .spawn_scoped(scope, move || {
-                print_in_order(&answer_queue, &permits, options.results)
+                let first_failure = print_in_order(&answer_queue, window, options.results);
+                window.close();
+                first_failure
             })
             .map_err(|error| Failure::Usage(format!("cannot start a thread: {error}")))?;
-        let read = read_lines(&jobs, &permit_queue);
+        let read = read_lines(&jobs, window);
         drop(jobs);
         for thread in threads {
             let _ = thread.join();
@@ -177,8 +259,8 @@ pub(crate) fn run(config: WorkerConfig, options: &BatchArgs) -> Result<(), Failu
 }
 
 /// Read stdin line by line and hand each non-blank line to the workers,
-/// waiting for a permit first.
-fn read_lines(jobs: &SyncSender<(u64, Input)>, permits: &Receiver<()>) -> Result<(), Failure> {
+/// waiting for the window first.
+fn read_lines(jobs: &SyncSender<(u64, Input)>, window: &Window) -> Result<(), Failure> {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let mut sequence = 0_u64;
@@ -200,7 +282,7 @@ fn read_lines(jobs: &SyncSender<(u64, Input)>, permits: &Receiver<()>) -> Result
         } else {
             Input::Line(line)
         };
-        if permits.recv().is_err() || jobs.send((sequence, job)).is_err() {
+        if !window.admit() || jobs.send((sequence, job)).is_err() {
             return Ok(());
         }
         sequence += 1;
@@ -218,13 +300,17 @@ fn serve_lines(
         let Ok((sequence, input)) = job else {
             return;
         };
-        if answers.send((sequence, answer(pool, input))).is_err() {
+        let (line, status) = answer(pool, input);
+        if answers
+            .send((sequence, (render::line_text(&line), status)))
+            .is_err()
+        {
             return;
         }
     }
 }
 
-fn answer(pool: &Pool, input: Input) -> Answer {
+fn answer(pool: &Pool, input: Input) -> (render::Line, u8) {
     let line = match input {
         Input::TooLong => {
             let message = format!("line longer than {LINE_BYTES_MAX} bytes");
@@ -254,21 +340,22 @@ fn answer(pool: &Pool, input: Input) -> Answer {
 }
 
 /// Print answers in input order; return the first failing status.
-fn print_in_order(answers: &Receiver<(u64, Answer)>, permits: &SyncSender<()>, print: bool) -> u8 {
+fn print_in_order(answers: &Receiver<(u64, Answer)>, window: &Window, print: bool) -> u8 {
     let mut waiting = BTreeMap::new();
     let mut next = 0_u64;
     let mut first_failure = EXIT_OK;
     for (sequence, answer) in answers {
+        window.hold(answer.0.len());
         waiting.insert(sequence, answer);
-        while let Some((line, status)) = waiting.remove(&next) {
+        while let Some((text, status)) = waiting.remove(&next) {
             if print {
-                render::print_stdout_line(&line);
+                render::print_stdout_text(&text);
             }
             if first_failure == EXIT_OK {
                 first_failure = status;
             }
             next += 1;
-            let _ = permits.send(());
+            window.printed(text.len());
         }
     }
     first_failure
@@ -673,4 +760,57 @@ fn run_line(worker: &mut Worker, request: &Value) -> Result<Value, Failure> {
         other => return Err(Failure::Usage(format!("unknown op `{other}`"))),
     };
     result.map_err(Failure::Worker)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    // One slow line must not hold up the other workers: with 2 workers,
+    // 128 lines may be unprinted behind it (a window of 4 ran every tenth
+    // line's limit trip one after another).
+    #[test]
+    fn the_window_admits_lines_per_worker_until_one_is_printed() {
+        let window = Window::new(2);
+        for _ in 0..2 * LINES_AHEAD_PER_WORKER {
+            assert!(!window.is_full(&window.lock()));
+            assert!(window.admit());
+        }
+        assert!(window.is_full(&window.lock()));
+        window.hold(10);
+        window.printed(10);
+        assert!(!window.is_full(&window.lock()));
+        assert!(window.admit());
+        assert!(window.is_full(&window.lock()));
+    }
+
+    // Answers waiting behind a slow line are bounded in bytes, not only in
+    // lines: a few huge results stop reading ahead.
+    #[test]
+    fn the_window_is_full_while_waiting_answers_hold_too_many_bytes() {
+        let window = Window::new(4);
+        assert!(window.admit());
+        window.hold(WAITING_BYTES_MAX + 1);
+        assert!(window.is_full(&window.lock()));
+        window.printed(WAITING_BYTES_MAX + 1);
+        assert!(!window.is_full(&window.lock()));
+        assert_eq!(window.lock().unprinted, 0);
+    }
+
+    // When the printer is gone, a reader waiting for a full window is let
+    // go (it stops reading) instead of waiting forever.
+    #[test]
+    fn a_closed_window_releases_a_waiting_reader() {
+        let window = Window::new(1);
+        for _ in 0..LINES_AHEAD_PER_WORKER {
+            assert!(window.admit());
+        }
+        std::thread::scope(|scope| {
+            let reader = scope.spawn(|| window.admit());
+            window.close();
+            assert!(!reader.join().unwrap());
+        });
+        assert!(!window.admit());
+    }
 }

@@ -124,10 +124,19 @@ pub(crate) fn print_usage_error(message: &str, json: bool) {
 }
 
 pub(crate) fn print_stdout_line(value: &impl Serialize) {
-    let mut out = std::io::stdout().lock();
-    let text = serde_json::to_string(value).unwrap_or_else(|error| {
+    print_stdout_text(&line_text(value));
+}
+
+/// `value` as one JSON line's text (without the newline).
+pub(crate) fn line_text(value: &impl Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|error| {
         format!(r#"{{"ok":false,"kind":"invalid_input","error":"{error}"}}"#)
-    });
+    })
+}
+
+/// Print a line made by [`line_text`].
+pub(crate) fn print_stdout_text(text: &str) {
+    let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{text}");
     let _ = out.flush();
 }
