@@ -66,7 +66,7 @@ use crate::supervision::classify::{self, WorkerEnd};
 use crate::supervision::exchange::{self, Step};
 use crate::supervision::flight::Flight;
 use crate::supervision::life::{AfterAnswer, Life, Program};
-use crate::supervision::pool::PoolWorker;
+use crate::supervision::pool::Supervised;
 use crate::supervision::typed::{self, Typed, Under};
 
 pub use config::{
@@ -563,21 +563,12 @@ impl Worker {
     }
 }
 
-impl PoolWorker for Worker {
-    fn pid(&self) -> u32 {
-        Worker::pid(self)
+impl Supervised for Worker {
+    fn life(&self) -> &Life {
+        &self.life
     }
     fn has_ended(&self) -> bool {
         self.is_poisoned()
-    }
-    fn restarts(&self) -> u64 {
-        Worker::restarts(self)
-    }
-    fn found_dead(&self) -> u64 {
-        Worker::found_dead(self)
-    }
-    fn found_retired(&self) -> u64 {
-        self.life.found_retired()
     }
 }
 

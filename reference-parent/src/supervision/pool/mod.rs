@@ -29,6 +29,7 @@ use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{ErrorCode, PluginRegistrations};
 
 use super::budget::RestartBudget;
+use super::life::Life;
 use super::stats::{Counters, LatencyRing};
 use crate::error::{Error, ErrorClass};
 
@@ -51,6 +52,33 @@ pub(crate) trait PoolWorker {
     fn found_dead(&self) -> u64;
     /// Processes it found retired between calls (SPEC §13.1-a).
     fn found_retired(&self) -> u64;
+}
+
+/// A driver's worker: its counts are those of its [`Life`], so both
+/// drivers are pool workers through this one implementation.
+pub(crate) trait Supervised {
+    /// The worker's life: its process, restarts and findings.
+    fn life(&self) -> &Life;
+    /// Whether its process has ended (see [`PoolWorker::has_ended`]).
+    fn has_ended(&self) -> bool;
+}
+
+impl<T: Supervised> PoolWorker for T {
+    fn pid(&self) -> u32 {
+        self.life().pid()
+    }
+    fn has_ended(&self) -> bool {
+        Supervised::has_ended(self)
+    }
+    fn restarts(&self) -> u64 {
+        self.life().restarts()
+    }
+    fn found_dead(&self) -> u64 {
+        self.life().found_dead()
+    }
+    fn found_retired(&self) -> u64 {
+        self.life().found_retired()
+    }
 }
 
 /// One code generation: what every worker of the pool is loaded with.
