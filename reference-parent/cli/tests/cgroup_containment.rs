@@ -13,6 +13,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use quirl_lua_reference_parent::Cancel;
@@ -45,8 +46,17 @@ fn own_cgroup(test: &str) -> Option<PathBuf> {
 }
 
 /// A sleep duration unique to this test and process, to find its sleeper.
-fn marker(salt: u32) -> String {
-    format!("{}.{:06}", 60 + salt, std::process::id() % 1_000_000)
+/// A `sleep` argument (about a minute) no other test or process uses:
+/// `cargo test` runs this file's tests as threads of one process, so a
+/// counter tells them apart where the process id does not (two tests once
+/// shared a fixed salt, and each saw the other's live escapee as its own).
+fn marker() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    format!(
+        "61.{:06}{:03}",
+        std::process::id() % 1_000_000,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Living (non-zombie) processes whose argument vector contains `argument`.
@@ -139,7 +149,7 @@ fn a_double_forked_setsid_host_command_is_contained_by_its_cgroup() {
     else {
         return;
     };
-    let sleep = marker(1);
+    let sleep = marker();
     let deadline = Duration::from_secs(30);
     let (elapsed, result) = run(
         &host(Containment::Cgroup),
@@ -225,7 +235,7 @@ fn in_process_group_mode_a_setsid_escapee_dies_with_its_pid_namespace() {
         quirl_lua_testkit::environment::skip("pid-namespace", test, why);
         return;
     }
-    let sleep = marker(3);
+    let sleep = marker();
     let deadline = Duration::from_secs(30);
     let (elapsed, result) = run(
         &host(Containment::ProcessGroup),
@@ -252,7 +262,7 @@ fn in_process_group_mode_without_a_pid_namespace_a_setsid_escapee_is_the_documen
         );
         return;
     }
-    let sleep = marker(2);
+    let sleep = marker();
     let deadline = Duration::from_millis(1_500);
     let (elapsed, result) = run(
         &host(Containment::ProcessGroup),
@@ -307,7 +317,7 @@ fn a_worker_command_that_escapes_its_session_leaves_nothing_after_quirl_lua_exit
     ) else {
         return;
     };
-    let sleep = marker(3);
+    let sleep = marker();
     let record = scratch("worker-cgroup");
     let worker = escaping_worker(&sleep, &record);
     let output = quirl_lua(&[
@@ -347,7 +357,7 @@ fn a_worker_command_that_escapes_its_session_leaves_nothing_after_quirl_lua_exit
 // exits, so in process-group mode a worker's escapee no longer survives.
 #[test]
 fn in_process_group_mode_a_worker_escapee_is_ended_at_exit() {
-    let sleep = marker(4);
+    let sleep = marker();
     let record = scratch("worker-pgroup");
     let worker = escaping_worker(&sleep, &record);
     let started = Instant::now();
