@@ -277,6 +277,27 @@ pub(crate) fn with_end(error: Error, pid: u32, end: WorkerEnd) -> Error {
     error
 }
 
+/// Between calls (DESIGN §17.4): whether the worker has ended, from
+/// whether its process has exited and what its stream held. Bytes between
+/// calls are a violation (SPEC §9.2) that the next request reports: they
+/// are fed to the connection here, so they cannot be lost, and the worker
+/// counts as live until that request; a closed or failed stream means it
+/// ended.
+pub(crate) fn ended_between_calls(
+    exited: bool,
+    read: Result<Option<&[u8]>, Interrupt>,
+    connection: &mut ParentConnection,
+) -> bool {
+    match read {
+        Ok(None) => exited,
+        Ok(Some(bytes)) => {
+            let _ = connection.feed(bytes);
+            false
+        }
+        Err(_) => true,
+    }
+}
+
 /// A worker found ended before a request was sent: it retired after its
 /// previous `resource_limit` answer (SPEC §13.1-b), or it died.
 pub(crate) fn found_ended(retired: bool) -> Error {
@@ -412,6 +433,28 @@ mod tests {
         // No CLI flag in a library message (the CLI adds its own help).
         assert!(!late.to_string().contains("--"));
         assert!(late.record().help.iter().all(|help| !help.contains("--")));
+    }
+
+    // DESIGN §17.4, SPEC §9.2: between calls a quiet stream defers to the
+    // process's exit, a closed stream is an end, and bytes are a violation
+    // kept for the next request, which reports it.
+    #[test]
+    fn between_calls_the_stream_and_the_exit_say_whether_the_worker_ended() {
+        let mut connection = ParentConnection::new();
+        assert!(!ended_between_calls(false, Ok(None), &mut connection));
+        assert!(ended_between_calls(true, Ok(None), &mut connection));
+        assert!(ended_between_calls(
+            false,
+            Err(Interrupt::OutputClosed),
+            &mut connection
+        ));
+        let unsolicited: &[u8] = &[0, 0, 0, 2, b'{', b'}'];
+        assert!(!ended_between_calls(
+            true,
+            Ok(Some(unsolicited)),
+            &mut connection
+        ));
+        assert!(connection.poll_event().is_err(), "the bytes were kept");
     }
 
     #[test]

@@ -376,16 +376,8 @@ impl Worker {
             return self.start().await;
         };
         let exited = live.has_exited();
-        let ended = match live.transport.read_available() {
-            Ok(None) => exited,
-            Ok(Some(bytes)) => {
-                // A violation (SPEC §9.2): the request reports it.
-                let _ = live.connection.feed(bytes);
-                false
-            }
-            Err(_) => true,
-        };
-        if !ended {
+        let read = live.transport.read_available();
+        if !classify::ended_between_calls(exited, read, &mut live.connection) {
             return Ok(());
         }
         let Some(live) = self.live.take() else {

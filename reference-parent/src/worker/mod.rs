@@ -353,17 +353,8 @@ impl Worker {
             .process
             .exit_fd()
             .is_some_and(|fd| readable(fd).unwrap_or(false));
-        let ended = match live.transport.read_available() {
-            Ok(None) => exited,
-            Ok(Some(bytes)) => {
-                // A violation (SPEC §9.2); `send` reports it. Fed here, the
-                // bytes cannot be lost.
-                let _ = live.connection.feed(bytes);
-                false
-            }
-            Err(_) => true,
-        };
-        if !ended {
+        let read = live.transport.read_available();
+        if !classify::ended_between_calls(exited, read, &mut live.connection) {
             return Ok(());
         }
         let Some(live) = self.live.take() else {
