@@ -243,11 +243,28 @@ pub(crate) fn spawn_failed(command: impl Display, why: impl Display) -> Error {
     .with_help("check the worker command (the program and arguments of WorkerCommand)")
 }
 
-/// The worker answered `initialize` with an error: it cannot serve.
-pub(crate) fn refused_initialize(error: Error) -> Error {
-    error
-        .with_class(ErrorClass::Spawn)
-        .with_context("the worker refused initialize")
+/// How a failed `initialize` leaves a start.
+#[derive(Debug)]
+pub(crate) enum InitializeFailed {
+    /// The worker answered with an error (or a tripped limit): it cannot
+    /// serve; the driver ends it, and the start fails as a spawn failure.
+    Refused(Error),
+    /// The worker already ended (a crash, the startup deadline, a
+    /// violation): the error stands; the driver drops what is left.
+    Ended(Error),
+}
+
+/// Classify a failed `initialize` (DESIGN §17.4).
+pub(crate) fn initialize_failed(error: Error) -> InitializeFailed {
+    if !error.worker_ended() || error.class() == ErrorClass::Limit {
+        InitializeFailed::Refused(
+            error
+                .with_class(ErrorClass::Spawn)
+                .with_context("the worker refused initialize"),
+        )
+    } else {
+        InitializeFailed::Ended(error.with_context("while initializing the worker"))
+    }
 }
 
 /// A fresh worker could not load the plugin its slot serves again.
@@ -455,6 +472,42 @@ mod tests {
             &mut connection
         ));
         assert!(connection.poll_event().is_err(), "the bytes were kept");
+    }
+
+    // DESIGN §17.4: an `initialize` the worker answered with an error or a
+    // limit is a refusal (a spawn failure); one the worker did not live
+    // through keeps its class.
+    #[test]
+    fn a_failed_initialize_is_a_refusal_unless_the_worker_ended() {
+        let refused = Error::new(ErrorClass::Guest, ErrorCode::Lua, "no");
+        let InitializeFailed::Refused(error) = initialize_failed(refused) else {
+            panic!("an error answer is a refusal");
+        };
+        assert_eq!(error.class(), ErrorClass::Spawn);
+        assert!(
+            error
+                .record()
+                .context
+                .iter()
+                .any(|c| c == "the worker refused initialize")
+        );
+        let limit = Error::new(ErrorClass::Limit, ErrorCode::ResourceLimit, "memory");
+        assert!(matches!(
+            initialize_failed(limit),
+            InitializeFailed::Refused(e) if e.class() == ErrorClass::Spawn
+        ));
+        let crash = Error::new(ErrorClass::WorkerCrashed, ErrorCode::Lua, "gone");
+        let InitializeFailed::Ended(error) = initialize_failed(crash) else {
+            panic!("a crash is not a refusal");
+        };
+        assert_eq!(error.class(), ErrorClass::WorkerCrashed);
+        assert!(
+            error
+                .record()
+                .context
+                .iter()
+                .any(|c| c == "while initializing the worker")
+        );
     }
 
     #[test]

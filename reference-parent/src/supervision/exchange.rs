@@ -25,7 +25,7 @@ use quirl_lua_protocol::records::{
     CommandOutcome, HostCall, Operation, OperationResult, ShellError,
 };
 use quirl_lua_protocol::{
-    ErrorKind as ProtocolErrorKind, ParentConnection, ParentEvent, ProtocolError,
+    ErrorKind as ProtocolErrorKind, ParentConnection, ParentEvent, ProtocolError, SessionState,
 };
 
 use super::classify::{answered, from_protocol, rejected, violation};
@@ -34,6 +34,29 @@ use crate::error::Error;
 
 /// What a host answers to one host call (SPEC §6.7).
 pub type HostAnswer = Result<CommandOutcome, ShellError>;
+
+/// A request kept to be sent once more: after a `resource_limit` answer a
+/// worker may retire (SPEC §13.1-a) just after the check before the next
+/// request saw it alive. If it then turns out to have retired before
+/// reading that request (§13.1-b), the request was not run, and goes to a
+/// fresh worker instead of failing.
+#[derive(Debug)]
+pub(crate) struct Resend(Option<Operation>);
+
+impl Resend {
+    /// Keep `operation` when the worker behind `connection` may retire.
+    pub(crate) fn keep(connection: &ParentConnection, operation: &Operation) -> Self {
+        Resend(connection.may_have_retired().then(|| operation.clone()))
+    }
+
+    /// After the request failed: the request again when the worker retired
+    /// before reading it (the driver ends that worker as retired and starts
+    /// a fresh one), `None` when the failure stands.
+    pub(crate) fn unread(self, connection: &ParentConnection) -> Option<Operation> {
+        self.0
+            .filter(|_| connection.state() == SessionState::Retired)
+    }
+}
 
 /// What the driver does next for the request in flight.
 #[derive(Debug)]
@@ -270,6 +293,56 @@ mod tests {
                 ErrorCode::ResourceLimit
             )
         );
+    }
+
+    // SPEC §13.1-a/b: after a limit answer, a request that met the
+    // worker's retirement unread goes again; any other failure stands, and
+    // no request is kept where the worker cannot retire.
+    #[test]
+    fn a_request_goes_again_only_when_a_retiring_worker_left_it_unread() {
+        let now = Instant::now();
+        let limit_answer = frame(
+            r#"{"kind":"response","response":{"version":1,"id":2,"ok":false,"result":null,"error":{"code":"resource_limit","message":"memory","labels":[],"context":["limit: memory"],"help":[],"command":null,"exit_status":null}}}"#,
+        );
+        let next = Operation::Eval {
+            source: "return 2".into(),
+        };
+        let after_limit = |now| {
+            let mut connection = ready(now);
+            let flight = eval(&mut connection, now);
+            feed(&mut connection, &flight, &limit_answer, now).unwrap();
+            assert!(matches!(
+                step(&mut connection, &flight, now).unwrap(),
+                Step::Answered(_)
+            ));
+            connection
+        };
+
+        let mut retired = after_limit(now);
+        let resend = Resend::keep(&retired, &next);
+        let flight = send(&mut retired, next.clone(), now, now + SECOND).unwrap();
+        assert!(retired.end_of_stream().is_err(), "the request met the end");
+        assert!(step(&mut retired, &flight, now).is_err());
+        assert_eq!(resend.unread(&retired), Some(next.clone()));
+
+        let mut violated = after_limit(now);
+        let resend = Resend::keep(&violated, &next);
+        let flight = send(&mut violated, next.clone(), now, now + SECOND).unwrap();
+        feed(
+            &mut violated,
+            &flight,
+            &frame(r#"{"kind":"nonsense"}"#),
+            now,
+        )
+        .unwrap();
+        assert!(step(&mut violated, &flight, now).is_err());
+        assert_eq!(resend.unread(&violated), None);
+
+        let mut healthy = ready(now);
+        let resend = Resend::keep(&healthy, &next);
+        let _ = send(&mut healthy, next, now, now + SECOND).unwrap();
+        let _ = healthy.end_of_stream();
+        assert_eq!(resend.unread(&healthy), None);
     }
 
     // SPEC §9.3, DESIGN §17.6.

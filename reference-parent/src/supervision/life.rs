@@ -180,6 +180,20 @@ impl Life {
         self.found_ended(how, cause);
     }
 
+    /// The live worker `pid` was found ended between calls and has been
+    /// ended (`end`): a retirement when it may have retired after its last
+    /// answer (`may_have_retired`, SPEC §13.1-a) and exited 0 by itself
+    /// (§13.1-b), otherwise a death.
+    pub(crate) fn found_ended_between_calls(
+        &mut self,
+        may_have_retired: bool,
+        pid: u32,
+        end: WorkerEnd,
+    ) {
+        let retired = may_have_retired && end.exited_zero;
+        self.found_ended_before_request(retired, pid, end);
+    }
+
     /// The slot serves this plugin from now on: a fresh worker loads it.
     pub(crate) fn loaded_plugin(
         &mut self,
@@ -322,6 +336,30 @@ mod tests {
         assert_eq!(
             (life.restarts(), life.found_dead(), life.found_retired()),
             (2, 1, 1)
+        );
+    }
+
+    // SPEC §13.1-b: found ended between calls, a worker that may have
+    // retired and exited 0 retired; any other end is a death.
+    #[test]
+    fn between_calls_only_a_clean_exit_after_a_limit_is_a_retirement() {
+        let end = |exited_zero| WorkerEnd {
+            status: Some("exited".to_owned()),
+            exited_zero,
+            problems: Vec::new(),
+        };
+        let mut life = Life::default();
+        life.started(1);
+        life.found_ended_between_calls(true, 1, end(true));
+        life.started(2);
+        life.found_ended_between_calls(true, 2, end(false));
+        life.started(3);
+        life.found_ended_between_calls(false, 3, end(true));
+        life.started(4);
+        assert_eq!((life.found_retired(), life.found_dead()), (1, 2));
+        assert_eq!(
+            life.last_restart_cause().map(Error::class),
+            Some(ErrorClass::WorkerCrashed)
         );
     }
 

@@ -5,12 +5,12 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use ::tokio::io::unix::AsyncFd;
+use quirl_lua_protocol::ErrorContext;
 use quirl_lua_protocol::records::{
     CheckReport, ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext,
     ExecutionOutcome, ExtensionEvent, HostCall, Operation, OperationResult, PluginRegistrations,
     QuirlConfig, ShellError,
 };
-use quirl_lua_protocol::{ErrorContext, SessionState};
 use serde_json::Value;
 
 use super::host::ContainedHost;
@@ -20,8 +20,8 @@ use crate::callback_deadline::callback_deadline;
 use crate::cancel::Cancel;
 use crate::error::{Error, ErrorClass};
 use crate::process_host::ProcessHostConfig;
-use crate::supervision::classify::{self, Interrupt};
-use crate::supervision::exchange::{self, HostAnswer, Step};
+use crate::supervision::classify::{self, InitializeFailed, Interrupt};
+use crate::supervision::exchange::{self, HostAnswer, Resend, Step};
 use crate::supervision::flight::Flight;
 use crate::supervision::life::{AfterAnswer, Life, Program};
 use crate::supervision::pool::Supervised;
@@ -336,13 +336,14 @@ impl Worker {
             .await
         {
             Ok(_) => {}
-            Err(error) if !error.worker_ended() || error.class() == ErrorClass::Limit => {
-                let error = classify::refused_initialize(error);
-                return Err(self.fail(error).await);
-            }
             Err(error) => {
-                self.live = None;
-                return Err(error.with_context("while initializing the worker"));
+                return Err(match classify::initialize_failed(error) {
+                    InitializeFailed::Refused(error) => self.fail(error).await,
+                    InitializeFailed::Ended(error) => {
+                        self.live = None;
+                        error
+                    }
+                });
             }
         }
         if let Program::Plugin {
@@ -386,8 +387,8 @@ impl Worker {
         let may_have_retired = live.connection.may_have_retired();
         let pid = live.pid();
         let end = process::end(live).await;
-        let retired = may_have_retired && end.exited_zero;
-        self.life.found_ended_before_request(retired, pid, end);
+        self.life
+            .found_ended_between_calls(may_have_retired, pid, end);
         self.start().await
     }
 
@@ -411,13 +412,7 @@ impl Worker {
                 "the Lua worker is not running",
             ));
         };
-        // After a `resource_limit` answer the worker may retire (SPEC
-        // §13.1-a) just after the check before this request saw it alive:
-        // keep the request to send it again then, since it was not run.
-        let again = live
-            .connection
-            .may_have_retired()
-            .then(|| operation.clone());
+        let resend = Resend::keep(&live.connection, &operation);
         let flight = match exchange::send(&mut live.connection, operation, started, deadline) {
             Ok(flight) => flight,
             Err(error) if error.worker_ended() => return Err(self.end_with(live, error).await),
@@ -456,8 +451,8 @@ impl Worker {
                     Err(answer)
                 }
             },
-            Err(failure) => match again {
-                Some(operation) if live.connection.state() == SessionState::Retired => {
+            Err(failure) => match resend.unread(&live.connection) {
+                Some(operation) => {
                     let pid = live.pid();
                     let end = process::end(live).await;
                     self.life.found_ended_before_request(true, pid, end);

@@ -48,11 +48,11 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use quirl_lua_protocol::ErrorContext;
+use quirl_lua_protocol::ParentConnection;
 use quirl_lua_protocol::records::{
     CheckReport, ContributionKind, ErrorCode, EventHandlerReport, ExecutionContext,
     ExecutionOutcome, ExtensionEvent, Operation, OperationResult, PluginRegistrations, QuirlConfig,
 };
-use quirl_lua_protocol::{ParentConnection, SessionState};
 use serde_json::Value;
 
 use crate::callback_deadline::callback_deadline;
@@ -62,8 +62,8 @@ use crate::child_process::worker_kill::WorkerProcess;
 use crate::child_process::worker_spawn;
 use crate::error::{Error, ErrorClass};
 use crate::process_host::{ProcessHostConfig, run_host_call};
-use crate::supervision::classify::{self, WorkerEnd};
-use crate::supervision::exchange::{self, Step};
+use crate::supervision::classify::{self, InitializeFailed, WorkerEnd};
+use crate::supervision::exchange::{self, Resend, Step};
 use crate::supervision::flight::Flight;
 use crate::supervision::life::{AfterAnswer, Life, Program};
 use crate::supervision::pool::Supervised;
@@ -296,17 +296,14 @@ impl Worker {
         );
         let started = Instant::now();
         let deadline = started + self.config.startup_timeout();
-        match self.exchange(initialize, started, deadline) {
-            Ok(_) => {}
-            Err(error) if !error.worker_ended() || error.class() == ErrorClass::Limit => {
-                let error = classify::refused_initialize(error);
-                return Err(self.fail(error));
-            }
-            Err(error) => {
-                let error = error.with_context("while initializing the worker");
-                self.abandon_start();
-                return Err(error);
-            }
+        if let Err(error) = self.exchange(initialize, started, deadline) {
+            return Err(match classify::initialize_failed(error) {
+                InitializeFailed::Refused(error) => self.fail(error),
+                InitializeFailed::Ended(error) => {
+                    self.abandon_start();
+                    error
+                }
+            });
         }
         if let Program::Plugin {
             source,
@@ -363,8 +360,8 @@ impl Worker {
         let may_have_retired = live.connection.may_have_retired();
         let pid = live.process.pid();
         let end = end(live);
-        let retired = may_have_retired && end.exited_zero;
-        self.life.found_ended_before_request(retired, pid, end);
+        self.life
+            .found_ended_between_calls(may_have_retired, pid, end);
         self.start()
     }
 
@@ -380,13 +377,7 @@ impl Worker {
         let Some(live) = self.live.as_mut() else {
             return Err(self.life_ended_error());
         };
-        // After a `resource_limit` answer the worker may retire (SPEC
-        // §13.1-a) just after this check saw it alive: keep the request to
-        // send it again then, since it was not run.
-        let again = live
-            .connection
-            .may_have_retired()
-            .then(|| operation.clone());
+        let resend = Resend::keep(&live.connection, &operation);
         let flight = match exchange::send(&mut live.connection, operation, started, deadline) {
             Ok(flight) => flight,
             Err(error) if error.worker_ended() => return Err(self.fail(error)),
@@ -401,34 +392,26 @@ impl Worker {
                 AfterAnswer::Keep => Err(answer),
                 AfterAnswer::Retire => Err(self.retire(answer)),
             },
-            Err(failure) => match again {
-                Some(operation) if self.found_retired() => {
-                    self.start()?;
-                    self.exchange(operation, started, deadline)
+            Err(failure) => {
+                let unread = self
+                    .live
+                    .as_ref()
+                    .and_then(|live| resend.unread(&live.connection));
+                match (unread, self.live.take()) {
+                    (Some(operation), Some(live)) => {
+                        let pid = live.process.pid();
+                        let end = end(live);
+                        self.life.found_ended_before_request(true, pid, end);
+                        self.start()?;
+                        self.exchange(operation, started, deadline)
+                    }
+                    (_, live) => {
+                        self.live = live;
+                        Err(self.fail(failure))
+                    }
                 }
-                _ => Err(self.fail(failure)),
-            },
+            }
         }
-    }
-
-    /// Whether the request just failed because the worker had retired
-    /// before reading it (SPEC §13.1-b: it was not run): then the worker is
-    /// ended and recorded as retired, and the request may go to a fresh one.
-    fn found_retired(&mut self) -> bool {
-        let retired = self
-            .live
-            .as_ref()
-            .is_some_and(|live| live.connection.state() == SessionState::Retired);
-        if !retired {
-            return false;
-        }
-        let Some(live) = self.live.take() else {
-            return false;
-        };
-        let pid = live.process.pid();
-        let end = end(live);
-        self.life.found_ended_before_request(true, pid, end);
-        true
     }
 
     /// The request loop (DESIGN §17.3): `Ok(Ok)` a result, `Ok(Err)` the
